@@ -1,0 +1,173 @@
+"""Every setting, read once from the environment.
+
+The names, defaults and meanings are the reference design's (Django's ``DJANGO_*`` prefix
+dropped, see ``CONTRACT.md``). Nothing else in the project reads ``os.environ``: the app
+factory builds one :class:`Settings` and everything downstream receives it.
+
+A malformed value is a start-up error naming the variable, never a silent default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zoneinfo
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
+
+
+class ConfigError(ValueError):
+    """A setting has a value the application cannot use."""
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"{name} must be a finite number >= {minimum:g}, got {raw!r}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {raw!r}")
+    return value
+
+
+def _list(env: Mapping[str, str], name: str, default: str) -> tuple[str, ...]:
+    raw = env.get(name, default)
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """The ``JOB_WORKER_*`` settings; ``flask worker`` options may override them."""
+
+    threads: int = 4
+    poll_interval_ms: float = 500.0
+    lease_seconds: float = 30.0
+    cleanup_interval_seconds: float = 5.0
+    cleanup_batch_size: int = 100
+    backoff_base_seconds: float = 5.0
+    backoff_max_seconds: float = 300.0
+    max_attempts_default: int = 3
+    log_level: str = "INFO"
+    handler_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
+        log_level = env.get("JOB_WORKER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
+        if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ConfigError(
+                f"JOB_WORKER_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}"
+            )
+        settings = cls(
+            threads=_int(env, "JOB_WORKER_THREADS", 4, minimum=1),
+            poll_interval_ms=_number(env, "JOB_WORKER_POLL_INTERVAL_MS", 500.0, minimum=0),
+            lease_seconds=_number(env, "JOB_WORKER_LEASE_SECONDS", 30.0, minimum=0.01),
+            cleanup_interval_seconds=_number(env, "JOB_WORKER_CLEANUP_INTERVAL_SECONDS", 5.0, minimum=0),
+            cleanup_batch_size=_int(env, "JOB_WORKER_CLEANUP_BATCH_SIZE", 100, minimum=1),
+            backoff_base_seconds=_number(env, "JOB_WORKER_BACKOFF_BASE_SECONDS", 5.0, minimum=0),
+            backoff_max_seconds=_number(env, "JOB_WORKER_BACKOFF_MAX_SECONDS", 300.0, minimum=0),
+            max_attempts_default=_int(env, "JOB_WORKER_MAX_ATTEMPTS_DEFAULT", 3, minimum=1),
+            log_level=log_level,
+            handler_modules=_list(env, "JOB_HANDLER_MODULES", ""),
+        )
+        return settings
+
+    def as_dict(self) -> dict[str, object]:
+        """The settings under their environment names, as ``/api/config/`` shows them."""
+        return {
+            "JOB_WORKER_THREADS": self.threads,
+            "JOB_WORKER_POLL_INTERVAL_MS": self.poll_interval_ms,
+            "JOB_WORKER_LEASE_SECONDS": self.lease_seconds,
+            "JOB_WORKER_CLEANUP_INTERVAL_SECONDS": self.cleanup_interval_seconds,
+            "JOB_WORKER_CLEANUP_BATCH_SIZE": self.cleanup_batch_size,
+            "JOB_WORKER_BACKOFF_BASE_SECONDS": self.backoff_base_seconds,
+            "JOB_WORKER_BACKOFF_MAX_SECONDS": self.backoff_max_seconds,
+            "JOB_WORKER_MAX_ATTEMPTS_DEFAULT": self.max_attempts_default,
+            "JOB_WORKER_LOG_LEVEL": self.log_level,
+            "JOB_HANDLER_MODULES": list(self.handler_modules),
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the application reads from its environment."""
+
+    database_url: str | None = None
+    postgres_db: str = "job_queue"
+    postgres_user: str = "postgres"
+    postgres_password: str = "postgres"
+    postgres_host: str | None = None
+    postgres_port: int = 5432
+    conn_max_age: float = 0.0
+    debug: bool = True
+    secret_key: str = DEV_SECRET_KEY
+    allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "0.0.0.0")
+    cors_allowed_origins: tuple[str, ...] = ("http://localhost:5173", "http://127.0.0.1:5173")
+    enable_debug_toolbar: bool = True
+    internal_ips: tuple[str, ...] = ("127.0.0.1", "localhost", "host.docker.internal")
+    time_zone: str = "UTC"
+    max_content_length: int = 1_048_576
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        debug = _bool(env, "DEBUG", True)
+        time_zone = env.get("TIME_ZONE", "UTC").strip() or "UTC"
+        try:
+            zoneinfo.ZoneInfo(time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"TIME_ZONE is not a known time zone: {time_zone!r}") from None
+        return cls(
+            database_url=(env.get("DATABASE_URL") or "").strip() or None,
+            postgres_db=env.get("POSTGRES_DB", "job_queue"),
+            postgres_user=env.get("POSTGRES_USER", "postgres"),
+            postgres_password=env.get("POSTGRES_PASSWORD", "postgres"),
+            postgres_host=(env.get("POSTGRES_HOST") or "").strip() or None,
+            postgres_port=_int(env, "POSTGRES_PORT", 5432, minimum=1),
+            conn_max_age=_number(env, "POSTGRES_CONN_MAX_AGE", 0.0, minimum=0),
+            debug=debug,
+            secret_key=env.get("SECRET_KEY") or DEV_SECRET_KEY,
+            allowed_hosts=_list(env, "ALLOWED_HOSTS", "localhost,127.0.0.1,0.0.0.0"),
+            cors_allowed_origins=_list(
+                env, "CORS_ALLOWED_ORIGINS", "http://localhost:5173,http://127.0.0.1:5173"
+            ),
+            enable_debug_toolbar=_bool(env, "ENABLE_DEBUG_TOOLBAR", debug),
+            internal_ips=_list(env, "INTERNAL_IPS", "127.0.0.1,localhost,host.docker.internal"),
+            time_zone=time_zone,
+            max_content_length=_int(env, "MAX_CONTENT_LENGTH", 1_048_576, minimum=1024),
+            worker=WorkerSettings.from_env(env),
+        )
+
+    @property
+    def tz(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.time_zone)

@@ -1,0 +1,90 @@
+"""Where the engine points: ``DATABASE_URL``, the ``POSTGRES_*`` variables, or embedded.
+
+Without either, the app runs on an embedded PostgreSQL (the ``pgserver`` package) whose data
+lives under the Flask instance folder. pgserver starts the server on first use and attaches to
+it when it already runs, under an inter-process lock, so the web and worker processes share
+one server. It is a real PostgreSQL 16: SKIP LOCKED, partial indexes and check constraints
+behave exactly as on a production server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
+
+from .config import Settings
+
+log = logging.getLogger(__name__)
+
+# One migration at a time, whichever process starts first (web or worker).
+MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
+
+
+def normalise_url(url: str) -> str:
+    """Accept ``postgresql://``/``postgres://`` and point SQLAlchemy at psycopg 3."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def postgres_url(settings: Settings) -> str:
+    user = quote(settings.postgres_user, safe="")
+    password = quote(settings.postgres_password, safe="")
+    return (
+        f"postgresql+psycopg://{user}:{password}@{settings.postgres_host}:"
+        f"{settings.postgres_port}/{quote(settings.postgres_db, safe='')}"
+    )
+
+
+def embedded_url(instance_path: str) -> str:
+    """Start (or attach to) the embedded server under the instance folder; return its URL."""
+    os.makedirs(instance_path, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", ensure_runtime_dir())
+    import pgserver  # imported late: only the embedded mode needs it
+
+    pgdata = Path(instance_path) / "pgdata"
+    # cleanup_mode="stop": pgserver counts the processes attached (web, worker, a flask
+    # command) and the last one to exit stops the server; no orphan postgres is left behind.
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/socket/dir
+    parts = urlsplit(uri)
+    host = parse_qs(parts.query).get("host", [""])[0]
+    log.info("embedded PostgreSQL at %s (socket %s)", pgdata, host)
+    return f"postgresql+psycopg://postgres@/postgres?host={quote(host, safe='/')}"
+
+
+def ensure_runtime_dir() -> str:
+    """pgserver keeps its inter-process lock here; platformdirs wants it private (0700)."""
+    path = f"/tmp/jobqueue-runtime-{os.getuid()}"
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def resolve_url(settings: Settings, instance_path: str) -> tuple[str, bool]:
+    """Return ``(sqlalchemy_url, embedded)``."""
+    if settings.database_url:
+        return normalise_url(settings.database_url), False
+    if settings.postgres_host:
+        return postgres_url(settings), False
+    return embedded_url(instance_path), True
+
+
+def engine_options(settings: Settings) -> dict[str, object]:
+    """Pool sized for the worker's threads plus the cleanup tick and a spare.
+
+    ``POSTGRES_CONN_MAX_AGE`` maps to ``pool_recycle``; 0 (the default) keeps connections
+    until they fail, and ``pool_pre_ping`` replaces a connection a database restart broke.
+    """
+    options: dict[str, object] = {
+        "pool_size": max(5, settings.worker.threads + 2),
+        "max_overflow": 10,
+        "pool_pre_ping": True,
+        "pool_timeout": 10,
+    }
+    if settings.conn_max_age > 0:
+        options["pool_recycle"] = settings.conn_max_age
+    return options

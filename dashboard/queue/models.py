@@ -1,0 +1,126 @@
+"""``jobs_job`` and ``jobs_jobevent``: the reference's two tables, names and all.
+
+The row shape is enforced by PostgreSQL, not by hope: a job that is queued holds no lock and
+no finish time, a running job holds both lock fields, a finished one holds a finish time and no
+lock. The service functions keep to these rules; the constraints make a bug that breaks them
+fail loudly instead of leaving a job no worker will ever pick up.
+
+Each index is here for one query, named beside it. The queries live in ``sql.py`` and
+``read.py``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+    Uuid,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..extensions import db
+from .states import EVENT_TYPES
+
+STATUS_SHAPE_SQL = (
+    "(status = 'queued' AND locked_by IS NULL AND locked_until IS NULL AND finished_at IS NULL)"
+    " OR (status = 'running' AND locked_by IS NOT NULL AND locked_until IS NOT NULL"
+    " AND finished_at IS NULL)"
+    " OR (status IN ('succeeded', 'failed') AND locked_by IS NULL AND locked_until IS NULL"
+    " AND finished_at IS NOT NULL)"
+)
+ATTEMPTS_SQL = "attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts"
+EVENT_TYPE_SQL = "type IN (" + ", ".join(f"'{t}'" for t in EVENT_TYPES) + ")"
+
+
+class Job(db.Model):
+    """The source of truth for queue state."""
+
+    __tablename__ = "jobs_job"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    type: Mapped[str] = mapped_column(String(120))
+    payload: Mapped[Any] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    status: Mapped[str] = mapped_column(String(16), server_default=text("'queued'"))
+    priority: Mapped[int] = mapped_column(SmallInteger, server_default=text("50"))
+    available_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    max_attempts: Mapped[int] = mapped_column(Integer, server_default=text("3"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    locked_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    result: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
+        CheckConstraint(ATTEMPTS_SQL, name="job_attempts_valid"),
+        # Job list filtered by status (``read.list_jobs``).
+        Index("jobs_job_status_idx", "status"),
+        Index("jobs_job_available_at_idx", "available_at"),
+        # Job list ordering, newest first (``read.list_jobs``).
+        Index("jobs_job_created_at_idx", "created_at"),
+        # The claim (``sql.CLAIM``): only queued rows, so it stays small while finished rows
+        # pile up. Columns as in the reference.
+        Index(
+            "job_claim_idx",
+            "available_at",
+            text("priority DESC"),
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'queued'"),
+        ),
+        # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
+        Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
+        # Idempotent create (``sql.CREATE``'s ON CONFLICT): unique only when a key is given.
+        Index(
+            "job_idempotency_key_unique",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
+    )
+
+
+class JobEvent(db.Model):
+    """Append-only timeline. It explains how a job got where it is; it does not decide it."""
+
+    __tablename__ = "jobs_jobevent"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("jobs_job.id", ondelete="CASCADE", name="jobs_jobevent_job_id_fk")
+    )
+    type: Mapped[str] = mapped_column(String(32))
+    attempt: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    worker_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    message: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    data: Mapped[Any] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint(EVENT_TYPE_SQL, name="job_event_type_valid"),
+        # Global feed filtered by type (``read.list_events``).
+        Index("jobs_jobevent_type_idx", "type"),
+        Index("jobs_jobevent_created_at_idx", "created_at"),
+        # One job's timeline in id order (``read.job_events``).
+        Index("job_event_job_id_idx", "job_id", "id"),
+        # Global feed, newest first by id, cursor-paginated (``read.list_events``).
+        Index("job_event_id_idx", "id"),
+    )

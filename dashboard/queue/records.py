@@ -1,0 +1,78 @@
+"""Plain results the engine returns: no ORM objects escape the engine's write path."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: uuid.UUID
+    type: str
+    payload: Any
+    status: str
+    priority: int
+    available_at: datetime
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None
+    locked_by: str | None
+    locked_until: datetime | None
+    last_error: str
+    result: Any
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
+        return cls(**{name: row[name] for name in JOB_FIELDS})
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: int
+    job_id: uuid.UUID
+    type: str
+    attempt: int
+    worker_id: str | None
+    message: str
+    data: Any
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> EventRecord:
+        return cls(**{name: row[name] for name in EVENT_FIELDS})
+
+
+@dataclass(frozen=True, slots=True)
+class CreateResult:
+    job: JobRecord
+    created: bool  # False: an existing job with this idempotency key was returned
+
+
+@dataclass(frozen=True, slots=True)
+class RetryResult:
+    """``job`` is the requeued job; otherwise ``reason`` says why nothing changed."""
+
+    job: JobRecord | None
+    reason: str | None = None  # "not_found" | "not_failed"
+    status: str | None = None  # the status that made it not retryable
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupResult:
+    requeued: list[uuid.UUID]
+    failed: list[uuid.UUID]
+
+    @property
+    def count(self) -> int:
+        return len(self.requeued) + len(self.failed)
+
+
+JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobRecord))
+EVENT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(EventRecord))

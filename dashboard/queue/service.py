@@ -1,0 +1,275 @@
+"""Every job state transition, each one transaction that writes its event.
+
+The API, the dashboard, the worker and the tests all call these functions; nothing else writes
+job state. They take explicit inputs (ids, worker id, attempt, ``now``) and return plain
+records. A worker-side call whose ownership guard matches no row returns ``None``: that is a
+stale worker being fenced off, a normal outcome, not an error.
+
+They need an application context (for the engine) and nothing else: no request, no session
+cookie, no template.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ..extensions import db
+from . import sql
+from .backoff import delay_table, retry_delay
+from .records import CleanupResult, CreateResult, JobRecord, RetryResult
+
+TYPE_MAX_LENGTH = 120
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
+INT_MAX = 2_147_483_647
+DEFAULT_PRIORITY = 50
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _begin() -> Any:
+    return db.engine.begin()
+
+
+def _aware(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware")
+    return value
+
+
+def pg_safe(value: Any) -> Any:
+    """Replace NUL characters, which PostgreSQL text and jsonb cannot store.
+
+    Error messages and tracebacks come from arbitrary handler code; they must never make the
+    failure itself unrecordable.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {pg_safe(str(k)): pg_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [pg_safe(v) for v in value]
+    return value
+
+
+def _job(conn: Connection, statement: Any, params: dict[str, Any]) -> JobRecord | None:
+    row = conn.execute(statement, params).mappings().first()
+    return JobRecord.from_row(row) if row is not None else None
+
+
+def create_job(
+    type: str,
+    payload: Any = None,
+    *,
+    priority: int = DEFAULT_PRIORITY,
+    available_at: datetime | None = None,
+    max_attempts: int = 3,
+    idempotency_key: str | None = None,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> CreateResult:
+    """Queue a job, or return the job that already holds ``idempotency_key``.
+
+    ``available_at`` defaults to ``now``. ``event_data`` is merged into the ``created``
+    event (who created it, through which door).
+    """
+    now = _aware(now or utcnow(), "now")
+    if not type or len(type) > TYPE_MAX_LENGTH:
+        raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
+    if not 1 <= max_attempts <= INT_MAX:
+        raise ValueError(f"max_attempts must be between 1 and {INT_MAX}")
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
+        raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+    params = {
+        "id": uuid.uuid4(),
+        "type": type,
+        "payload": {} if payload is None else payload,
+        "priority": priority,
+        "available_at": _aware(available_at, "available_at") if available_at else now,
+        "max_attempts": max_attempts,
+        "idempotency_key": idempotency_key,
+        "event_data": {"type": type, **(event_data or {})},
+        "now": now,
+    }
+    with _begin() as conn:
+        job = _job(conn, sql.CREATE, params)
+        if job is not None:
+            return CreateResult(job=job, created=True)
+        existing = _job(conn, sql.FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
+    if existing is None:  # the conflicting row vanished between the two statements
+        raise RuntimeError("idempotency key conflict with a job that no longer exists")
+    return CreateResult(job=existing, created=False)
+
+
+def claim_jobs(
+    worker_id: str, *, lease_seconds: float, limit: int = 1, now: datetime | None = None
+) -> list[JobRecord]:
+    """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first."""
+    now = _aware(now or utcnow(), "now")
+    params = {
+        "worker_id": worker_id,
+        "limit": limit,
+        "now": now,
+        "locked_until": now + timedelta(seconds=lease_seconds),
+    }
+    with _begin() as conn:
+        rows = conn.execute(sql.CLAIM, params).mappings().all()
+    return [JobRecord.from_row(row) for row in rows]
+
+
+def claim_next_job(worker_id: str, *, lease_seconds: float, now: datetime | None = None) -> JobRecord | None:
+    """Claim the next eligible job: queued -> running, ``attempts + 1``, lease set."""
+    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now)
+    return jobs[0] if jobs else None
+
+
+def _owner(job_id: uuid.UUID, worker_id: str, attempt: int) -> dict[str, Any]:
+    return {"id": job_id, "worker_id": worker_id, "attempt": attempt}
+
+
+def renew_lease(
+    job_id: uuid.UUID,
+    worker_id: str,
+    attempt: int,
+    *,
+    lease_seconds: float,
+    now: datetime | None = None,
+) -> datetime | None:
+    """Extend the lease; return the new ``locked_until``, or ``None`` if ownership is lost."""
+    now = _aware(now or utcnow(), "now")
+    params = {
+        **_owner(job_id, worker_id, attempt),
+        "now": now,
+        "locked_until": now + timedelta(seconds=lease_seconds),
+    }
+    with _begin() as conn:
+        return conn.execute(sql.RENEW, params).scalar_one_or_none()
+
+
+def record_progress(
+    job_id: uuid.UUID,
+    worker_id: str,
+    attempt: int,
+    *,
+    message: str = "",
+    data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> int | None:
+    """Append a ``progress`` event; return its id, or ``None`` if ownership is lost."""
+    params = {
+        **_owner(job_id, worker_id, attempt),
+        "now": _aware(now or utcnow(), "now"),
+        "message": pg_safe(message),
+        "data": pg_safe(data or {}),
+    }
+    with _begin() as conn:
+        return conn.execute(sql.PROGRESS, params).scalar_one_or_none()
+
+
+def complete_job(
+    job_id: uuid.UUID,
+    worker_id: str,
+    attempt: int,
+    result: Any = None,
+    *,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> JobRecord | None:
+    """running -> succeeded, only for the owner of this attempt; else ``None``."""
+    params = {
+        **_owner(job_id, worker_id, attempt),
+        "now": _aware(now or utcnow(), "now"),
+        "result": result,
+        "event_data": event_data or {},
+    }
+    with _begin() as conn:
+        return _job(conn, sql.COMPLETE, params)
+
+
+def fail_job(
+    job_id: uuid.UUID,
+    worker_id: str,
+    attempt: int,
+    error: str,
+    *,
+    backoff_base_seconds: float,
+    backoff_max_seconds: float,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> JobRecord | None:
+    """Record a failed attempt: requeue after the backoff while attempts remain, else fail.
+
+    Returns the job in its new state (``queued`` or ``failed``), or ``None`` if this worker
+    no longer owns the attempt.
+    """
+    now = _aware(now or utcnow(), "now")
+    delay = retry_delay(max(attempt, 1), backoff_base_seconds, backoff_max_seconds)
+    error = pg_safe(error)
+    params = {
+        **_owner(job_id, worker_id, attempt),
+        "now": now,
+        "retry_at": now + timedelta(seconds=delay),
+        "delay": delay,
+        "error": error,
+        "event_data": {"error": error, **pg_safe(event_data or {})},
+    }
+    with _begin() as conn:
+        return _job(conn, sql.FAIL, params)
+
+
+def cleanup_expired_jobs(
+    worker_id: str | None,
+    *,
+    batch_size: int,
+    backoff_base_seconds: float,
+    backoff_max_seconds: float,
+    now: datetime | None = None,
+) -> CleanupResult:
+    """Recover up to ``batch_size`` running jobs whose lease has expired.
+
+    Each is requeued after its backoff (event ``timeout_requeued``) or, with no attempts
+    left, failed (event ``failed``). ``last_error`` says which lease expired and whose it was.
+    """
+    params = {
+        "worker_id": worker_id,
+        "now": _aware(now or utcnow(), "now"),
+        "batch": batch_size,
+        "delays": delay_table(backoff_base_seconds, backoff_max_seconds),
+        "max_delay": float(backoff_max_seconds),
+    }
+    with _begin() as conn:
+        rows = conn.execute(sql.CLEANUP_EXPIRED, params).all()
+    return CleanupResult(
+        requeued=[row.id for row in rows if row.status == "queued"],
+        failed=[row.id for row in rows if row.status == "failed"],
+    )
+
+
+def retry_job(
+    job_id: uuid.UUID,
+    *,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> RetryResult:
+    """failed -> queued with a fresh set of attempts, available now."""
+    params = {
+        "id": job_id,
+        "now": _aware(now or utcnow(), "now"),
+        "event_data": event_data or {},
+    }
+    with _begin() as conn:
+        job = _job(conn, sql.RETRY, params)
+        if job is not None:
+            return RetryResult(job=job)
+        status = conn.execute(sql.JOB_STATUS, {"id": job_id}).scalar_one_or_none()
+    if status is None:
+        return RetryResult(job=None, reason="not_found")
+    return RetryResult(job=None, reason="not_failed", status=status)

@@ -1,0 +1,215 @@
+"""The SQL that matters, in one place, each statement beside the index it relies on.
+
+Every transition is one statement: a data-modifying CTE updates the job and inserts its event
+together, so a transition and its event commit or vanish as one and cost one round trip.
+
+Ownership (the fence against stale workers) is the same four-column guard everywhere::
+
+    id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+
+A lease that has expired but that no cleanup pass has recovered yet still belongs to its
+worker: nobody else can hold the job, so its result is kept. Once cleanup requeues the job,
+``status`` (and on the next claim ``attempts`` and ``locked_by``) no longer match.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Float, Integer, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
+
+# Create, or find the job that holds this idempotency key.
+# Index: job_idempotency_key_unique (partial unique, WHERE idempotency_key IS NOT NULL).
+# ON CONFLICT waits for a concurrent insert of the same key to commit or roll back, so two
+# clients racing on one key leave one row; the loser then reads the winner's row.
+CREATE = text(
+    """
+    WITH ins AS (
+        INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                              max_attempts, idempotency_key, last_error, created_at, updated_at)
+        VALUES (:id, :type, :payload, 'queued', :priority, :available_at, 0,
+                :max_attempts, :idempotency_key, '', :now, :now)
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING *
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'created', 0, NULL, 'Job created', :event_data, :now FROM ins
+    )
+    SELECT * FROM ins
+    """
+).bindparams(bindparam("payload", type_=JSONB), bindparam("event_data", type_=JSONB))
+
+FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :idempotency_key")
+
+# Claim up to :limit eligible jobs in the reference's order.
+# Index: job_claim_idx (available_at, priority DESC, created_at, id) WHERE status = 'queued'.
+# FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another claimer has locked instead of
+# waiting on them, so each attempt goes to exactly one worker.
+CLAIM = text(
+    """
+    WITH next AS (
+        SELECT id FROM jobs_job
+        WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE jobs_job AS j
+        SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+            locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
+        FROM next WHERE j.id = next.id
+        RETURNING j.*
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'claimed', attempts, :worker_id, 'Claimed by worker',
+               jsonb_build_object('locked_until', locked_until), :now
+        FROM claimed
+    )
+    SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
+    """
+)
+
+RENEW = text(
+    f"""
+    WITH renewed AS (
+        UPDATE jobs_job SET locked_until = :locked_until, updated_at = :now
+        WHERE {OWNED}
+        RETURNING id, attempts, locked_until
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'lease_renewed', attempts, :worker_id, 'Lease renewed',
+               jsonb_build_object('locked_until', locked_until), :now
+        FROM renewed
+    )
+    SELECT locked_until FROM renewed
+    """
+)
+
+# Progress touches updated_at so that it takes the row lock: an event can then never be
+# written for an attempt that a concurrent cleanup has just requeued.
+PROGRESS = text(
+    f"""
+    WITH owned AS (
+        UPDATE jobs_job SET updated_at = :now WHERE {OWNED} RETURNING id, attempts
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'progress', attempts, :worker_id, :message, :data, :now FROM owned
+        RETURNING id
+    )
+    SELECT id FROM ev
+    """
+).bindparams(bindparam("data", type_=JSONB))
+
+COMPLETE = text(
+    f"""
+    WITH done AS (
+        UPDATE jobs_job
+        SET status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL,
+            finished_at = :now, updated_at = :now
+        WHERE {OWNED}
+        RETURNING *
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', :event_data, :now
+        FROM done
+    )
+    SELECT * FROM done
+    """
+).bindparams(bindparam("result", type_=JSONB), bindparam("event_data", type_=JSONB))
+
+# Requeue with backoff while attempts remain, else fail for good.
+FAIL = text(
+    f"""
+    WITH failed AS (
+        UPDATE jobs_job
+        SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
+            available_at = CASE WHEN attempts < max_attempts THEN :retry_at
+                                ELSE available_at END,
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
+            locked_by = NULL, locked_until = NULL, last_error = :error, updated_at = :now
+        WHERE {OWNED}
+        RETURNING *
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id,
+               CASE WHEN status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END,
+               attempts, :worker_id, :error,
+               CASE WHEN status = 'queued'
+                    THEN :event_data || jsonb_build_object(
+                        'retry_at', available_at, 'retry_in_seconds', :delay)
+                    ELSE :event_data END,
+               :now
+        FROM failed
+    )
+    SELECT * FROM failed
+    """
+).bindparams(bindparam("event_data", type_=JSONB), bindparam("delay", type_=Float))
+
+# Recover expired leases, oldest first, at most :batch per pass.
+# Index: job_timeout_idx (locked_until) WHERE status = 'running'.
+# SKIP LOCKED: a row whose owner is completing or renewing it right now is left alone; if the
+# owner's statement wins, the lease is no longer expired or the job is no longer running.
+CLEANUP_EXPIRED = text(
+    """
+    WITH expired AS (
+        SELECT id, locked_by AS expired_worker, locked_until AS expired_at
+        FROM jobs_job
+        WHERE status = 'running' AND locked_until < :now
+        ORDER BY locked_until
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    ), recovered AS (
+        UPDATE jobs_job AS j
+        SET status = CASE WHEN j.attempts < j.max_attempts THEN 'queued' ELSE 'failed' END,
+            available_at = CASE WHEN j.attempts < j.max_attempts
+                THEN CAST(:now AS timestamptz) + make_interval(
+                    secs => COALESCE((CAST(:delays AS float8[]))[j.attempts], :max_delay))
+                ELSE j.available_at END,
+            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE :now END,
+            locked_by = NULL, locked_until = NULL,
+            last_error = 'Lease expired at ' || to_char(expired.expired_at AT TIME ZONE 'UTC',
+                'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || ' (worker ' || expired.expired_worker
+                || ', attempt ' || j.attempts || ')',
+            updated_at = :now
+        FROM expired WHERE j.id = expired.id
+        RETURNING j.id, j.status, j.attempts, j.available_at, j.last_error,
+                  expired.expired_worker, expired.expired_at
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, CASE WHEN status = 'queued' THEN 'timeout_requeued' ELSE 'failed' END,
+               attempts, :worker_id, last_error,
+               jsonb_build_object('error', last_error, 'expired_worker_id', expired_worker,
+                                  'locked_until', expired_at)
+               || CASE WHEN status = 'queued'
+                       THEN jsonb_build_object('retry_at', available_at)
+                       ELSE '{}'::jsonb END,
+               :now
+        FROM recovered
+    )
+    SELECT id, status FROM recovered
+    """
+).bindparams(
+    bindparam("delays", type_=ARRAY(Float)),
+    bindparam("max_delay", type_=Float),
+    bindparam("batch", type_=Integer),
+)
+
+RETRY = text(
+    """
+    WITH retried AS (
+        UPDATE jobs_job
+        SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
+            locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
+            updated_at = :now
+        WHERE id = :id AND status = 'failed'
+        RETURNING *
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'manual_retry', 0, NULL, 'Manual retry', :event_data, :now FROM retried
+    )
+    SELECT * FROM retried
+    """
+).bindparams(bindparam("event_data", type_=JSONB))
+
+JOB_STATUS = text("SELECT status FROM jobs_job WHERE id = :id")

@@ -1,0 +1,44 @@
+"""The four job statuses and the event types, with who moves a job in and out of each.
+
+::
+
+    queued  -> running     claim_next_job            (event: claimed)
+    running -> succeeded   complete_job              (event: succeeded)
+    running -> queued      fail_job, attempts left   (event: retry_scheduled)
+    running -> queued      cleanup_expired_jobs      (event: timeout_requeued)
+    running -> failed      fail_job / cleanup, none left (event: failed)
+    failed  -> queued      retry_job                 (event: manual_retry)
+
+Events ``created``, ``progress`` and ``lease_renewed`` record facts without a status change.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED})
+LIVE = frozenset({Status.QUEUED, Status.RUNNING})
+
+
+class EventType(StrEnum):
+    CREATED = "created"
+    CLAIMED = "claimed"
+    PROGRESS = "progress"
+    LEASE_RENEWED = "lease_renewed"
+    SUCCEEDED = "succeeded"
+    RETRY_SCHEDULED = "retry_scheduled"
+    FAILED = "failed"
+    TIMEOUT_REQUEUED = "timeout_requeued"
+    MANUAL_RETRY = "manual_retry"
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+EVENT_TYPES: tuple[str, ...] = tuple(e.value for e in EventType)

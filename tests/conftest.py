@@ -1,0 +1,93 @@
+"""One real PostgreSQL per test session, migrated with the real migrations.
+
+``DATABASE_URL``, when set, names a server the suite may create a scratch database on;
+otherwise an embedded server (pgserver) starts in a temporary folder and is deleted at the end.
+Either way the tests run against a database of their own, built by ``flask db upgrade``'s code
+path (``flask_migrate.upgrade``), so the migrations are tested too.
+
+Isolation is committed data plus ``TRUNCATE`` before each test: many tests need several
+connections (claim races, worker threads and processes, a live server for the browser), which
+a rolled-back outer transaction cannot serve. ``test_isolation.py`` is the canary.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from flask import Flask
+from sqlalchemy import text
+from sqlalchemy.engine import URL, make_url
+
+from dashboard import create_app, upgrade_database
+from dashboard.database import ensure_runtime_dir, normalise_url
+from dashboard.extensions import db
+
+
+def _admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    configured = os.environ.get("DATABASE_URL")
+    if configured:
+        yield normalise_url(configured)
+        return
+    os.environ.setdefault("XDG_RUNTIME_DIR", ensure_runtime_dir())
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    yield normalise_url(server.get_uri())
+    server.cleanup()
+
+
+def _libpq(url: URL) -> str:
+    """A libpq connection string for psycopg from a SQLAlchemy URL."""
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a fresh, empty database for this test session."""
+    for admin in _admin_url(tmp_path_factory):
+        admin_url = make_url(admin)
+        name = f"jobqueue_test_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        url = admin_url.set(database=name)
+        yield url.render_as_string(hide_password=False)
+        with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def libpq_url(database_url: str) -> str:
+    """The test database as a plain libpq URL, for subprocesses and raw psycopg."""
+    return _libpq(make_url(database_url))
+
+
+TEST_CONFIG = {
+    "TESTING": True,
+    "DEBUG": "false",
+    "ENABLE_DEBUG_TOOLBAR": "false",
+    "SECRET_KEY": "test-secret-key",
+    "JOB_WORKER_THREADS": "8",
+}
+
+
+@pytest.fixture(scope="session")
+def app(database_url: str) -> Iterator[Flask]:
+    app = create_app({**TEST_CONFIG, "DATABASE_URL": database_url, "AUTO_MIGRATE": "false"})
+    upgrade_database(app)
+    yield app
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def clean_tables(request: pytest.FixtureRequest) -> None:
+    """Empty the queue tables before each test that uses the database."""
+    if "app" not in request.fixturenames:
+        return
+    app: Flask = request.getfixturevalue("app")
+    with app.app_context(), db.engine.begin() as conn:
+        conn.execute(text("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY"))

@@ -1,0 +1,88 @@
+"""Creating jobs: defaults, idempotency keys, and the race on one key."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+import pytest
+from flask import Flask
+
+from dashboard.queue import read, service
+from dashboard.queue.records import CreateResult
+
+from .helpers import T0, at, event_types
+
+
+def test_create_sets_defaults_and_emits_created(app):
+    result = service.create_job("demo.success", {"sleep_seconds": 1}, now=T0)
+    job = result.job
+    assert result.created is True
+    assert (job.status, job.priority, job.attempts, job.max_attempts) == ("queued", 50, 0, 3)
+    assert job.available_at == T0 and job.created_at == T0 and job.updated_at == T0
+    assert job.payload == {"sleep_seconds": 1}
+    assert job.last_error == "" and job.result is None and job.finished_at is None
+    events = read.job_events(job.id)
+    assert [(e.type, e.attempt, e.worker_id, e.message, e.data) for e in events] == [
+        ("created", 0, None, "Job created", {"type": "demo.success"})
+    ]
+
+
+def test_create_without_payload_stores_an_empty_object(app):
+    assert service.create_job("demo.success", now=T0).job.payload == {}
+
+
+def test_idempotency_key_returns_the_existing_job(app):
+    first = service.create_job("demo.success", {"a": 1}, idempotency_key="k-1", now=T0)
+    second = service.create_job("demo.fail", {"b": 2}, idempotency_key="k-1", now=at(5))
+    assert first.created is True and second.created is False
+    assert second.job == first.job
+    assert read.list_jobs(limit=10, offset=0).count == 1
+    assert event_types(first.job.id) == ["created"]
+
+
+def test_threads_racing_on_one_key_leave_one_row(app: Flask):
+    threads = 12
+    barrier = threading.Barrier(threads)
+    results: list[CreateResult] = []
+    lock = threading.Lock()
+
+    def run(n: int) -> None:
+        with app.app_context():
+            barrier.wait()
+            result = service.create_job("demo.success", {"n": n}, idempotency_key="race")
+            with lock:
+                results.append(result)
+
+    workers = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert len(results) == threads
+    assert sum(r.created for r in results) == 1
+    assert len({r.job.id for r in results}) == 1
+    assert read.list_jobs(limit=100, offset=0).count == 1
+    assert len(read.list_events(limit=100, type="created").results) == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"type": ""},
+        {"type": "x" * 121},
+        {"type": "t", "priority": 40000},
+        {"type": "t", "max_attempts": 0},
+        {"type": "t", "available_at": datetime(2026, 1, 1)},
+        {"type": "t", "idempotency_key": ""},
+    ],
+)
+def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
+    with pytest.raises(ValueError):
+        service.create_job(**kwargs)
+    assert read.list_jobs(limit=10, offset=0).count == 0
+
+
+def test_naive_now_is_refused(app):
+    with pytest.raises(ValueError):
+        service.claim_next_job("w", lease_seconds=30, now=datetime(2026, 1, 1))

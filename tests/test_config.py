@@ -1,0 +1,78 @@
+"""Settings: the reference's defaults, parsing, and clear errors for bad values."""
+
+import pytest
+
+from dashboard.config import DEV_SECRET_KEY, ConfigError, Settings, WorkerSettings
+
+
+def test_defaults_are_the_references():
+    s = Settings.from_env({})
+    assert s.debug is True and s.enable_debug_toolbar is True
+    assert s.secret_key == DEV_SECRET_KEY
+    assert s.allowed_hosts == ("localhost", "127.0.0.1", "0.0.0.0")
+    assert s.cors_allowed_origins == ("http://localhost:5173", "http://127.0.0.1:5173")
+    assert s.internal_ips == ("127.0.0.1", "localhost", "host.docker.internal")
+    assert (s.postgres_db, s.postgres_user, s.postgres_password, s.postgres_port) == (
+        "job_queue",
+        "postgres",
+        "postgres",
+        5432,
+    )
+    assert s.postgres_host is None and s.database_url is None
+    assert s.conn_max_age == 0 and s.time_zone == "UTC"
+    assert s.worker == WorkerSettings(
+        threads=4,
+        poll_interval_ms=500,
+        lease_seconds=30,
+        cleanup_interval_seconds=5,
+        cleanup_batch_size=100,
+        backoff_base_seconds=5,
+        backoff_max_seconds=300,
+        max_attempts_default=3,
+        log_level="INFO",
+        handler_modules=(),
+    )
+
+
+def test_values_are_parsed_including_fractions_and_lists():
+    s = Settings.from_env(
+        {
+            "DEBUG": "false",
+            "JOB_WORKER_CLEANUP_INTERVAL_SECONDS": "0.2",
+            "JOB_WORKER_THREADS": "16",
+            "JOB_WORKER_LOG_LEVEL": "debug",
+            "JOB_HANDLER_MODULES": "app.jobs, other.jobs ,",
+            "ALLOWED_HOSTS": "example.com",
+            "TIME_ZONE": "Asia/Tehran",
+        }
+    )
+    assert s.debug is False and s.enable_debug_toolbar is False
+    assert s.worker.cleanup_interval_seconds == 0.2
+    assert s.worker.threads == 16 and s.worker.log_level == "DEBUG"
+    assert s.worker.handler_modules == ("app.jobs", "other.jobs")
+    assert s.allowed_hosts == ("example.com",)
+    assert s.tz.key == "Asia/Tehran"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("JOB_WORKER_THREADS", "0"),
+        ("JOB_WORKER_THREADS", "four"),
+        ("JOB_WORKER_LEASE_SECONDS", "nan"),
+        ("JOB_WORKER_POLL_INTERVAL_MS", "-1"),
+        ("JOB_WORKER_LOG_LEVEL", "LOUD"),
+        ("DEBUG", "maybe"),
+        ("TIME_ZONE", "Mars/Olympus"),
+        ("POSTGRES_PORT", "x"),
+    ],
+)
+def test_bad_values_name_the_variable(name, value):
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({name: value})
+
+
+def test_worker_settings_are_shown_under_their_environment_names():
+    shown = WorkerSettings().as_dict()
+    assert shown["JOB_WORKER_THREADS"] == 4 and shown["JOB_WORKER_LEASE_SECONDS"] == 30
+    assert len(shown) == 10

@@ -1,0 +1,92 @@
+"""Where the engine points, and the embedded server shared by separate processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dashboard.config import Settings
+from dashboard.database import normalise_url, resolve_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_url_wins_and_is_pointed_at_psycopg(tmp_path):
+    settings = Settings.from_env({"DATABASE_URL": "postgresql://u:p@db:5432/q", "POSTGRES_HOST": "x"})
+    assert resolve_url(settings, str(tmp_path)) == ("postgresql+psycopg://u:p@db:5432/q", False)
+    assert normalise_url("postgres://h/d") == "postgresql+psycopg://h/d"
+    assert normalise_url("postgresql+psycopg://h/d") == "postgresql+psycopg://h/d"
+    assert not (tmp_path / "pgdata").exists()  # nothing was started
+
+
+def test_postgres_variables_are_used_when_postgres_host_is_set(tmp_path):
+    settings = Settings.from_env(
+        {
+            "POSTGRES_HOST": "db.internal",
+            "POSTGRES_PASSWORD": "p@ss/word",
+            "POSTGRES_PORT": "6543",
+        }
+    )
+    url, embedded = resolve_url(settings, str(tmp_path))
+    assert url == "postgresql+psycopg://postgres:p%40ss%2Fword@db.internal:6543/job_queue"
+    assert embedded is False
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from dashboard import create_app
+    from dashboard.queue import read, service
+    app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
+    with app.app_context():
+        if sys.argv[1] == "create":
+            job = service.create_job("demo.success", idempotency_key="shared").job
+        else:
+            job = read.get_job(read.list_jobs(limit=1, offset=0).results[0].id)
+        print(json.dumps({"id": str(job.id), "embedded": app.config["EMBEDDED_DATABASE"]}))
+    """
+)
+
+
+@pytest.mark.process
+def test_embedded_server_is_started_migrated_and_shared_by_processes(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "POSTGRES_HOST"}}
+    env["INSTANCE_PATH"] = str(tmp_path / "instance")
+
+    def run(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, mode],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    try:
+        first = run("create")
+        second = run("read")
+        assert '"embedded": true' in first
+        assert first == second  # the second process found the first one's job
+        assert (tmp_path / "instance" / "pgdata" / "PG_VERSION").exists()
+        # the last process to exit stopped the server
+        assert not (tmp_path / "instance" / "pgdata" / "postmaster.pid").exists()
+    finally:
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import pgserver, sys; pgserver.get_server(sys.argv[1]).cleanup()",
+                str(tmp_path / "instance" / "pgdata"),
+            ],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
