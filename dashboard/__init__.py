@@ -54,10 +54,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     from . import api, cli, web
     from .queue import models  # noqa: F401  (registers the tables on db.metadata)
+    from .queue.handlers import load_handler_modules
 
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(web.bp)
     cli.init_app(app)
+    load_handler_modules(settings.worker.handler_modules)
 
     auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))
     if (embedded and auto_migrate is None) or str(auto_migrate).lower() in {"1", "true", "yes"}:

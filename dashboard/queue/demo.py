@@ -1,0 +1,1 @@
+"""Built-in demo job types (issue 3 gives them their reference behaviour)."""
