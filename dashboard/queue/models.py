@@ -77,11 +77,13 @@ class Job(db.Model):
         # Job list ordering, newest first (``read.list_jobs``).
         Index("jobs_job_created_at_idx", "created_at"),
         # The claim (``sql.CLAIM``): only queued rows, so it stays small while finished rows
-        # pile up. Columns as in the reference.
+        # pile up, and in the claim's own order so the first unlocked eligible entry is the
+        # answer. The reference lists available_at first; that order makes PostgreSQL sort
+        # every queued row on each claim (1.3 s at 1M queued against 0.4 ms, bench/).
         Index(
             "job_claim_idx",
-            "available_at",
             text("priority DESC"),
+            "available_at",
             "created_at",
             "id",
             postgresql_where=text("status = 'queued'"),

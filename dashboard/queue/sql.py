@@ -43,7 +43,8 @@ CREATE = text(
 FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :idempotency_key")
 
 # Claim up to :limit eligible jobs in the reference's order.
-# Index: job_claim_idx (available_at, priority DESC, created_at, id) WHERE status = 'queued'.
+# Index: job_claim_idx (priority DESC, available_at, created_at, id) WHERE status = 'queued':
+# an index scan in claim order that stops at the first unlocked row with available_at <= now.
 # FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another claimer has locked instead of
 # waiting on them, so each attempt goes to exactly one worker.
 CLAIM = text(

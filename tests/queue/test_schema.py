@@ -9,8 +9,10 @@ import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import text
 
 from dashboard.extensions import db
+from dashboard.queue import sql
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -19,6 +21,17 @@ def test_upgrade_leaves_no_difference_between_models_and_schema(app):
     with db.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), db.metadata)
     assert diff == []
+
+
+def test_claim_uses_the_claim_index_in_order_without_sorting(app):
+    """The claim reads job_claim_idx in order; a Sort would mean reading every queued row."""
+    params = {"now": NOW, "limit": 1, "worker_id": "w", "locked_until": NOW}
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # an empty table favours seq scans
+        plan = "\n".join(row[0] for row in conn.execute(text("EXPLAIN " + sql.CLAIM.text), params))
+    claim_part = plan.split("CTE next")[1].split("CTE claimed")[0]  # the selection, not the batch order
+    assert "Index Scan using job_claim_idx" in claim_part
+    assert "Sort" not in claim_part
 
 
 def test_constraints_and_indexes_have_the_contract_names(app):
@@ -36,7 +49,7 @@ def test_constraints_and_indexes_have_the_contract_names(app):
         )
     assert {"job_status_valid_shape", "job_attempts_valid"} <= constraints.keys()
     assert "WHERE ((status)::text = 'queued'::text)" in indexes["job_claim_idx"]
-    assert "priority DESC" in indexes["job_claim_idx"]
+    assert "(priority DESC, available_at, created_at, id)" in indexes["job_claim_idx"]
     assert "WHERE ((status)::text = 'running'::text)" in indexes["job_timeout_idx"]
     assert "UNIQUE" in indexes["job_idempotency_key_unique"]
     assert "WHERE (idempotency_key IS NOT NULL)" in indexes["job_idempotency_key_unique"]
