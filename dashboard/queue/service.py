@@ -12,6 +12,8 @@ cookie, no template.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -80,20 +82,13 @@ def create_job(
     event (who created it, through which door).
     """
     now = _aware(now or utcnow(), "now")
-    if not type or len(type) > TYPE_MAX_LENGTH:
-        raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise ValueError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
-    if not 1 <= max_attempts <= INT_MAX:
-        raise ValueError(f"max_attempts must be between 1 and {INT_MAX}")
-    if idempotency_key is not None and not 1 <= len(idempotency_key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
-        raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+    _check(JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key))
     params = {
         "id": uuid.uuid4(),
         "type": type,
         "payload": {} if payload is None else payload,
         "priority": priority,
-        "available_at": _aware(available_at, "available_at") if available_at else now,
+        "available_at": available_at or now,
         "max_attempts": max_attempts,
         "idempotency_key": idempotency_key,
         "event_data": {"type": type, **(event_data or {})},
@@ -107,6 +102,86 @@ def create_job(
     if existing is None:  # the conflicting row vanished between the two statements
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
     return CreateResult(job=existing, created=False)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job of a bulk create; the fields and defaults of :func:`create_job`."""
+
+    type: str
+    payload: Any = None
+    priority: int = DEFAULT_PRIORITY
+    available_at: datetime | None = None
+    max_attempts: int = 3
+    idempotency_key: str | None = None
+
+
+def _check(spec: JobSpec) -> None:
+    if not spec.type or len(spec.type) > TYPE_MAX_LENGTH:
+        raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
+    if not PRIORITY_MIN <= spec.priority <= PRIORITY_MAX:
+        raise ValueError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
+    if not 1 <= spec.max_attempts <= INT_MAX:
+        raise ValueError(f"max_attempts must be between 1 and {INT_MAX}")
+    key = spec.idempotency_key
+    if key is not None and not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
+        raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+    if spec.available_at is not None:
+        _aware(spec.available_at, "available_at")
+
+
+def create_jobs(
+    specs: Sequence[JobSpec],
+    *,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> list[CreateResult]:
+    """Queue many jobs in one statement; all are checked before any is written.
+
+    Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
+    same batch holds, returns that job with ``created=False``. Results follow ``specs``' order.
+    """
+    now = _aware(now or utcnow(), "now")
+    for index, spec in enumerate(specs):
+        try:
+            _check(spec)
+        except ValueError as exc:
+            raise ValueError(f"job {index}: {exc}") from None
+    if not specs:
+        return []
+    ids = [uuid.uuid4() for _ in specs]
+    rows = [
+        {
+            "n": n,
+            "id": str(job_id),
+            "type": spec.type,
+            "payload": {} if spec.payload is None else spec.payload,
+            "priority": spec.priority,
+            "available_at": (spec.available_at or now).isoformat(),
+            "max_attempts": spec.max_attempts,
+            "idempotency_key": spec.idempotency_key,
+        }
+        for n, (job_id, spec) in enumerate(zip(ids, specs, strict=True))
+    ]
+    with _begin() as conn:
+        inserted = {
+            row["id"]: JobRecord.from_row(row)
+            for row in conn.execute(
+                sql.CREATE_MANY, {"rows": rows, "now": now, "event_data": event_data or {}}
+            ).mappings()
+        }
+        missing = {s.idempotency_key for i, s in zip(ids, specs, strict=True) if i not in inserted}
+        existing = {}
+        if missing:
+            found = conn.execute(sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": sorted(missing)}).mappings()
+            existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
+    results = []
+    for job_id, spec in zip(ids, specs, strict=True):
+        if job_id in inserted:
+            results.append(CreateResult(job=inserted[job_id], created=True))
+        else:
+            results.append(CreateResult(job=existing[spec.idempotency_key], created=False))
+    return results
 
 
 def claim_jobs(

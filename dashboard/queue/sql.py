@@ -14,7 +14,7 @@ worker: nobody else can hold the job, so its result is kept. Once cleanup requeu
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, bindparam, text
+from sqlalchemy import Float, Integer, Text, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
@@ -39,6 +39,36 @@ CREATE = text(
     SELECT * FROM ins
     """
 ).bindparams(bindparam("payload", type_=JSONB), bindparam("event_data", type_=JSONB))
+
+# Bulk create: every row of the batch in one statement, read from one jsonb array (one
+# parameter, any batch size). Keys already taken (by an older job or earlier in the same batch)
+# insert nothing; the caller then reads the jobs holding them.
+CREATE_MANY = text(
+    """
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(:rows) AS r(
+            n integer, id uuid, type text, payload jsonb, priority smallint,
+            available_at timestamptz, max_attempts integer, idempotency_key text)
+    ), ins AS (
+        INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                              max_attempts, idempotency_key, last_error, created_at, updated_at)
+        SELECT id, type, COALESCE(payload, '{}'::jsonb), 'queued', priority, available_at, 0,
+               max_attempts, idempotency_key, '', :now, :now
+        FROM input ORDER BY n
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING *
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'created', 0, NULL, 'Job created', :event_data || jsonb_build_object('type', type), :now
+        FROM ins
+    )
+    SELECT * FROM ins
+    """
+).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
+
+FIND_BY_IDEMPOTENCY_KEYS = text("SELECT * FROM jobs_job WHERE idempotency_key = ANY(:keys)").bindparams(
+    bindparam("keys", type_=ARRAY(Text))
+)
 
 FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :idempotency_key")
 

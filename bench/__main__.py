@@ -1,0 +1,150 @@
+"""``python -m bench [--smoke] [--only SECTION ...] [--runs N]``: run and print the benchmarks.
+
+Sections: ceiling, drain, pickup, enqueue, claim, pages. Each throughput figure is also given
+as a ratio to the pgbench ceiling measured on the same server in the same run. The full run
+takes about half an hour on 2 cores (seeding 10M jobs and 30M events dominates); ``--smoke``
+uses tiny sizes and takes a minute: CI runs it so the benchmark keeps working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ceiling, claim, drain, enqueue, pages
+from .db import ROOT, fresh_database, make_app, seed_finished, truncate
+
+
+@dataclass(frozen=True)
+class Sizes:
+    drain_jobs: int
+    ceiling_jobs: int
+    threads: tuple[int, ...]
+    pickup_samples: int
+    enqueue_jobs: int
+    claim_small: int
+    claim_large: int
+    claim_finished: int
+    page_jobs: int
+    page_samples: int
+
+
+FULL = Sizes(20_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 10_000_000, 20)
+SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 2_000, 3_000, 3)
+SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages")
+
+
+def median_of(runs: int, measure) -> float:
+    return statistics.median(measure() for _ in range(runs))
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    system = f"{platform.system()} {platform.release()}"
+    return f"{os.cpu_count()} cores, {cpu}, {system}, Python {platform.python_version()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--runs", type=int, default=None, help="runs per throughput figure (median)")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    runs = args.runs or (1 if args.smoke else 3)
+    wanted = set(args.only or SECTIONS)
+    url = fresh_database()
+    app = make_app(url)
+    results: dict[str, object] = {"machine": machine(), "mode": "smoke" if args.smoke else "full"}
+    rows: list[tuple[str, str, str]] = []
+
+    def row(what: str, value: str, ratio: str = "") -> None:
+        rows.append((what, value, ratio))
+        print(f"{what:<58} {value:>14} {ratio:>8}", flush=True)
+
+    started = time.monotonic()
+    base = None
+    if "ceiling" in wanted or "drain" in wanted:
+        base = median_of(runs, lambda: ceiling.run(url, jobs=sizes.ceiling_jobs))
+        with_events = median_of(runs, lambda: ceiling.run(url, jobs=sizes.ceiling_jobs, events=True))
+        batched = median_of(runs, lambda: ceiling.run(url, jobs=sizes.ceiling_jobs, batch=10))
+        results["ceiling"] = {"bare": base, "events": with_events, "batch10": batched}
+        row("pgbench ceiling: claim txn + completion txn, 1 job", f"{base:,.0f} jobs/s", "1.00")
+        row(
+            "pgbench, same with the two event inserts",
+            f"{with_events:,.0f} jobs/s",
+            f"{with_events / base:.2f}",
+        )
+        row(
+            "pgbench, 10 jobs per claim and per completion", f"{batched:,.0f} jobs/s", f"{batched / base:.2f}"
+        )
+    if "drain" in wanted:
+        drained = {}
+        for mode, env in (("one-job", {}), ("batch", {"JOB_WORKER_BATCH_SIZE": "16"})):
+            for threads in sizes.threads:
+                rate = median_of(
+                    runs,
+                    lambda t=threads, e=env: drain.throughput(url, jobs=sizes.drain_jobs, threads=t, **e),
+                )
+                drained[f"{mode}/{threads}"] = rate
+                row(
+                    f"flask worker, {mode} mode, {threads} threads",
+                    f"{rate:,.0f} jobs/s",
+                    f"{rate / base:.2f}",
+                )
+        results["drain"] = drained
+    if "pickup" in wanted:
+        p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)
+        results["pickup_ms"] = {"p50": p50, "p95": p95}
+        row("pickup latency into an idle worker, p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
+    if "enqueue" in wanted:
+        single = enqueue.single(app, url, jobs=sizes.enqueue_jobs)
+        bulk = enqueue.bulk(app, url, jobs=sizes.enqueue_jobs * 10)
+        results["enqueue"] = {"single": single, "bulk": bulk}
+        row("enqueue, one job per call, one client", f"{single:,.0f} jobs/s")
+        row("enqueue, bulk (1,000 per call), one client", f"{bulk:,.0f} jobs/s")
+    if "claim" in wanted:
+        claimed = claim.run(
+            app, url, small=sizes.claim_small, large=sizes.claim_large, finished=sizes.claim_finished
+        )
+        results["claim_ms"] = claimed
+        for label, (p50, p95) in claimed.items():
+            row(
+                f"claim with {label}, {sizes.claim_finished:,} finished, p50 / p95",
+                f"{p50:.2f} / {p95:.2f} ms",
+            )
+    if "pages" in wanted:
+        truncate(url)
+        seed_finished(url, sizes.page_jobs, events_per_job=3)
+        measured = pages.measure(app, url, samples=sizes.page_samples)
+        results["pages_ms"] = measured
+        for path, (p50, p95, status) in measured.items():
+            row(f"GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
+    results["seconds"] = time.monotonic() - started
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"{results['mode']}.json").write_text(json.dumps(results, indent=2, default=str))
+    table = "| what | result | ratio to ceiling |\n| --- | --- | --- |\n" + "\n".join(
+        f"| {w} | {v} | {r} |" for w, v, r in rows
+    )
+    (out / f"{results['mode']}.md").write_text(f"Machine: {results['machine']}\n\n{table}\n")
+    print(f"\n{results['machine']}; {results['seconds']:.0f} s; tables in {out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Claim cost as the queue grows: the same claim at 10k and at 1M queued, beside finished rows."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import psycopg
+from flask import Flask
+
+from dashboard.queue import service
+
+from .db import seed_finished, seed_queued, truncate
+
+
+def claim_ms(app: Flask, samples: int = 200) -> tuple[float, float]:
+    """p50 and p95 of ``service.claim_next_job`` in milliseconds (each claims a new job)."""
+    times: list[float] = []
+    with app.app_context():
+        service.claim_next_job("bench:claim", lease_seconds=30)  # warm the pool and the plan
+        for _ in range(samples):
+            start = time.perf_counter()
+            job = service.claim_next_job("bench:claim", lease_seconds=30)
+            times.append((time.perf_counter() - start) * 1000)
+            assert job is not None, "the queue ran dry during the claim benchmark"
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
+def run(app: Flask, url: str, *, small: int, large: int, finished: int) -> dict[str, tuple[float, float]]:
+    """Claim p50/p95 with ``small`` and with ``large`` queued jobs, ``finished`` rows beside them."""
+    truncate(url)
+    seed_finished(url, finished, events_per_job=0)
+    results = {}
+    for queued in (small, large):
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM jobs_job WHERE status <> 'succeeded' AND status <> 'failed'")
+        seed_queued(url, queued)
+        results[f"{queued} queued"] = claim_ms(app, samples=min(200, queued // 2))
+    return results

@@ -1,0 +1,33 @@
+"""Enqueue rate from one client: one job per call, and the bulk path when the engine has it."""
+
+from __future__ import annotations
+
+import time
+
+from flask import Flask
+
+from dashboard.queue import service
+
+from .db import truncate
+
+
+def single(app: Flask, url: str, *, jobs: int) -> float:
+    """Jobs per second through ``service.create_job``, one transaction each."""
+    truncate(url)
+    with app.app_context():
+        service.create_job("bench.noop")  # warm the pool
+        start = time.perf_counter()
+        for _ in range(jobs):
+            service.create_job("bench.noop", {})
+        return jobs / (time.perf_counter() - start)
+
+
+def bulk(app: Flask, url: str, *, jobs: int, chunk: int = 1000) -> float:
+    """Jobs per second through ``service.create_jobs``, ``chunk`` jobs per call."""
+    truncate(url)
+    specs = [service.JobSpec("bench.noop", {"i": i}) for i in range(jobs)]
+    with app.app_context():
+        start = time.perf_counter()
+        for i in range(0, jobs, chunk):
+            service.create_jobs(specs[i : i + chunk])
+        return jobs / (time.perf_counter() - start)

@@ -1,0 +1,64 @@
+"""Latency of every dashboard page, polled fragment and API endpoint on a large table.
+
+Routes come from ``app.url_map`` (every GET route but static files), so a new page is measured
+without editing this file. Dashboard routes are measured twice: as a full page and as the
+HTMX fragment (``HX-Request: true``). Requests go through the Flask test client, in process:
+this measures the application and its queries, not the network.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+
+import psycopg
+from flask import Flask
+
+
+def _sample_ids(url: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        job_id = conn.execute(
+            "SELECT id FROM jobs_job WHERE status = 'failed' ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
+        if job_id is None:
+            job_id = conn.execute("SELECT id FROM jobs_job LIMIT 1").fetchone()
+    return {"id": str(job_id[0])} if job_id else {}
+
+
+def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
+    """(path, headers) pairs to measure."""
+    ids = _sample_ids(url)
+    found: list[tuple[str, dict[str, str]]] = []
+    for rule in app.url_map.iter_rules():
+        if "GET" not in (rule.methods or set()) or rule.endpoint == "static" or ".static" in rule.endpoint:
+            continue
+        path = rule.rule
+        for name in rule.arguments:
+            if "id" in name and ids:
+                path = re.sub(rf"<(?:[a-z]+:)?{name}>", ids["id"], path)
+        if "<" in path or "debugtoolbar" in path:
+            continue
+        found.append((path, {}))
+        if not path.startswith("/api/"):
+            found.append((path, {"HX-Request": "true"}))
+    return found
+
+
+def measure(app: Flask, url: str, *, samples: int) -> dict[str, tuple[float, float, int]]:
+    """path (+ ' [fragment]') -> (p50 ms, p95 ms, status code)."""
+    client = app.test_client()
+    results = {}
+    for path, headers in routes(app, url):
+        client.get(path, headers=headers)  # warm up
+        times = []
+        status = 0
+        for _ in range(samples):
+            start = time.perf_counter()
+            response = client.get(path, headers=headers)
+            times.append((time.perf_counter() - start) * 1000)
+            status = response.status_code
+        times.sort()
+        label = path + (" [fragment]" if headers else "")
+        results[label] = (statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)], status)
+    return results

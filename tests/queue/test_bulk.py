@@ -1,0 +1,66 @@
+"""Bulk create: one statement, all-or-nothing checks, idempotency keys per job."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.queue import read, service
+from dashboard.queue.service import JobSpec
+
+from .helpers import T0, at, event_types
+
+
+def test_bulk_create_keeps_order_fields_and_events(app):
+    specs = [
+        JobSpec("demo.success", {"i": 1}),
+        JobSpec("demo.fail", {"i": 2}, priority=90, max_attempts=5, available_at=at(60)),
+        JobSpec("demo.slow", None, idempotency_key="bulk-a"),
+    ]
+    results = service.create_jobs(specs, event_data={"source": "test"}, now=T0)
+    assert [r.created for r in results] == [True, True, True]
+    jobs = [r.job for r in results]
+    assert [j.type for j in jobs] == ["demo.success", "demo.fail", "demo.slow"]
+    assert [j.payload for j in jobs] == [{"i": 1}, {"i": 2}, {}]
+    assert (jobs[1].priority, jobs[1].max_attempts, jobs[1].available_at) == (90, 5, at(60))
+    assert jobs[0].available_at == T0 and jobs[0].status == "queued" and jobs[0].attempts == 0
+    assert jobs[2].idempotency_key == "bulk-a"
+    for job in jobs:
+        assert read.get_job(job.id) == job
+        assert event_types(job.id) == ["created"]
+    event = read.job_events(jobs[1].id)[0]
+    assert event.data == {"source": "test", "type": "demo.fail"}
+
+
+def test_bulk_create_honours_idempotency_keys_per_job(app):
+    old = service.create_job("demo.success", idempotency_key="taken", now=T0).job
+    results = service.create_jobs(
+        [
+            JobSpec("demo.success", idempotency_key="taken"),
+            JobSpec("demo.success", idempotency_key="new"),
+            JobSpec("demo.fail", idempotency_key="new"),  # same key twice in one batch
+            JobSpec("demo.success"),
+        ],
+        now=at(1),
+    )
+    assert [r.created for r in results] == [False, True, False, True]
+    assert results[0].job == old
+    assert results[2].job == results[1].job and results[2].job.type == "demo.success"
+    assert read.list_jobs(limit=10, offset=0).count == 3
+    assert len(read.list_events(limit=10, type="created").results) == 3
+
+
+def test_bulk_create_checks_everything_before_writing(app):
+    with pytest.raises(ValueError, match="job 2"):
+        service.create_jobs([JobSpec("a"), JobSpec("b"), JobSpec("c", priority=99999)])
+    assert read.list_jobs(limit=10, offset=0).count == 0
+
+
+def test_bulk_create_of_nothing(app):
+    assert service.create_jobs([]) == []
+
+
+def test_bulk_create_of_many(app):
+    results = service.create_jobs([JobSpec("demo.success", {"i": i}) for i in range(2500)], now=T0)
+    assert len({r.job.id for r in results}) == 2500
+    assert [r.job.payload["i"] for r in results] == list(range(2500))
+    assert read.stats(T0).by_status["queued"] == 2500
