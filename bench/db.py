@@ -18,21 +18,27 @@ from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 
 ROOT = Path(__file__).resolve().parent.parent
-PG_BIN = None
+
+
+def libpq(url: str) -> str:
+    return make_url(normalise_url(url)).set(drivername="postgresql").render_as_string(False)
+
+
+def embedded_server(pgdata: Path, *, cleanup_mode: str = "stop"):  # -> pgserver.PostgresServer
+    """Start (or attach to) an embedded server with its data in ``pgdata``."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", ensure_runtime_dir())
+    import pgserver
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    return pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
 
 
 def server_url() -> str:
     """A libpq URL of the benchmark server's ``postgres`` database."""
     configured = os.environ.get("BENCH_DATABASE_URL")
     if configured:
-        return make_url(normalise_url(configured)).set(drivername="postgresql").render_as_string(False)
-    os.environ.setdefault("XDG_RUNTIME_DIR", ensure_runtime_dir())
-    import pgserver
-
-    data = ROOT / "bench" / ".data"
-    data.mkdir(exist_ok=True)
-    server = pgserver.get_server(data / "pg", cleanup_mode="stop")
-    return make_url(normalise_url(server.get_uri())).set(drivername="postgresql").render_as_string(False)
+        return libpq(configured)
+    return libpq(embedded_server(ROOT / "bench" / ".data" / "pg").get_uri())
 
 
 def pg_bin(name: str) -> str:
@@ -48,9 +54,9 @@ def pg_bin(name: str) -> str:
     return name
 
 
-def fresh_database(name: str = "jobqueue_bench") -> str:
-    """Drop and recreate ``name``, migrate it, and return its libpq URL."""
-    admin = server_url()
+def fresh_database(name: str = "jobqueue_bench", admin: str | None = None) -> str:
+    """Drop and recreate ``name`` (on ``admin``'s server), migrate it, return its libpq URL."""
+    admin = admin or server_url()
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
