@@ -1,7 +1,130 @@
-"""CLI commands (``flask worker`` arrives with issue 3)."""
+"""CLI commands: ``flask --app wsgi worker``."""
 
-from flask import Flask
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import sys
+from typing import Any
+
+import click
+from flask import Flask, current_app
+from flask.cli import with_appcontext
+from flask.logging import default_handler
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
 
 def init_app(app: Flask) -> None:
     """Register the project's commands on ``app``."""
+    app.cli.add_command(worker_command)
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number, got {value!r}")
+    return value
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr: the project's loggers at ``level``, everything else at WARNING.
+
+    Third-party loggers stay at WARNING so that ``DEBUG`` shows the worker's polls, claims and
+    executions, not every SQL statement.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    project = logging.getLogger("dashboard")
+    project.removeHandler(default_handler)  # Flask's app logger handler would log twice
+    project.setLevel(level)
+
+
+@click.command("worker")
+@click.option("--threads", type=click.IntRange(min=1), help="Worker threads [JOB_WORKER_THREADS].")
+@click.option(
+    "--poll-interval-ms",
+    type=click.FloatRange(min=0),
+    callback=_finite,
+    help="Sleep when nothing is claimable [JOB_WORKER_POLL_INTERVAL_MS].",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0.01),
+    callback=_finite,
+    help="Lease of a running attempt [JOB_WORKER_LEASE_SECONDS].",
+)
+@click.option(
+    "--cleanup-interval-seconds",
+    type=click.FloatRange(min=0),
+    callback=_finite,
+    help="How often each thread recovers expired leases [JOB_WORKER_CLEANUP_INTERVAL_SECONDS].",
+)
+@click.option(
+    "--cleanup-batch-size",
+    type=click.IntRange(min=1),
+    help="Expired leases recovered per pass at most [JOB_WORKER_CLEANUP_BATCH_SIZE].",
+)
+@click.option(
+    "--backoff-base-seconds",
+    type=click.FloatRange(min=0),
+    callback=_finite,
+    help="Retry delay after the first failed attempt [JOB_WORKER_BACKOFF_BASE_SECONDS].",
+)
+@click.option(
+    "--backoff-max-seconds",
+    type=click.FloatRange(min=0),
+    callback=_finite,
+    help="Longest retry delay [JOB_WORKER_BACKOFF_MAX_SECONDS].",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    help="DEBUG logs every poll, claim and execution [JOB_WORKER_LOG_LEVEL].",
+)
+@with_appcontext
+def worker_command(**options: Any) -> None:
+    """Run job worker threads until SIGINT/SIGTERM.
+
+    Options override the JOB_WORKER_* environment variables. The first signal stops claiming
+    and lets running jobs finish (exit 0); a second one exits at once (exit 128 + signal).
+    """
+    from . import settings_of
+    from .extensions import db
+    from .queue.handlers import registered_types
+    from .queue.worker import Worker, settings_banner
+
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    overrides = {name: value for name, value in options.items() if value is not None}
+    if "log_level" in overrides:
+        overrides["log_level"] = overrides["log_level"].upper()
+    settings = dataclasses.replace(settings_of(app).worker, **overrides)
+
+    configure_logging(settings.log_level)
+    log = logging.getLogger("dashboard.queue.worker")
+    log.info(settings_banner(settings, registered_types()))
+    log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
+    _warn_if_pool_too_small(app, settings.threads, log)
+
+    worker = Worker(app, settings)
+    sys.exit(worker.run_until_signalled())
+
+
+def _warn_if_pool_too_small(app: Flask, threads: int, log: logging.Logger) -> None:
+    """Each thread holds one connection at a time; the pool was sized from the environment."""
+    options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
+    capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 10))
+    if threads > capacity:
+        log.warning(
+            "%d threads share a pool of at most %d connections; set JOB_WORKER_THREADS=%d "
+            "in the environment so the pool is sized for them",
+            threads,
+            capacity,
+            threads,
+        )

@@ -1,18 +1,31 @@
-"""The job-type registry: ``@handler("type")`` maps a job type to the code that runs it.
+"""The job-type registry (``@handler("type")``) and the context a handler runs with.
 
 Applications register their own types in an importable module and name it in
 ``JOB_HANDLER_MODULES``; :func:`load_handler_modules` imports those (and the built-in demo
 handlers) at start, in the web process too, so ``/api/config/`` and the create form list
 exactly the types a worker will run.
+
+A handler is ``fn(context) -> result``: it reads ``context.payload``, calls
+``context.renew()`` while it works longer than a lease, reports ``context.progress(...)``,
+and returns a JSON-serialisable result. Raising fails the attempt (retried with backoff while
+attempts remain). Delivery is at least once: a handler may run again after a crash, so its
+external side effects must be idempotent.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
+import threading
+import uuid
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
-Handler = Callable[[Any], Any]  # called with the job's context; returns a JSON-able result
+from . import service
+from .records import JobRecord
+
+Handler = Callable[["JobContext"], Any]  # called with the job's context; returns a JSON-able result
 
 _registry: dict[str, Handler] = {}
 
@@ -44,3 +57,102 @@ def load_handler_modules(modules: Iterable[str] = ()) -> None:
     """Import the built-in demo handlers and the application's handler modules."""
     for name in (*BUILTIN_MODULES, *modules):
         importlib.import_module(name)
+
+
+class JobContext:
+    """What a handler knows about its attempt, and its two ways to talk back.
+
+    ``renew()`` and ``progress()`` are guarded like every worker-side transition (this job,
+    running, locked by this worker, this attempt). Once either finds the attempt no longer
+    ours (the lease expired and cleanup requeued the job, maybe another worker runs it now),
+    :attr:`lost` turns true for good and both return ``False`` without touching the
+    database: the handler should stop, since whatever it returns will be discarded.
+
+    They need the worker thread's application context; a database error propagates to the
+    handler like any other exception.
+    """
+
+    def __init__(
+        self,
+        job: JobRecord,
+        *,
+        worker_id: str,
+        lease_seconds: float,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.job = job
+        self.worker_id = worker_id
+        self.lease_seconds = lease_seconds
+        self.locked_until: datetime | None = job.locked_until
+        self._stopping = stopping or threading.Event()
+        self._lost = False
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        return self.job.id
+
+    @property
+    def job_type(self) -> str:
+        return self.job.type
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempts
+
+    @property
+    def max_attempts(self) -> int:
+        return self.job.max_attempts
+
+    @property
+    def payload(self) -> Any:
+        return self.job.payload
+
+    @property
+    def lost(self) -> bool:
+        """True once a guarded call found that this worker no longer owns the attempt."""
+        return self._lost
+
+    @property
+    def stopping(self) -> bool:
+        """True once the worker was asked to shut down; the handler may still finish."""
+        return self._stopping.is_set()
+
+    def renew(self) -> bool:
+        """Extend the lease by ``lease_seconds`` from now; ``False`` if ownership is lost."""
+        if self._lost:
+            return False
+        locked_until = service.renew_lease(
+            self.job.id, self.worker_id, self.job.attempts, lease_seconds=self.lease_seconds
+        )
+        if locked_until is None:
+            self._lost = True
+            return False
+        self.locked_until = locked_until
+        return True
+
+    def progress(
+        self, percent: float | None = None, message: str = "", data: dict[str, Any] | None = None
+    ) -> bool:
+        """Append a ``progress`` event (``percent`` 0-100 goes into its data).
+
+        Returns ``False`` if ownership is lost.
+        """
+        if percent is not None and (
+            isinstance(percent, bool)
+            or not isinstance(percent, int | float)
+            or not math.isfinite(percent)
+            or not 0 <= percent <= 100
+        ):
+            raise ValueError(f"percent must be a number from 0 to 100, got {percent!r}")
+        if self._lost:
+            return False
+        event_data = dict(data or {})
+        if percent is not None:
+            event_data["percent"] = percent
+        event_id = service.record_progress(
+            self.job.id, self.worker_id, self.job.attempts, message=message, data=event_data
+        )
+        if event_id is None:
+            self._lost = True
+            return False
+        return True

@@ -1,0 +1,472 @@
+"""The worker: threads that clean expired leases, claim jobs, run handlers and settle them.
+
+Each thread is a :class:`WorkerLoop` with its own worker id (``host:pid:thread-N:random``)
+and its own application context. One :meth:`WorkerLoop.step`:
+
+1. the **cleanup tick**: every ``cleanup_interval_seconds``, recover up to
+   ``cleanup_batch_size`` expired leases (any worker's);
+2. the **claim**: one short transaction (``FOR UPDATE SKIP LOCKED``) takes the next job;
+3. the **run**: the handler executes outside any transaction, with a :class:`JobContext`;
+4. the **settle**: ``complete_job`` or ``fail_job``, both fenced by ownership, so an attempt
+   whose lease was recovered meanwhile changes nothing.
+
+Nothing a job or the database does ends a thread: handler errors fail the attempt; database
+errors are logged and the loop waits (capped exponential backoff) and tries again, on a fresh
+connection thanks to ``pool_pre_ping``.
+
+:class:`Worker` owns the threads and shutdown: the first SIGINT/SIGTERM stops claiming and lets
+running handlers finish (exit 0); a second one exits at once, leaving unfinished attempts to
+lease recovery.
+
+Claiming goes through ``service.claim_jobs(limit=...)`` and execution takes the owner from the
+claimed row, so a batch mode (one claim for every free thread) can replace the per-thread claim
+without touching the run and settle steps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, TypeVar
+
+from flask import Flask
+from sqlalchemy import exc as sa_exc
+
+from ..config import WorkerSettings
+from . import service
+from .handlers import Handler, JobContext, get_handler
+from .records import CleanupResult, JobRecord
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RECONNECT_BASE_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 10.0
+MAX_ERROR_LENGTH = 4000
+
+
+class UnknownJobType(LookupError):
+    """No handler is registered for the job's type in this worker."""
+
+
+class ResultNotSerialisable(TypeError):
+    """The handler returned something that cannot be stored as a jsonb result."""
+
+
+class ResultRejected(ValueError):
+    """The database refused the handler's result."""
+
+
+def make_worker_id(thread_number: int, *, hostname: str | None = None, pid: int | None = None) -> str:
+    """``hostname:pid:thread-N:shortrandom``: unique per thread and per process start."""
+    host = hostname or socket.gethostname()
+    return f"{host}:{pid or os.getpid()}:thread-{thread_number}:{secrets.token_hex(4)}"
+
+
+def describe(error: BaseException) -> str:
+    """``ExceptionType: message``, the form ``last_error`` takes."""
+    message = str(error).strip()
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def check_result(result: Any) -> None:
+    """Raise :class:`ResultNotSerialisable` unless ``result`` can be a jsonb value.
+
+    Stricter than ``json.dumps``: NaN and infinities are not JSON, and PostgreSQL's jsonb
+    cannot hold NUL characters.
+    """
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ResultNotSerialisable(f"handler result is not JSON-serialisable ({error})") from None
+    if _has_nul(result):
+        raise ResultNotSerialisable("handler result contains a NUL character, which jsonb cannot store")
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """The database could not be reached (as opposed to refusing a statement)."""
+    if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
+        return True
+    return isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+
+
+class Backoff:
+    """Capped exponential wait between attempts to reach the database again."""
+
+    def __init__(self, base: float = RECONNECT_BASE_SECONDS, cap: float = RECONNECT_MAX_SECONDS) -> None:
+        self.base, self.cap, self.failures = base, cap, 0
+
+    def next(self) -> float:
+        delay = min(self.base * 2 ** min(self.failures, 32), self.cap)
+        self.failures += 1
+        return delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended, from the worker's side."""
+
+    job_id: Any
+    job_type: str
+    attempt: int
+    status: str  # "succeeded" | "queued" (retry scheduled) | "failed" | "lost" | "abandoned"
+    error: str = ""
+    seconds: float = 0.0
+
+
+class WorkerLoop:
+    """One worker thread: cleanup tick, claim, run, settle, and back to the start."""
+
+    def __init__(
+        self,
+        app: Flask,
+        settings: WorkerSettings,
+        worker_id: str,
+        stopping: threading.Event,
+        *,
+        lookup: Callable[[str], Handler | None] = get_handler,
+        reconnect: Backoff | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.worker_id = worker_id
+        self.stopping = stopping
+        self.lookup = lookup
+        self.backoff = reconnect or Backoff()
+        self._next_cleanup = 0.0  # monotonic time; 0 = clean up on the first step
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Loop until the worker stops; survive every error by waiting and trying again."""
+        log.debug("%s: started", self.worker_id)
+        with self.app.app_context():
+            while not self.stopping.is_set():
+                try:
+                    worked = self.step()
+                except Exception as error:
+                    self._wait_after(error)
+                    continue
+                self.backoff.reset()
+                if not worked:
+                    log.debug(
+                        "%s: nothing to claim, sleeping %g ms", self.worker_id, self.settings.poll_interval_ms
+                    )
+                    self.stopping.wait(self.settings.poll_interval_ms / 1000)
+        log.debug("%s: stopped", self.worker_id)
+
+    def _wait_after(self, error: Exception) -> None:
+        delay = self.backoff.next()
+        if is_connection_error(error):
+            log.warning(
+                "%s: database unavailable (%s: %s); retrying in %gs",
+                self.worker_id,
+                type(error).__name__,
+                _first_line(error),
+                delay,
+            )
+        else:
+            log.exception("%s: unexpected error in the worker loop; retrying in %gs", self.worker_id, delay)
+        self.stopping.wait(delay)
+
+    def step(self) -> bool:
+        """One pass: the cleanup tick if due, then claim and run at most one job.
+
+        Returns whether a job was claimed. Needs an application context.
+        """
+        if time.monotonic() >= self._next_cleanup:
+            self.cleanup()
+        if self.stopping.is_set():
+            return False
+        jobs = self.claim(limit=1)
+        for job in jobs:
+            self.execute(job)
+        return bool(jobs)
+
+    # -- the parts --------------------------------------------------------------------------
+
+    def cleanup(self) -> CleanupResult:
+        """Recover expired leases (the cleanup tick); schedules the next tick."""
+        self._next_cleanup = time.monotonic() + self.settings.cleanup_interval_seconds
+        result = service.cleanup_expired_jobs(
+            self.worker_id,
+            batch_size=self.settings.cleanup_batch_size,
+            backoff_base_seconds=self.settings.backoff_base_seconds,
+            backoff_max_seconds=self.settings.backoff_max_seconds,
+        )
+        if result.count:
+            log.info(
+                "%s: cleanup recovered %d expired lease(s): %d requeued, %d failed",
+                self.worker_id,
+                result.count,
+                len(result.requeued),
+                len(result.failed),
+            )
+        else:
+            log.debug("%s: cleanup found no expired lease", self.worker_id)
+        return result
+
+    def claim(self, limit: int = 1) -> list[JobRecord]:
+        jobs = service.claim_jobs(self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit)
+        for job in jobs:
+            log.debug(
+                "%s: claimed job %s (%s) attempt %d/%d",
+                self.worker_id,
+                job.id,
+                job.type,
+                job.attempts,
+                job.max_attempts,
+            )
+        return jobs
+
+    def execute(self, job: JobRecord) -> Outcome:
+        """Run the job's handler outside any transaction and settle the attempt."""
+        started = time.monotonic()
+        ctx = JobContext(
+            job,
+            worker_id=job.locked_by or self.worker_id,
+            lease_seconds=self.settings.lease_seconds,
+            stopping=self.stopping,
+        )
+        fn = self.lookup(job.type)
+        if fn is None:
+            error = UnknownJobType(f"no handler is registered for job type {job.type!r}")
+            return self._fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
+        log.debug("%s: executing job %s (%s) attempt %d", ctx.worker_id, job.id, job.type, job.attempts)
+        try:
+            result = fn(ctx)
+            check_result(result)
+        except BaseException as error:  # a handler calling sys.exit() must not end the thread
+            data = {
+                "exception_type": type(error).__name__,
+                "traceback": "".join(traceback.format_exception(error)),
+            }
+            return self._fail(ctx, describe(error), data, started)
+        return self._complete(ctx, result, started)
+
+    def _complete(self, ctx: JobContext, result: Any, started: float) -> Outcome:
+        def call() -> JobRecord | None:
+            return service.complete_job(ctx.job_id, ctx.worker_id, ctx.attempt, result)
+
+        try:
+            settled = self._settle(ctx, call)
+        except sa_exc.SQLAlchemyError as error:  # refused, not unreachable: _settle retries those
+            refusal = ResultRejected(f"the database refused the result: {_first_line(error)}")
+            return self._fail(ctx, describe(refusal), {"exception_type": type(refusal).__name__}, started)
+        if settled is _ABANDONED:
+            return self._finish(ctx, "abandoned", "", started)
+        if settled is None:
+            return self._finish(ctx, "lost", "", started)
+        return self._finish(ctx, "succeeded", "", started)
+
+    def _fail(self, ctx: JobContext, error: str, data: dict[str, Any], started: float) -> Outcome:
+        settings = self.settings
+
+        def call() -> JobRecord | None:
+            return service.fail_job(
+                ctx.job_id,
+                ctx.worker_id,
+                ctx.attempt,
+                error,
+                backoff_base_seconds=settings.backoff_base_seconds,
+                backoff_max_seconds=settings.backoff_max_seconds,
+                event_data=data,
+            )
+
+        settled = self._settle(ctx, call)
+        if settled is _ABANDONED:
+            return self._finish(ctx, "abandoned", error, started)
+        if settled is None:
+            return self._finish(ctx, "lost", error, started)
+        return self._finish(ctx, settled.status, error, started, retry_at=settled)
+
+    def _settle(self, ctx: JobContext, call: Callable[[], T]) -> T | object:
+        """Record the attempt's end, retrying through a database outage while the lease lasts.
+
+        The call is fenced by ownership, so repeating it is safe: if an earlier try committed
+        and only the answer was lost, the repeat matches nothing and reports a lost attempt.
+        Once the lease is over (or the worker is forced to stop) the attempt is left to lease
+        recovery: :data:`_ABANDONED`.
+        """
+        backoff = Backoff(self.backoff.base, self.backoff.cap)
+        while True:
+            try:
+                return call()
+            except sa_exc.SQLAlchemyError as error:
+                if not is_connection_error(error):
+                    raise
+                lease_left = (
+                    (ctx.locked_until - service.utcnow()).total_seconds() if ctx.locked_until else 0.0
+                )
+                delay = backoff.next()
+                if lease_left <= 0:
+                    log.warning(
+                        "%s: cannot record the end of job %s attempt %d (%s) and its lease is over; "
+                        "leaving it to lease recovery",
+                        ctx.worker_id,
+                        ctx.job_id,
+                        ctx.attempt,
+                        _first_line(error),
+                    )
+                    return _ABANDONED
+                log.warning(
+                    "%s: cannot record the end of job %s attempt %d (%s); retrying in %gs",
+                    ctx.worker_id,
+                    ctx.job_id,
+                    ctx.attempt,
+                    _first_line(error),
+                    min(delay, lease_left),
+                )
+                time.sleep(min(delay, lease_left))
+
+    def _finish(
+        self, ctx: JobContext, status: str, error: str, started: float, retry_at: JobRecord | None = None
+    ) -> Outcome:
+        seconds = time.monotonic() - started
+        what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"
+        if status == "succeeded":
+            log.info("%s: %s succeeded in %.2fs", ctx.worker_id, what, seconds)
+        elif status == "queued" and retry_at is not None:
+            delay = (retry_at.available_at - retry_at.updated_at).total_seconds()
+            log.info("%s: %s failed in %.2fs, retry in %gs: %s", ctx.worker_id, what, seconds, delay, error)
+        elif status == "failed":
+            log.info("%s: %s failed for good in %.2fs: %s", ctx.worker_id, what, seconds, error)
+        elif status == "lost":
+            log.warning(
+                "%s: %s ended after %.2fs but the attempt is no longer ours "
+                "(lease expired and recovered); nothing recorded",
+                ctx.worker_id,
+                what,
+                seconds,
+            )
+        else:
+            log.warning(
+                "%s: %s abandoned after %.2fs; lease recovery will requeue it", ctx.worker_id, what, seconds
+            )
+        return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, status, error, seconds)
+
+
+_ABANDONED = object()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class Worker:
+    """A worker process's threads and its shutdown."""
+
+    def __init__(
+        self,
+        app: Flask,
+        settings: WorkerSettings,
+        *,
+        lookup: Callable[[str], Handler | None] = get_handler,
+        reconnect_base_seconds: float = RECONNECT_BASE_SECONDS,
+        reconnect_max_seconds: float = RECONNECT_MAX_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.stopping = threading.Event()
+        self.loops = [
+            WorkerLoop(
+                app,
+                settings,
+                make_worker_id(n),
+                self.stopping,
+                lookup=lookup,
+                reconnect=Backoff(reconnect_base_seconds, reconnect_max_seconds),
+            )
+            for n in range(1, settings.threads + 1)
+        ]
+        self.threads: list[threading.Thread] = []
+        self._forced_by: int | None = None
+
+    def start(self) -> None:
+        # Daemon threads: after a second signal the process exits without waiting for them.
+        self.threads = [
+            threading.Thread(target=loop.run, name=f"thread-{n}", daemon=True)
+            for n, loop in enumerate(self.loops, start=1)
+        ]
+        for thread in self.threads:
+            thread.start()
+        for loop in self.loops:
+            log.info("started %s", loop.worker_id)
+
+    def stop(self) -> None:
+        """Stop claiming; running handlers finish and their threads then end."""
+        self.stopping.set()
+
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self.threads)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for every thread to end; ``True`` if they all did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not self.alive()
+
+    def run_until_signalled(self) -> int:
+        """Run until SIGINT/SIGTERM; return the process exit status.
+
+        First signal: stop claiming, let running handlers finish, return 0. Second signal:
+        return ``128 + signal`` at once (130 for SIGINT, 143 for SIGTERM); the caller exits
+        and the daemon threads die with the process, their attempts left to lease recovery.
+        Must run in the main thread (signal handlers).
+        """
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            while self.alive():
+                if self._forced_by is not None:
+                    log.warning("second signal: exiting now, unfinished jobs are left to lease recovery")
+                    return 128 + self._forced_by
+                time.sleep(0.05)
+            log.info("worker stopped")
+            return 0
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.stopping.is_set():
+            self._forced_by = signum
+            return
+        running = sum(1 for t in self.threads if t.is_alive())
+        log.info(
+            "%s received: no new claims; waiting for running jobs (%d thread(s)) to finish", name, running
+        )
+        self.stop()
+
+
+def settings_banner(settings: WorkerSettings, job_types: list[str]) -> str:
+    """The start banner: every setting in force, and the job types this worker runs."""
+    values = ", ".join(f"{name}={value}" for name, value in settings.as_dict().items())
+    return f"worker starting (pid {os.getpid()}): {values}; job types: {', '.join(job_types) or 'none'}"

@@ -1,0 +1,53 @@
+"""Waiting on conditions (never on the clock), and reading a job's story."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from dashboard.queue import read
+from dashboard.queue.records import EventRecord, JobRecord
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 15.0, message: str = "condition") -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(0.05)
+
+
+def job(job_id: uuid.UUID) -> JobRecord:
+    found = read.get_job(job_id)
+    assert found is not None
+    return found
+
+
+def events(job_id: uuid.UUID) -> list[EventRecord]:
+    return read.job_events(job_id)
+
+
+def event_types(job_id: uuid.UUID) -> list[str]:
+    return [e.type for e in read.job_events(job_id)]
+
+
+def wait_for_status(job_id: uuid.UUID, *statuses: str, timeout: float = 15.0) -> JobRecord:
+    return wait_until(
+        lambda: (j := job(job_id)).status in statuses and j,
+        timeout,
+        f"job {job_id} to be {' or '.join(statuses)}",
+    )
+
+
+def instant(iso: str) -> datetime:
+    """A timestamp PostgreSQL wrote into an event's jsonb data."""
+    return datetime.fromisoformat(iso)

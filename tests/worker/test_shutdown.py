@@ -1,0 +1,48 @@
+"""Signals: the first stops claiming and lets running jobs finish; a second exits at once."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from dashboard.queue import service
+
+from .helpers import event_types, job, wait_for_status
+
+pytestmark = pytest.mark.process
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_during_a_slow_job_lets_it_finish_claims_nothing_new_and_exits_0(app, start_worker, sig):
+    slow = service.create_job("demo.slow", {"sleep_seconds": 1.5}).job
+    worker = start_worker(JOB_WORKER_LEASE_SECONDS="1")
+    wait_for_status(slow.id, "running")
+
+    worker.send(sig)
+    worker.wait_for_output(f"{sig.name} received: no new claims")
+    waiting = service.create_job("demo.success", {"sleep_seconds": 0}).job
+
+    assert worker.wait(timeout=30) == 0
+    finished = job(slow.id)
+    assert finished.status == "succeeded" and finished.attempts == 1
+    assert event_types(slow.id)[-1] == "succeeded"
+    untouched = job(waiting.id)
+    assert untouched.status == "queued" and untouched.attempts == 0
+    assert event_types(waiting.id) == ["created"]
+    assert worker.output.rstrip().endswith("worker stopped")
+
+
+def test_second_signal_exits_at_once_leaving_the_job_to_lease_recovery(app, start_worker):
+    slow = service.create_job("demo.slow", {"sleep_seconds": 60}).job
+    worker = start_worker(JOB_WORKER_LEASE_SECONDS="1")
+    wait_for_status(slow.id, "running")
+
+    worker.send(signal.SIGTERM)
+    worker.wait_for_output("SIGTERM received")
+    worker.send(signal.SIGTERM)
+
+    assert worker.wait(timeout=15) == 128 + signal.SIGTERM
+    assert "second signal: exiting now" in worker.output
+    left = job(slow.id)
+    assert left.status == "running" and left.attempts == 1  # lease recovery's business now
