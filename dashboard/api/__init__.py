@@ -1,5 +1,34 @@
-"""JSON API blueprint, mounted at ``/api`` (issue 4 fills it in)."""
+"""JSON API blueprint, mounted at ``/api``: the reference's endpoints and shapes, for scripts.
+
+Every input is validated by the models in :mod:`.inputs` through the route registry, every
+answer is serialised through :mod:`.outputs`, and ``/api/schema/`` is generated from both.
+The API is exempt from the dashboard's CSRF protection (its clients are scripts, which send
+JSON, not forms with a session cookie) and answers CORS requests from
+``CORS_ALLOWED_ORIGINS`` (any origin when ``DEBUG``).
+"""
 
 from flask import Blueprint
+from flask.blueprints import BlueprintSetupState
+
+from ..extensions import csrf
+from . import errors
+from .registry import Registry
 
 bp = Blueprint("api", __name__)
+routes = Registry(bp)
+
+from . import views, docs  # noqa: E402, I001  (they register their routes on `routes`, in this order)
+
+
+def _install_cors(state: BlueprintSetupState) -> None:
+    from .. import settings_of
+
+    settings = settings_of(state.app)
+    errors.install_cors(state.app, settings.cors_allowed_origins, permissive=settings.debug)
+
+
+errors.register(bp)
+csrf.exempt(bp)
+bp.record_once(_install_cors)
+
+__all__ = ["bp", "docs", "routes", "views"]

@@ -1,0 +1,90 @@
+"""``/api/schema/`` (the OpenAPI document) and ``/api/docs/`` (the same document, readable).
+
+The docs page is rendered on the server from the generated document: no JavaScript, no CDN,
+so it works offline and cannot disagree with the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from flask import Response, current_app, render_template
+from markupsafe import Markup, escape
+
+from . import routes
+from .openapi import build_document
+from .registry import Reply
+
+route = routes.route
+_BACKTICKS = re.compile(r"`([^`]+)`")
+
+
+@route(
+    "/schema/",
+    "GET",
+    summary="OpenAPI document",
+    tag="ops",
+    replies={200: Reply("This API as OpenAPI 3.1 JSON.", schema={"type": "object"})},
+)
+def schema() -> Response:
+    """The OpenAPI 3.1 document, generated from the definitions the API validates with."""
+    document = build_document(current_app, routes)
+    return current_app.response_class(json.dumps(document, indent=2), mimetype="application/json")
+
+
+@route(
+    "/docs/",
+    "GET",
+    summary="API documentation page",
+    tag="ops",
+    replies={
+        200: Reply(
+            "An HTML page rendered from the OpenAPI document.",
+            media_type="text/html",
+            schema={"type": "string"},
+        )
+    },
+)
+def docs() -> str:
+    """This documentation: the OpenAPI document rendered as HTML, readable without JavaScript."""
+    document = build_document(current_app, routes)
+    return render_template("api/docs.html", doc=document, type_of=type_of, prose=prose)
+
+
+def prose(text: str | None) -> Markup:
+    """Escaped text with its `backticked` words set as code (the one markdown the document uses)."""
+    return Markup(_BACKTICKS.sub(r"<code>\1</code>", str(escape(text or ""))))
+
+
+def type_of(schema: dict[str, Any] | None) -> str:
+    """A short, human reading of a JSON Schema: ``integer (1..100)``, ``Job | null``, ..."""
+    if not schema:
+        return "any JSON"
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        return " | ".join(type_of(option) for option in schema["anyOf"])
+    if "enum" in schema:
+        return " | ".join(json.dumps(value) for value in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    kind = schema.get("type", "any JSON")
+    if kind == "array":
+        return f"array of {type_of(schema.get('items'))}"
+    if kind == "object" and "additionalProperties" in schema:
+        extra = schema["additionalProperties"]
+        return f"object of {type_of(extra) if isinstance(extra, dict) else 'any JSON'}"
+    text = f"{kind} ({schema['format']})" if "format" in schema else str(kind)
+    bounds = [
+        f"{label} {schema[key]}"
+        for key, label in (
+            ("minimum", ">="),
+            ("maximum", "<="),
+            ("minLength", "length >="),
+            ("maxLength", "length <="),
+        )
+        if key in schema
+    ]
+    return f"{text}, {', '.join(bounds)}" if bounds else text

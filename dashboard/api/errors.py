@@ -1,0 +1,110 @@
+"""Every failure under ``/api/`` answers JSON: ``{"detail": ...}``, plus ``errors`` on a 400.
+
+Scripts parse API responses; an HTML error page (or a traceback) would break them. The
+handlers are registered app-wide because unknown ``/api/...`` URLs and wrong methods never
+reach the blueprint, but they only shape responses for ``/api/`` paths: any other path gets
+the exception back unchanged, so the dashboard's own handlers and Flask's defaults apply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, request
+from sqlalchemy.exc import OperationalError
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
+
+API_PREFIX = "/api"
+
+
+class ApiError(Exception):
+    """A client error with its status, message and (for 400) the offending fields."""
+
+    def __init__(
+        self,
+        code: int,
+        detail: str,
+        errors: Mapping[str, Sequence[str]] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.errors = {k: list(v) for k, v in errors.items()} if errors else None
+        self.extra = extra
+
+
+def validation_error(errors: Mapping[str, Sequence[str]], detail: str = "Invalid input.") -> ApiError:
+    return ApiError(400, detail, errors)
+
+
+def error_body(detail: str, errors: Mapping[str, list[str]] | None = None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"detail": detail, **extra}
+    if errors:
+        body["errors"] = dict(errors)
+    return body
+
+
+def json_error(
+    code: int, detail: str, errors: Mapping[str, list[str]] | None = None, **extra: Any
+) -> Response:
+    return current_app.response_class(
+        json.dumps(error_body(detail, errors, **extra)),
+        status=code,
+        mimetype="application/json",
+    )
+
+
+def is_api_request() -> bool:
+    path = request.path
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+
+
+def _http_detail(exc: HTTPException) -> str:
+    if isinstance(exc, NotFound):
+        return "Not found."
+    if isinstance(exc, MethodNotAllowed):
+        return f'Method "{request.method}" not allowed.'
+    if isinstance(exc, RequestEntityTooLarge):
+        limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        return f"Request body too large (limit {limit} bytes)."
+    return exc.description or exc.name
+
+
+def handle_api_error(exc: ApiError) -> Response:
+    return json_error(exc.code, exc.detail, exc.errors, **exc.extra)
+
+
+def handle_http_exception(exc: HTTPException) -> HTTPException | Response:
+    """JSON for ``/api/`` paths, keeping the status and headers (``Allow`` on a 405)."""
+    if not is_api_request() or exc.code is None:
+        return exc
+    response = exc.get_response()
+    response.set_data(json.dumps(error_body(_http_detail(exc))))
+    response.mimetype = "application/json"
+    return response
+
+
+def handle_unexpected(exc: Exception) -> Response:
+    """A bug or an outage: log it, answer JSON without a traceback; elsewhere, re-raise."""
+    if not is_api_request():
+        raise exc
+    current_app.logger.exception("Unhandled error on %s %s", request.method, request.path)
+    if isinstance(exc, OperationalError):
+        return json_error(503, "Database unavailable.")
+    return json_error(500, "Internal server error.")
+
+
+def register(bp: Blueprint) -> None:
+    bp.app_errorhandler(ApiError)(handle_api_error)
+    bp.app_errorhandler(HTTPException)(handle_http_exception)
+    bp.app_errorhandler(Exception)(handle_unexpected)
+
+
+def install_cors(app: Flask, origins: Sequence[str], *, permissive: bool) -> None:
+    """CORS on ``/api/*`` only: the configured origins, or any origin in development."""
+    from flask_cors import CORS
+
+    CORS(app, resources={rf"{API_PREFIX}/*": {"origins": "*" if permissive else list(origins)}})

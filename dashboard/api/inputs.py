@@ -1,0 +1,136 @@
+"""What clients may send: the create body and the list and feed query strings.
+
+These models are the API's only validation layer, and the OpenAPI document is generated from
+them, so the published rules and the enforced rules cannot drift apart.
+
+Bodies are strict (``"50"`` is not a priority, ``true`` is not a number, unknown fields are
+refused so a misspelt field cannot be silently ignored); query strings arrive as text and are
+parsed. ``null`` or an omitted field means the field's default.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError
+
+from ..queue.handlers import registered_types
+from ..queue.service import (
+    DEFAULT_PRIORITY,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    INT_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TYPE_MAX_LENGTH,
+)
+from ..queue.states import EventType, Status
+from . import cursor as cursors
+from .fields import AwareDatetime, JsonObject, Text
+
+JOB_LIST_DEFAULT_LIMIT, JOB_LIST_MAX_LIMIT = 25, 100
+EVENT_FEED_DEFAULT_LIMIT, EVENT_FEED_MAX_LIMIT = 50, 200
+OFFSET_MAX = 2**63 - 1  # PostgreSQL's OFFSET is a bigint
+
+JobType = Text(min_length=1, max_length=TYPE_MAX_LENGTH)
+IdempotencyKey = Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)
+TypeFilter = Text(max_length=TYPE_MAX_LENGTH)
+
+
+class CreateJob(BaseModel):
+    """Body of `POST /api/jobs/`."""
+
+    model_config = ConfigDict(extra="forbid", title="CreateJob")
+
+    type: JobType = Field(
+        description="A registered job type (see GET /api/config/ `job_types`).",
+        examples=["demo.success"],
+    )
+    payload: JsonObject | None = Field(
+        default=None, description="Handler input, a JSON object. Null or omitted: {}."
+    )
+    priority: Annotated[StrictInt, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)] | None = Field(
+        default=DEFAULT_PRIORITY, description="Higher is claimed first. Null or omitted: 50."
+    )
+    available_at: AwareDatetime | None = Field(
+        default=None,
+        description="Earliest time a worker may claim the job, with an offset. Null or omitted: now.",
+    )
+    max_attempts: Annotated[StrictInt, Field(ge=1, le=INT_MAX)] | None = Field(
+        default=None,
+        description="Attempts before the job fails for good. Null or omitted: the worker default.",
+    )
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None,
+        description="A second create with the same key returns the first job (200) instead of a new one.",
+    )
+
+    @field_validator("type")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        """Refuse types no worker can run: a typo would otherwise sit queued, then fail every attempt."""
+        types = registered_types()
+        if value not in types:
+            raise PydanticCustomError(
+                "unknown_job_type",
+                "Unknown job type. Registered types: {types}.",
+                {"types": ", ".join(types) or "(none)"},
+            )
+        return value
+
+
+class JobListQuery(BaseModel):
+    """Query of `GET /api/jobs/`. Empty parameters count as absent."""
+
+    model_config = ConfigDict(title="JobListQuery", use_enum_values=True)
+
+    limit: int = Field(
+        default=JOB_LIST_DEFAULT_LIMIT,
+        ge=1,
+        description=f"Page size; a larger value is reduced to {JOB_LIST_MAX_LIMIT}.",
+    )
+    offset: int = Field(default=0, ge=0, le=OFFSET_MAX, description="Jobs to skip.")
+    status: Status | None = Field(default=None, description="Exact status.")
+    type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
+
+    @property
+    def page_size(self) -> int:
+        return min(self.limit, JOB_LIST_MAX_LIMIT)
+
+
+def _cursor(value: object) -> cursors.Cursor:
+    if isinstance(value, cursors.Cursor):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("cursor", "Invalid cursor.")
+    try:
+        return cursors.decode(value)
+    except ValueError:
+        raise PydanticCustomError("cursor", "Invalid cursor.") from None
+
+
+CursorParam = Annotated[
+    cursors.Cursor,
+    PlainValidator(_cursor),
+    WithJsonSchema({"type": "string", "description": "Opaque; copy it from `next` or `previous`."}),
+]
+
+
+class EventFeedQuery(BaseModel):
+    """Query of `GET /api/job-events/`. Empty parameters count as absent."""
+
+    model_config = ConfigDict(title="EventFeedQuery", use_enum_values=True)
+
+    limit: int = Field(
+        default=EVENT_FEED_DEFAULT_LIMIT,
+        ge=1,
+        description=f"Page size; a larger value is reduced to {EVENT_FEED_MAX_LIMIT}.",
+    )
+    cursor: CursorParam | None = Field(default=None, description="Position from a `next`/`previous` link.")
+    type: EventType | None = Field(default=None, description="Exact event type.")
+    job_id: uuid.UUID | None = Field(default=None, description="Only this job's events.")
+
+    @property
+    def page_size(self) -> int:
+        return min(self.limit, EVENT_FEED_MAX_LIMIT)

@@ -1,0 +1,113 @@
+"""The OpenAPI 3.1 document, generated from the route registry and its pydantic models.
+
+Paths come from the app's URL map (so the document lists the routes that really exist),
+parameters and bodies from the models the registry validates with, responses from the models
+the views serialise with. Nothing here describes a shape by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flask import Flask
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from .registry import Endpoint, Registry
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+_CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
+_PATH_PARAM_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": {"type": "integer"}}
+
+INFO = {
+    "title": "Job queue API",
+    "version": "1.0.0",
+    "description": (
+        "Create, inspect and retry jobs of the PostgreSQL job queue. Errors are JSON: "
+        '`{"detail": "..."}`, plus `errors` (field -> messages) on 400. Timestamps are ISO 8601 '
+        "with the offset of TIME_ZONE. No authentication: keep the API on a trusted network."
+    ),
+}
+
+
+def openapi_path(rule: str) -> tuple[str, list[dict[str, Any]]]:
+    """A Werkzeug rule as an OpenAPI path template, with its path parameters."""
+    params = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": dict(_PATH_PARAM_SCHEMAS.get(converter or "", {"type": "string"})),
+        }
+        for converter, name in _CONVERTER.findall(rule)
+    ]
+    return _CONVERTER.sub(r"{\2}", rule), params
+
+
+def _models(endpoints: list[Endpoint]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    seen: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {}
+    for ep in endpoints:
+        if ep.body is not None:
+            seen[(ep.body, "validation")] = None
+        for reply in ep.replies.values():
+            if reply.model is not None:
+                seen[(reply.model, "serialization")] = None
+    return list(seen)
+
+
+def query_parameters(model: type[BaseModel], components: dict[str, Any]) -> list[dict[str, Any]]:
+    schema = model.model_json_schema(ref_template=REF_TEMPLATE, mode="validation")
+    components.update(schema.get("$defs", {}))
+    required = set(schema.get("required", []))
+    params = []
+    for name, prop in schema["properties"].items():
+        prop = dict(prop)
+        description = prop.pop("description", None)
+        prop.pop("title", None)
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in required, "schema": prop}
+        if description:
+            param["description"] = description
+        params.append(param)
+    return params
+
+
+def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
+    rules = {rule.endpoint: rule for rule in app.url_map.iter_rules()}
+    refs, top = models_json_schema(_models(routes.endpoints), ref_template=REF_TEMPLATE)
+    components: dict[str, Any] = dict(top.get("$defs", {}))
+    paths: dict[str, dict[str, Any]] = {}
+    for ep in routes.endpoints:
+        path, path_params = openapi_path(rules[ep.endpoint].rule)
+        operation: dict[str, Any] = {
+            "operationId": ep.name,
+            "summary": ep.summary,
+            "description": ep.description,
+            "tags": [ep.tag],
+            "responses": {},
+        }
+        params = path_params + (query_parameters(ep.query, components) if ep.query else [])
+        if params:
+            operation["parameters"] = params
+        if ep.body is not None:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": refs[(ep.body, "validation")]}},
+            }
+        for status, reply in sorted(ep.replies.items()):
+            response: dict[str, Any] = {"description": reply.description}
+            schema = refs[(reply.model, "serialization")] if reply.model is not None else reply.schema
+            if schema is not None:
+                response["content"] = {reply.media_type: {"schema": schema}}
+            operation["responses"][str(status)] = response
+        paths.setdefault(path, {})[ep.method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": INFO,
+        "tags": [
+            {"name": "jobs", "description": "Jobs and their events."},
+            {"name": "ops", "description": "Health, configuration and this documentation."},
+        ],
+        "paths": paths,
+        "components": {"schemas": components},
+    }

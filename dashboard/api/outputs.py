@@ -1,0 +1,155 @@
+"""What the API answers: the reference's JSON shapes, field for field.
+
+Responses are serialised through these models, and the OpenAPI document is generated from
+them, so a shape cannot change without the published schema changing with it. Timestamps are
+rendered as ISO 8601 with the offset of ``TIME_ZONE`` (passed as serialisation context).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, tzinfo
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    RootModel,
+    SerializationInfo,
+    WithJsonSchema,
+)
+
+from ..queue.states import EventType, Status
+
+
+def _iso(value: datetime, info: SerializationInfo) -> str:
+    tz: tzinfo = (info.context or {}).get("tz", UTC)
+    return value.astimezone(tz).isoformat()
+
+
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(_iso, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+class Output(BaseModel):
+    """Built from the engine's records (attributes), never from client input."""
+
+    model_config = ConfigDict(from_attributes=True, extra="forbid")
+
+
+class Job(Output):
+    """A job, as the reference's list items and detail."""
+
+    id: uuid.UUID
+    type: str
+    payload: Any = Field(description="Handler input.")
+    status: Status
+    priority: int
+    available_at: Timestamp
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None
+    locked_by: str | None = Field(description="Worker id holding the current attempt.")
+    locked_until: Timestamp | None = Field(description="Lease expiry of the current attempt.")
+    last_error: str
+    result: Any = Field(description="Handler result, once succeeded.")
+    created_at: Timestamp
+    updated_at: Timestamp
+    finished_at: Timestamp | None
+
+
+class JobEvent(Output):
+    """One entry of a job's append-only timeline."""
+
+    id: int
+    job: uuid.UUID = Field(validation_alias=AliasChoices("job", "job_id"), description="The job's id.")
+    type: EventType
+    attempt: int
+    worker_id: str | None
+    message: str
+    data: Any
+    created_at: Timestamp
+
+
+class JobEventList(RootModel[list[JobEvent]]):
+    """A job's events, oldest first."""
+
+
+class JobPage(BaseModel):
+    """Limit-offset page of jobs, newest first."""
+
+    count: int = Field(description="Jobs matching the filters, on all pages.")
+    next: str | None = Field(description="Absolute URL of the next page.")
+    previous: str | None = Field(description="Absolute URL of the previous page.")
+    results: list[Job]
+
+
+class JobEventPage(BaseModel):
+    """Cursor page of the global event feed, newest first."""
+
+    next: str | None = Field(description="Absolute URL of older events.")
+    previous: str | None = Field(description="Absolute URL of newer events.")
+    results: list[JobEvent]
+
+
+class ByStatus(BaseModel):
+    queued: int
+    running: int
+    succeeded: int
+    failed: int
+
+
+class Stats(BaseModel):
+    """Queue totals, one pass over the jobs table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: int
+    by_status: ByStatus
+    overdue_running: int = Field(description="Running jobs whose lease has expired.")
+    retries_pending: int = Field(description="Queued jobs with attempts > 0.")
+    oldest_queued_at: Timestamp | None = Field(description="Earliest created_at among queued jobs.")
+
+
+class Health(BaseModel):
+    ok: bool
+    database: Literal["ok", "error"]
+    detail: str | None = Field(default=None, description="Why the database is unreachable (only on 503).")
+
+
+class Config(BaseModel):
+    """The worker settings in force, under their environment names, and the registered job types."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    JOB_WORKER_THREADS: int
+    JOB_WORKER_POLL_INTERVAL_MS: float
+    JOB_WORKER_LEASE_SECONDS: float
+    JOB_WORKER_CLEANUP_INTERVAL_SECONDS: float
+    JOB_WORKER_CLEANUP_BATCH_SIZE: int
+    JOB_WORKER_BACKOFF_BASE_SECONDS: float
+    JOB_WORKER_BACKOFF_MAX_SECONDS: float
+    JOB_WORKER_MAX_ATTEMPTS_DEFAULT: int
+    JOB_WORKER_LOG_LEVEL: str
+    JOB_HANDLER_MODULES: list[str]
+    job_types: list[str] = Field(description="Job types this deployment can run.")
+
+
+class Error(BaseModel):
+    """Every error. `errors` (on 400) maps each offending field to its messages."""
+
+    detail: str
+    errors: dict[str, list[str]] | None = Field(default=None)
+
+
+class Conflict(BaseModel):
+    """The request does not fit the job's current state."""
+
+    detail: str
+    status: Status = Field(description="The job's current status.")

@@ -1,0 +1,162 @@
+"""The route registry: one declaration per endpoint drives both validation and the OpenAPI document.
+
+``@api_route`` registers a view on the blueprint and records what it accepts (query model,
+body model) and answers (status -> model). The wrapper validates with exactly those models
+before the view runs, and :mod:`.openapi` builds ``/api/schema/`` from the same records, so
+the document describes what the code enforces and nothing is kept in sync by hand.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Blueprint, request
+from pydantic import BaseModel, ValidationError
+from werkzeug.datastructures import MultiDict
+
+from .errors import ApiError, validation_error
+from .outputs import Error
+
+BODY_FIELD = "body"  # the key of errors about the body as a whole
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One documented response: status, description, and the model of its JSON body."""
+
+    description: str
+    model: type[BaseModel] | None = None
+    media_type: str = "application/json"
+    schema: dict[str, Any] | None = None  # for a body that no model describes (the docs page)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    rule: str
+    method: str
+    view: Callable[..., Any]
+    summary: str
+    query: type[BaseModel] | None
+    body: type[BaseModel] | None
+    replies: dict[int, Reply] = field(default_factory=dict)
+    tag: str = "jobs"
+
+    @property
+    def endpoint(self) -> str:
+        return f"api.{self.name}"
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.view.__doc__ or "")
+
+
+class Registry:
+    def __init__(self, bp: Blueprint) -> None:
+        self.bp = bp
+        self.endpoints: list[Endpoint] = []
+
+    def route(
+        self,
+        rule: str,
+        method: str,
+        *,
+        summary: str,
+        replies: Mapping[int, Reply],
+        query: type[BaseModel] | None = None,
+        body: type[BaseModel] | None = None,
+        tag: str = "jobs",
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register ``view`` at ``rule``; it receives ``query=`` / ``body=`` already validated."""
+
+        def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(view)
+            def dispatch(**path_args: Any) -> Any:
+                kwargs = dict(path_args)
+                if query is not None:
+                    kwargs["query"] = validate(query, query_values(request.args))
+                if body is not None:
+                    kwargs["body"] = validate(body, read_json_body())
+                return view(**kwargs)
+
+            self.bp.add_url_rule(rule, endpoint=view.__name__, view_func=dispatch, methods=[method])
+            all_replies = {**dict(replies), **implied_replies(rule, query, body)}
+            self.endpoints.append(
+                Endpoint(view.__name__, rule, method, view, summary, query, body, all_replies, tag)
+            )
+            return view
+
+        return decorate
+
+
+def implied_replies(
+    rule: str, query: type[BaseModel] | None, body: type[BaseModel] | None
+) -> dict[int, Reply]:
+    """The error responses that follow from what an endpoint accepts."""
+    replies: dict[int, Reply] = {}
+    if query is not None or body is not None:
+        replies[400] = Reply("Invalid input: `errors` names each field.", Error)
+    if "<" in rule:
+        replies[404] = Reply("No job with this id (or the id is not a UUID).", Error)
+    if body is not None:
+        replies[413] = Reply("Body larger than MAX_CONTENT_LENGTH.", Error)
+        replies[415] = Reply("Body is not application/json.", Error)
+    return replies
+
+
+def query_values(args: MultiDict[str, str]) -> dict[str, str]:
+    """First value of each parameter; an empty value is the same as an absent one."""
+    return {key: value for key, value in args.items() if value != ""}
+
+
+def validate(model: type[BaseModel], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(errors_by_field(exc)) from None
+
+
+def errors_by_field(exc: ValidationError) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(part) for part in error["loc"]) or BODY_FIELD
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "Unknown field."
+        errors.setdefault(loc, []).append(message)
+    return errors
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def read_json_body() -> Any:
+    """The request body as JSON: UTF-8, strict syntax, finite numbers; else 400/413/415."""
+    if request.mimetype != "application/json":
+        shown = request.mimetype or "none"
+        raise ApiError(415, f'Unsupported media type "{shown}": send application/json.')
+    raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: werkzeug raises 413
+    try:
+        text = raw.decode("utf-8")
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        reason = "body is not valid UTF-8"
+    except RecursionError:
+        reason = "nested too deeply"
+    except ValueError as exc:  # JSONDecodeError, over-long integers, non-finite numbers
+        reason = str(exc).split("\n")[0]
+    raise validation_error({BODY_FIELD: [f"Malformed JSON: {reason}."]}, detail="Malformed JSON body.")

@@ -1,0 +1,238 @@
+"""The endpoints: validate (done by the registry), call the engine, serialise.
+
+No view writes job state or builds a query: state changes go through ``queue.service``,
+reads through ``queue.read``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Response, current_app, request, url_for
+from pydantic import BaseModel
+from sqlalchemy.exc import SQLAlchemyError
+
+from .. import settings_of
+from ..queue import read, service
+from ..queue.handlers import registered_types
+from . import outputs, registry, routes
+from .cursor import BIGINT_MAX, Cursor
+from .errors import ApiError
+from .inputs import CreateJob, EventFeedQuery, JobListQuery
+from .outputs import Conflict
+from .registry import Reply
+
+SOURCE = {"source": "api"}  # recorded in the events this door writes
+
+
+def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """``model`` as JSON, timestamps in ``TIME_ZONE``; fields left unset (``detail`` of a healthy
+    ``Health``) are omitted, every field the engine returned is kept, nulls included."""
+    tz = settings_of(current_app).tz
+    body = model.model_dump_json(context={"tz": tz}, exclude_unset=True)
+    return current_app.response_class(body, status=status, headers=headers, mimetype="application/json")
+
+
+def job_or_404(job_id: uuid.UUID) -> outputs.Job:
+    job = read.get_job(job_id)
+    if job is None:
+        raise ApiError(404, "Not found.")
+    return outputs.Job.model_validate(job)
+
+
+def page_url(query: type[BaseModel], **changes: Any) -> str:
+    """This request's absolute URL with ``changes`` applied to its query (``None`` removes).
+
+    Only the parameters the endpoint knows are carried over: anything else a client sent has
+    no business in a link the API hands out.
+    """
+    args = {
+        key: value for key, value in registry.query_values(request.args).items() if key in query.model_fields
+    }
+    args.update(changes)
+    params = {key: value for key, value in args.items() if value is not None}
+    base = url_for(request.endpoint or "", _external=True)
+    return f"{base}?{urlencode(params)}" if params else base
+
+
+def feed_link(cursor: Cursor | None, limit: int) -> str | None:
+    return page_url(EventFeedQuery, cursor=cursor.encode(), limit=limit) if cursor else None
+
+
+route = routes.route
+
+
+@route(
+    "/health/",
+    "GET",
+    summary="Liveness and database reachability",
+    tag="ops",
+    replies={
+        200: Reply("The database answers.", outputs.Health),
+        503: Reply("The database cannot be reached.", outputs.Health),
+    },
+)
+def health() -> Response:
+    """200 when the database answers a trivial query, 503 with the reason when it does not."""
+    try:
+        read.database_ok()
+    except SQLAlchemyError as exc:
+        current_app.logger.warning("Health check: database unreachable: %s", exc)
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        detail = reason[0] if reason else type(exc).__name__
+        return json_response(outputs.Health(ok=False, database="error", detail=detail), 503)
+    return json_response(outputs.Health(ok=True, database="ok"))
+
+
+@route(
+    "/config/",
+    "GET",
+    summary="Worker settings and job types",
+    tag="ops",
+    replies={200: Reply("The settings in force.", outputs.Config)},
+)
+def config() -> Response:
+    """The worker settings of this deployment, under their environment names, and every
+    registered job type (the values `type` accepts on create)."""
+    settings = settings_of(current_app).worker.as_dict()
+    return json_response(outputs.Config.model_validate({**settings, "job_types": registered_types()}))
+
+
+@route(
+    "/jobs/",
+    "POST",
+    summary="Create a job",
+    body=CreateJob,
+    replies={
+        201: Reply("Created.", outputs.Job),
+        200: Reply("A job with this idempotency_key already exists: that job.", outputs.Job),
+    },
+)
+def create_job(body: CreateJob) -> Response:
+    """Queue a job (event `created`). With an `idempotency_key` that is already taken, nothing
+    is created and the existing job is returned with 200, even when clients race."""
+    default_attempts = settings_of(current_app).worker.max_attempts_default
+    result = service.create_job(
+        body.type,
+        body.payload or {},
+        priority=service.DEFAULT_PRIORITY if body.priority is None else body.priority,
+        available_at=body.available_at,
+        max_attempts=body.max_attempts or default_attempts,
+        idempotency_key=body.idempotency_key,
+        event_data=dict(SOURCE),
+    )
+    job = outputs.Job.model_validate(result.job)
+    location = url_for("api.job_detail", job_id=job.id, _external=True)
+    return json_response(job, 201 if result.created else 200, {"Location": location})
+
+
+@route(
+    "/jobs/",
+    "GET",
+    summary="List jobs",
+    query=JobListQuery,
+    replies={200: Reply("A page of jobs, newest first.", outputs.JobPage)},
+)
+def job_list(query: JobListQuery) -> Response:
+    """Limit-offset pages, newest first. `limit` defaults to 25; a larger `limit` than 100 is
+    reduced to 100, as in the reference's pagination."""
+    limit, offset = query.page_size, query.offset
+    page = read.list_jobs(limit=limit, offset=offset, status=query.status, type=query.type)
+    next_url = (
+        page_url(JobListQuery, limit=limit, offset=offset + limit) if offset + limit < page.count else None
+    )
+    previous_url = None
+    if offset > 0:
+        previous_url = page_url(JobListQuery, limit=limit, offset=offset - limit if offset > limit else None)
+    body = outputs.JobPage(
+        count=page.count,
+        next=next_url,
+        previous=previous_url,
+        results=[outputs.Job.model_validate(job) for job in page.results],
+    )
+    return json_response(body)
+
+
+@route(
+    "/jobs/stats/",
+    "GET",
+    summary="Queue statistics",
+    replies={200: Reply("Totals by status and queue health.", outputs.Stats)},
+)
+def job_stats() -> Response:
+    """Counts by status (all four always present), expired leases, queued retries and the
+    oldest queued job's creation time."""
+    return json_response(outputs.Stats.model_validate(read.stats(service.utcnow()).as_dict()))
+
+
+@route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", outputs.Job)})
+def job_detail(job_id: uuid.UUID) -> Response:
+    """The job, in the same shape as the list's items."""
+    return json_response(job_or_404(job_id))
+
+
+@route(
+    "/jobs/<uuid:job_id>/events/",
+    "GET",
+    summary="One job's events",
+    replies={200: Reply("The job's timeline, oldest first.", outputs.JobEventList)},
+)
+def job_events(job_id: uuid.UUID) -> Response:
+    """Every event of the job, ascending by id."""
+    job_or_404(job_id)
+    events = [outputs.JobEvent.model_validate(e) for e in read.job_events(job_id)]
+    return json_response(outputs.JobEventList(events))
+
+
+@route(
+    "/jobs/<uuid:job_id>/retry/",
+    "POST",
+    summary="Retry a failed job",
+    replies={
+        200: Reply("Requeued: the job, attempts reset.", outputs.Job),
+        409: Reply("The job is not failed.", Conflict),
+    },
+)
+def job_retry(job_id: uuid.UUID) -> Response:
+    """failed -> queued with attempts reset and available now (event `manual_retry`). Any
+    other status: 409 naming it. No body is needed."""
+    result = service.retry_job(job_id, event_data=dict(SOURCE))
+    if result.job is not None:
+        return json_response(outputs.Job.model_validate(result.job))
+    if result.reason == "not_found":
+        raise ApiError(404, "Not found.")
+    status = result.status or "unknown"
+    raise ApiError(409, f"Only failed jobs can be retried; this job is {status}.", status=status)
+
+
+@route(
+    "/job-events/",
+    "GET",
+    summary="Global event feed",
+    query=EventFeedQuery,
+    replies={200: Reply("A page of events, newest first.", outputs.JobEventPage)},
+)
+def event_feed(query: EventFeedQuery) -> Response:
+    """Cursor pages, newest first (default 50, at most 200). Follow `next` for older events:
+    events that arrive meanwhile never shift a page, so each older event is seen once.
+    `previous` leads to newer events."""
+    limit, position = query.page_size, query.cursor
+    before = position.position if position and position.direction == "before" else None
+    after = position.position if position and position.direction == "after" else None
+    page = read.list_events(limit=limit, before=before, after=after, type=query.type, job_id=query.job_id)
+    ids = [event.id for event in page.results]
+    older = newer = None
+    if ids:
+        older, newer = Cursor("before", ids[-1]), Cursor("after", ids[0])
+    elif after is not None:  # an empty page of newer events: older ones start after `after`
+        older = Cursor("before", min(after + 1, BIGINT_MAX))
+    elif before is not None:  # an empty page of older events: newer ones start at `before`
+        newer = Cursor("after", max(before - 1, 0))
+    body = outputs.JobEventPage(
+        next=feed_link(older, limit) if page.has_older else None,
+        previous=feed_link(newer, limit) if page.has_newer else None,
+        results=[outputs.JobEvent.model_validate(e) for e in page.results],
+    )
+    return json_response(body)

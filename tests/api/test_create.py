@@ -1,0 +1,193 @@
+"""POST /api/jobs/: 201 for a new job, 200 for a known idempotency key, defaults, every rule."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from dashboard import settings_of
+from dashboard.queue import read
+
+from .helpers import JOB_FIELDS, another_app, create, table_snapshot
+
+
+def test_create_returns_201_with_the_reference_job_shape(client, job_type):
+    before = datetime.now(UTC)
+    response = client.post(
+        "/api/jobs/",
+        json={
+            "type": job_type,
+            "payload": {"sleep_seconds": 1},
+            "priority": 70,
+            "available_at": None,
+            "max_attempts": 5,
+            "idempotency_key": "k-1",
+        },
+    )
+    assert response.status_code == 201
+    assert response.mimetype == "application/json"
+    job = response.get_json()
+    assert list(job) == JOB_FIELDS
+    assert job["type"] == job_type
+    assert job["payload"] == {"sleep_seconds": 1}
+    assert (job["status"], job["priority"], job["attempts"], job["max_attempts"]) == ("queued", 70, 0, 5)
+    assert job["idempotency_key"] == "k-1"
+    assert job["locked_by"] is job["locked_until"] is job["result"] is job["finished_at"] is None
+    assert job["last_error"] == ""
+    available_at = datetime.fromisoformat(job["available_at"])
+    assert before <= available_at <= datetime.now(UTC)  # null means now
+    assert response.headers["Location"].endswith(f"/api/jobs/{job['id']}/")
+    assert response.headers["Location"].startswith("http://")
+
+
+def test_create_defaults_when_fields_are_omitted(client, job_type, app):
+    job = create(client, job_type)
+    assert job["payload"] == {}
+    assert job["priority"] == 50
+    assert job["max_attempts"] == settings_of(app).worker.max_attempts_default
+
+
+def test_null_means_default_for_optional_fields(client, job_type):
+    job = create(client, job_type, payload=None, priority=None, max_attempts=None, idempotency_key=None)
+    assert (job["payload"], job["priority"], job["max_attempts"], job["idempotency_key"]) == ({}, 50, 3, None)
+
+
+def test_max_attempts_default_follows_the_worker_setting(database_url, job_type):
+    with another_app(DATABASE_URL=database_url, JOB_WORKER_MAX_ATTEMPTS_DEFAULT="7") as other:
+        response = other.test_client().post("/api/jobs/", json={"type": job_type})
+    assert response.status_code == 201
+    assert response.get_json()["max_attempts"] == 7
+
+
+def test_create_writes_a_created_event_that_names_the_api(client, job_type):
+    job = create(client, job_type)
+    events = client.get(f"/api/jobs/{job['id']}/events/").get_json()
+    assert [(e["type"], e["data"]) for e in events] == [("created", {"type": job_type, "source": "api"})]
+
+
+def test_available_at_in_the_future_is_kept_with_its_instant(client, job_type):
+    job = create(client, job_type, available_at="2030-01-02T03:04:05+03:30")
+    assert datetime.fromisoformat(job["available_at"]) == datetime(2030, 1, 1, 23, 34, 5, tzinfo=UTC)
+
+
+def test_known_idempotency_key_returns_the_existing_job_with_200(client, job_type):
+    first = create(client, job_type, idempotency_key="same", payload={"n": 1})
+    again = client.post("/api/jobs/", json={"type": job_type, "idempotency_key": "same", "payload": {"n": 2}})
+    assert again.status_code == 200
+    assert again.get_json() == first
+    assert read.list_jobs(limit=10, offset=0).count == 1
+
+
+def test_json_with_charset_parameter_is_accepted(client, job_type):
+    response = client.post(
+        "/api/jobs/", data=f'{{"type": "{job_type}"}}', content_type="application/json; charset=utf-8"
+    )
+    assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ({}, "type", "Field required"),
+        ({"type": ""}, "type", "at least 1 character"),
+        ({"type": "x" * 121}, "type", "at most 120 characters"),
+        ({"type": 5}, "type", "valid string"),
+        ({"type": "no.such.type"}, "type", "Unknown job type"),
+        ({"priority": "50"}, "priority", "valid integer"),
+        ({"priority": True}, "priority", "valid integer"),
+        ({"priority": 1.5}, "priority", "valid integer"),
+        ({"priority": 32768}, "priority", "less than or equal to 32767"),
+        ({"priority": -32769}, "priority", "greater than or equal to -32768"),
+        ({"max_attempts": 0}, "max_attempts", "greater than or equal to 1"),
+        ({"max_attempts": -3}, "max_attempts", "greater than or equal to 1"),
+        ({"max_attempts": 2**31}, "max_attempts", "less than or equal to 2147483647"),
+        ({"available_at": "2030-01-01T00:00:00"}, "available_at", "time zone offset"),
+        ({"available_at": "tomorrow"}, "available_at", "ISO 8601"),
+        ({"available_at": 1700000000}, "available_at", "ISO 8601"),
+        ({"available_at": "0001-01-01T00:00:00+05:00"}, "available_at", "between"),
+        ({"payload": [1, 2]}, "payload", "valid dictionary"),
+        ({"payload": "text"}, "payload", "valid dictionary"),
+        ({"idempotency_key": ""}, "idempotency_key", "at least 1 character"),
+        ({"idempotency_key": "k" * 256}, "idempotency_key", "at most 255 characters"),
+        ({"status": "succeeded"}, "status", "Unknown field"),
+    ],
+)
+def test_invalid_create_bodies_get_400_naming_the_field(client, job_type, body, field, message):
+    body = {"type": job_type, **body} if "type" not in body and body else body
+    before = table_snapshot()
+    response = client.post("/api/jobs/", json=body)
+    assert response.status_code == 400
+    error = response.get_json()
+    assert error["detail"] == "Invalid input."
+    assert field in error["errors"], error
+    assert any(message in text for text in error["errors"][field]), error
+    assert table_snapshot() == before
+
+
+def test_unknown_type_error_lists_the_registered_types(client, job_type):
+    error = client.post("/api/jobs/", json={"type": "nope"}).get_json()
+    assert job_type in error["errors"]["type"][0]
+
+
+def test_every_invalid_field_is_reported_at_once(client, job_type):
+    error = client.post("/api/jobs/", json={"type": job_type, "priority": "x", "max_attempts": 0}).get_json()
+    assert set(error["errors"]) == {"priority", "max_attempts"}
+
+
+@pytest.mark.parametrize(
+    ("data", "content_type"),
+    [
+        ("{", "application/json"),
+        ("", "application/json"),
+        ('{"type": "a",}', "application/json"),
+        ('{"type": NaN}', "application/json"),
+        ('{"payload": {"x": Infinity}}', "application/json"),
+        ('{"payload": {"x": 1e999}}', "application/json"),
+        (b'{"type": "\xff\xfe"}', "application/json"),
+        ("1" * 5000, "application/json"),
+    ],
+)
+def test_malformed_json_gets_400(client, job_type, data, content_type):
+    response = client.post("/api/jobs/", data=data, content_type=content_type)
+    assert response.status_code == 400
+    error = response.get_json()
+    assert error["detail"] == "Malformed JSON body."
+    assert error["errors"]["body"][0].startswith("Malformed JSON")
+
+
+@pytest.mark.parametrize("body", ["[]", '"text"', "null", "42"])
+def test_a_body_that_is_not_an_object_gets_400(client, body):
+    response = client.post("/api/jobs/", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert "body" in response.get_json()["errors"]
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None]
+)
+def test_wrong_content_type_gets_415(client, job_type, content_type):
+    kwargs = {"data": f'{{"type": "{job_type}"}}'}
+    if content_type:
+        kwargs["content_type"] = content_type
+    response = client.post("/api/jobs/", **kwargs)
+    assert response.status_code == 415
+    assert "application/json" in response.get_json()["detail"]
+    assert read.list_jobs(limit=10, offset=0).count == 0
+
+
+def test_body_over_the_size_limit_gets_413(client, app, job_type):
+    limit = app.config["MAX_CONTENT_LENGTH"]
+    response = client.post("/api/jobs/", json={"type": job_type, "payload": {"blob": "x" * limit}})
+    assert response.status_code == 413
+    assert response.get_json() == {"detail": f"Request body too large (limit {limit} bytes)."}
+    assert read.list_jobs(limit=10, offset=0).count == 0
+
+
+def test_service_and_api_agree_on_the_created_job(client, job_type):
+    job = create(client, job_type, priority=-5)
+    record = read.get_job(uuid.UUID(job["id"]))
+    assert record is not None and record.priority == -5
+    assert datetime.fromisoformat(job["created_at"]) == record.created_at
+    assert record.available_at == record.created_at  # omitted available_at: the creation instant

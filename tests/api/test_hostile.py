@@ -1,0 +1,170 @@
+"""Hostile input: whatever a client sends, never a 500, and a refused request changes nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dashboard.queue import service
+
+from .helpers import TEST_TYPE, table_snapshot
+
+
+def nested(depth: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        doc = {"a": doc}
+    return doc
+
+
+def text_body(payload: str = "{}", **fields: str) -> dict[str, Any]:
+    """A JSON body written by hand, for what ``json.dumps`` will not produce."""
+    extra = "".join(f', "{name}": {value}' for name, value in fields.items())
+    return raw(f'{{"type": "{TEST_TYPE}", "payload": {payload}{extra}}}')
+
+
+def body(**fields: Any) -> dict[str, Any]:
+    return {"json": {"type": TEST_TYPE, **fields}}
+
+
+def raw(text: str | bytes, content_type: str = "application/json") -> dict[str, Any]:
+    return {"data": text, "content_type": content_type}
+
+
+SQL = "'; DROP TABLE jobs_job; --"
+
+# (case id, method, path, request kwargs, expected status)
+HOSTILE = [
+    ("huge body", "post", "/api/jobs/", body(payload={"x": "y" * 2_000_000}), 413),
+    ("huge type", "post", "/api/jobs/", {"json": {"type": "t" * 500_000}}, 400),
+    ("huge idempotency key", "post", "/api/jobs/", body(idempotency_key="k" * 100_000), 400),
+    ("nested past the limit", "post", "/api/jobs/", body(payload=nested(101)), 400),
+    (
+        "nested past the parser",
+        "post",
+        "/api/jobs/",
+        text_body('{"a": ' * 100_000 + "1" + "}" * 100_000),
+        400,
+    ),
+    ("huge top-level array", "post", "/api/jobs/", raw(json.dumps(list(range(100_000)))), 400),
+    ("NUL in type", "post", "/api/jobs/", {"json": {"type": "test\x00api"}}, 400),
+    ("NUL in idempotency key", "post", "/api/jobs/", body(idempotency_key="a\x00b"), 400),
+    ("NUL in payload value", "post", "/api/jobs/", body(payload={"a": ["ok", {"b": "x\x00"}]}), 400),
+    ("NUL in payload key", "post", "/api/jobs/", body(payload={"a\x00": 1}), 400),
+    ("raw NUL byte in JSON", "post", "/api/jobs/", raw(b'{"type": "a\x00b"}'), 400),
+    (
+        "lone surrogate in payload",
+        "post",
+        "/api/jobs/",
+        text_body('{"a": "\\ud800"}'),
+        400,
+    ),
+    (
+        "lone surrogate in key",
+        "post",
+        "/api/jobs/",
+        text_body(idempotency_key='"\\udfff"'),
+        400,
+    ),
+    (
+        "invalid UTF-8 body",
+        "post",
+        "/api/jobs/",
+        raw(b'{"type": "test.api", "payload": {"a": "\xc3\x28"}}'),
+        400,
+    ),
+    (
+        "latin-1 charset claim",
+        "post",
+        "/api/jobs/",
+        raw(b'{"type": "caf\xe9"}', "application/json; charset=latin-1"),
+        400,
+    ),
+    ("SQL in type", "post", "/api/jobs/", {"json": {"type": SQL}}, 400),
+    ("SQL in priority", "post", "/api/jobs/", body(priority=SQL), 400),
+    ("huge priority", "post", "/api/jobs/", body(priority=10**100), 400),
+    ("huge max_attempts", "post", "/api/jobs/", body(max_attempts=10**40), 400),
+    (
+        "too many digits",
+        "post",
+        "/api/jobs/",
+        text_body('{"n": ' + "9" * 5000 + "}"),
+        400,
+    ),
+    ("NaN", "post", "/api/jobs/", text_body('{"n": NaN}'), 400),
+    (
+        "infinite float",
+        "post",
+        "/api/jobs/",
+        text_body('{"n": -1e999}'),
+        400,
+    ),
+    ("naive datetime", "post", "/api/jobs/", body(available_at="2030-01-01T00:00:00"), 400),
+    ("impossible date", "post", "/api/jobs/", body(available_at="2026-13-45T00:00:00+00:00"), 400),
+    ("date at the edge of time", "post", "/api/jobs/", body(available_at="9999-12-31T23:59:59-14:00"), 400),
+    ("datetime as object", "post", "/api/jobs/", body(available_at={"$gt": ""}), 400),
+    ("form body", "post", "/api/jobs/", raw("type=test.api", "application/x-www-form-urlencoded"), 415),
+    ("XML body", "post", "/api/jobs/", raw("<job/>", "application/xml"), 415),
+    ("SQL in status filter", "get", "/api/jobs/?status=queued'%20OR%20'1'='1", {}, 400),
+    ("SQL in type filter", "get", "/api/jobs/?type=%27%20OR%201%3D1%20--", {}, 200),
+    ("invalid UTF-8 in query", "get", "/api/jobs/?type=%ff%fe", {}, 200),
+    ("NUL in type filter", "get", "/api/jobs/?type=%00", {}, 400),
+    ("huge limit", "get", f"/api/jobs/?limit={10**30}", {}, 200),
+    ("huge offset", "get", f"/api/jobs/?offset={10**30}", {}, 400),
+    ("too many digits in offset", "get", "/api/jobs/?offset=" + "9" * 5000, {}, 400),
+    ("huge type filter", "get", "/api/jobs/?type=" + "x" * 5000, {}, 400),
+    ("SQL in job_id filter", "get", "/api/job-events/?job_id=1%20OR%201=1", {}, 400),
+    ("SQL in event type", "get", f"/api/job-events/?type={SQL}", {}, 400),
+    ("NUL in cursor", "get", "/api/job-events/?cursor=%00", {}, 400),
+    ("huge cursor", "get", "/api/job-events/?cursor=" + "Yj" * 5000, {}, 400),
+    ("SQL in path id", "get", "/api/jobs/1;DROP%20TABLE%20jobs_job/", {}, 404),
+    ("invalid UTF-8 in path id", "get", "/api/jobs/%ff%fe/", {}, 404),
+    ("NUL in path id", "post", "/api/jobs/%00/retry/", {}, 404),
+    ("very long path", "get", "/api/jobs/" + "a" * 10_000 + "/", {}, 404),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "expected"),
+    [case[1:] for case in HOSTILE],
+    ids=[case[0] for case in HOSTILE],
+)
+def test_hostile_requests_are_refused_cleanly(client, job_type, method, path, kwargs, expected):
+    service.create_job(TEST_TYPE, payload={"existing": True}, idempotency_key="existing")
+    before = table_snapshot()
+    response = getattr(client, method)(path, **kwargs)
+    assert response.status_code == expected, response.get_data(as_text=True)[:500]
+    assert response.mimetype == "application/json"
+    answer = response.get_json()
+    if expected >= 400:
+        assert isinstance(answer["detail"], str) and "Traceback" not in answer["detail"]
+    assert table_snapshot() == before
+
+
+NASTY_BUT_VALID = {
+    "sql": SQL,
+    "quotes": "\"'`\\",
+    "unicode": "😀 \u202e ﷽ e\u0301",
+    "big": 10**100,
+    "tiny": -1e-308,
+    "float": 0.1,
+    "empty": {"": [None, True, False, [], {}]},
+    "nested": nested(90),
+    "like": "%_\\",
+}
+
+
+def test_nasty_but_valid_values_round_trip_exactly(client, job_type):
+    created = client.post(
+        "/api/jobs/", json={"type": job_type, "payload": NASTY_BUT_VALID, "idempotency_key": SQL}
+    )
+    assert created.status_code == 201
+    job = created.get_json()
+    assert job["payload"] == NASTY_BUT_VALID
+    assert job["idempotency_key"] == SQL
+    assert client.get(f"/api/jobs/{job['id']}/").get_json()["payload"] == NASTY_BUT_VALID
+    again = client.post("/api/jobs/", json={"type": job_type, "idempotency_key": SQL})
+    assert again.status_code == 200 and again.get_json()["id"] == job["id"]
+    assert client.get("/api/jobs/?type=%25_").get_json()["count"] == 0

@@ -1,0 +1,136 @@
+"""/api/schema/ is a valid OpenAPI 3.1 document of every route; /api/docs/ renders it offline."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from markupsafe import escape
+from openapi_spec_validator import OpenAPIV31SpecValidator
+
+from dashboard.queue.states import EVENT_TYPES, STATUSES
+from tests.factories import make_job
+
+from .helpers import create
+
+
+@pytest.fixture
+def document(client) -> dict[str, Any]:
+    response = client.get("/api/schema/")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    return response.get_json()
+
+
+def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+
+
+def conforms(doc: dict[str, Any], schema: dict[str, Any], instance: Any) -> list[str]:
+    """Validation errors of ``instance`` against ``schema``, whose refs point into ``doc``."""
+    validator = Draft202012Validator({**schema, "components": doc["components"]})
+    return [error.message for error in validator.iter_errors(instance)]
+
+
+def response_schema(doc: dict[str, Any], path: str, method: str, status: int) -> dict[str, Any]:
+    return doc["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
+
+
+def test_document_is_valid_openapi_3(document):
+    OpenAPIV31SpecValidator(document).validate()
+    assert document["openapi"].startswith("3.")
+
+
+def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
+    routes = set()
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint.startswith("api."):
+            path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
+            routes |= {(path, method) for method in rule.methods - {"HEAD", "OPTIONS"}}
+    assert routes == operations(document)
+    assert {
+        ("/api/health/", "GET"), ("/api/config/", "GET"), ("/api/jobs/", "POST"), ("/api/jobs/", "GET"),
+        ("/api/jobs/{job_id}/", "GET"), ("/api/jobs/{job_id}/events/", "GET"), ("/api/job-events/", "GET"),
+        ("/api/jobs/stats/", "GET"), ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
+        ("/api/docs/", "GET"),
+    } == routes  # fmt: skip
+
+
+def test_document_carries_the_rules_the_code_enforces(document):
+    create_body = document["components"]["schemas"]["CreateJob"]
+    assert create_body["required"] == ["type"]
+    assert create_body["additionalProperties"] is False
+    props = create_body["properties"]
+    assert props["type"]["maxLength"] == 120
+    priority = props["priority"]["anyOf"][0]
+    assert (priority["minimum"], priority["maximum"]) == (-32768, 32767)
+    assert props["max_attempts"]["anyOf"][0]["minimum"] == 1
+    assert props["available_at"]["anyOf"][0] == {"type": "string", "format": "date-time"}
+    params = {p["name"]: p for p in document["paths"]["/api/jobs/"]["get"]["parameters"]}
+    assert set(params) == {"limit", "offset", "status", "type"}
+    assert params["limit"]["schema"]["default"] == 25
+    assert params["offset"]["schema"]["minimum"] == 0
+    status_ref = params["status"]["schema"]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
+    assert document["components"]["schemas"][status_ref]["enum"] == list(STATUSES)
+    feed = {p["name"]: p for p in document["paths"]["/api/job-events/"]["get"]["parameters"]}
+    assert set(feed) == {"limit", "cursor", "type", "job_id"}
+    assert feed["limit"]["schema"]["default"] == 50
+    event_ref = feed["type"]["schema"]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
+    assert document["components"]["schemas"][event_ref]["enum"] == list(EVENT_TYPES)
+    detail = document["paths"]["/api/jobs/{job_id}/"]["get"]
+    assert detail["parameters"][0] == {
+        "name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}
+    }  # fmt: skip
+    assert set(detail["responses"]) == {"200", "404"}
+    assert set(document["paths"]["/api/jobs/"]["post"]["responses"]) == {"200", "201", "400", "413", "415"}
+    assert set(document["paths"]["/api/jobs/{job_id}/retry/"]["post"]["responses"]) == {"200", "404", "409"}
+
+
+def test_real_responses_conform_to_the_documented_schemas(client, document, job_type):
+    job = create(client, job_type, payload={"a": 1}, idempotency_key="k")
+    failed = make_job("failed")
+    running = make_job("running")
+    checks = [
+        ("/api/jobs/", "post", 201, client.post("/api/jobs/", json={"type": job_type})),
+        (
+            "/api/jobs/",
+            "post",
+            200,
+            client.post("/api/jobs/", json={"type": job_type, "idempotency_key": "k"}),
+        ),
+        ("/api/jobs/", "post", 400, client.post("/api/jobs/", json={"type": 1})),
+        ("/api/jobs/", "post", 415, client.post("/api/jobs/", data="x")),
+        ("/api/jobs/", "get", 200, client.get("/api/jobs/?limit=1")),
+        ("/api/jobs/{job_id}/", "get", 200, client.get(f"/api/jobs/{running.id}/")),
+        ("/api/jobs/{job_id}/", "get", 404, client.get(f"/api/jobs/{uuid.uuid4()}/")),
+        ("/api/jobs/{job_id}/events/", "get", 200, client.get(f"/api/jobs/{job['id']}/events/")),
+        ("/api/job-events/", "get", 200, client.get("/api/job-events/?limit=1")),
+        ("/api/jobs/stats/", "get", 200, client.get("/api/jobs/stats/")),
+        ("/api/jobs/{job_id}/retry/", "post", 200, client.post(f"/api/jobs/{failed.id}/retry/")),
+        ("/api/jobs/{job_id}/retry/", "post", 409, client.post(f"/api/jobs/{running.id}/retry/")),
+        ("/api/health/", "get", 200, client.get("/api/health/")),
+        ("/api/config/", "get", 200, client.get("/api/config/")),
+    ]
+    for path, method, status, response in checks:
+        assert response.status_code == status, (path, method)
+        errors = conforms(document, response_schema(document, path, method, status), response.get_json())
+        assert errors == [], (path, method, status, errors)
+
+
+def test_docs_page_renders_every_operation_without_external_assets(client, document):
+    response = client.get("/api/docs/")
+    assert response.status_code == 200
+    assert response.mimetype == "text/html"
+    page = response.get_data(as_text=True)
+    for path, ops in document["paths"].items():
+        assert f"<code>{path}</code>" in page
+        for op in ops.values():
+            assert f'id="{op["operationId"]}"' in page
+            assert str(escape(op["summary"])) in page
+    for name in document["components"]["schemas"]:
+        assert f'id="schema-{name}"' in page
+    assert "<script" not in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)
