@@ -165,3 +165,167 @@ def database_ok() -> None:
     """Raise if the database cannot answer a trivial query."""
     with db.engine.connect() as conn:
         conn.execute(text("SELECT 1"))
+
+
+# --- Dashboard reads -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MinuteCount:
+    minute: datetime  # start of the minute, UTC
+    succeeded: int
+    failed: int
+
+
+FINISHED_PER_MINUTE_SQL = text(
+    """
+    SELECT date_trunc('minute', created_at) AS minute,
+           count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE type = 'failed') AS failed
+    FROM jobs_jobevent
+    WHERE created_at >= :since AND created_at < :until AND type IN ('succeeded', 'failed')
+    GROUP BY 1
+    ORDER BY 1
+    """
+)
+
+
+def finished_per_minute(since: datetime, until: datetime) -> list[MinuteCount]:
+    """Jobs that reached ``succeeded`` or ``failed`` per minute in ``[since, until)``.
+
+    Read from the ``succeeded`` and ``failed`` events, not from ``jobs_job.finished_at``:
+    a retried job loses its ``finished_at``, its events stay. Minutes without finishes are
+    absent. Index: jobs_jobevent_created_at_idx (a range over the window only).
+    """
+    with db.engine.connect() as conn:
+        rows = conn.execute(FINISHED_PER_MINUTE_SQL, {"since": since, "until": until}).mappings().all()
+    return [MinuteCount(minute=r["minute"], succeeded=r["succeeded"], failed=r["failed"]) for r in rows]
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    worker_id: str
+    last_seen: datetime | None  # newest event of this worker in the window; None: only a lock
+    events: int  # events in the window
+    running: int  # jobs it holds a lease on now
+
+
+RECENT_WORKER_EVENTS_SQL = text(
+    """
+    SELECT worker_id, max(created_at) AS last_seen, count(*) AS events
+    FROM jobs_jobevent
+    WHERE created_at >= :since AND worker_id IS NOT NULL
+    GROUP BY worker_id
+    """
+)
+
+LOCK_HOLDERS_SQL = text(
+    """
+    SELECT locked_by AS worker_id, count(*) AS running
+    FROM jobs_job
+    WHERE status = 'running'
+    GROUP BY locked_by
+    """
+)
+
+
+def recent_workers(since: datetime, *, limit: int = 50) -> list[WorkerSeen]:
+    """Workers that wrote an event since ``since`` or hold a lease now, newest first.
+
+    There is no worker table: a worker is known by the ``worker_id`` on its events and the
+    ``locked_by`` of the jobs it runs. An idle worker writes nothing and so is not listed.
+    Indexes: jobs_jobevent_created_at_idx (the window), job_timeout_idx (its predicate is
+    ``status = 'running'``, so it covers exactly the running jobs).
+    """
+    with db.engine.connect() as conn:
+        seen = conn.execute(RECENT_WORKER_EVENTS_SQL, {"since": since}).mappings().all()
+        holders = conn.execute(LOCK_HOLDERS_SQL).mappings().all()
+    running = {r["worker_id"]: r["running"] for r in holders}
+    workers = {
+        r["worker_id"]: WorkerSeen(
+            worker_id=r["worker_id"],
+            last_seen=r["last_seen"],
+            events=r["events"],
+            running=running.get(r["worker_id"], 0),
+        )
+        for r in seen
+    }
+    for worker_id, count in running.items():
+        workers.setdefault(worker_id, WorkerSeen(worker_id, None, 0, count))
+    ordered = sorted(
+        workers.values(),
+        key=lambda w: (w.last_seen is not None, w.last_seen or datetime.min.replace(tzinfo=since.tzinfo)),
+        reverse=True,
+    )
+    return ordered[:limit]
+
+
+LATEST_FAILURES_SQL = text(
+    """
+    SELECT j.*, e.id AS failed_event_id, e.created_at AS failed_at
+    FROM (
+        SELECT id, job_id, created_at FROM jobs_jobevent
+        WHERE type = 'failed'
+        ORDER BY id DESC
+        LIMIT :scan
+    ) AS e
+    JOIN jobs_job AS j ON j.id = e.job_id AND j.status = 'failed'
+    ORDER BY e.id DESC
+    """
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    job: JobRecord
+    failed_at: datetime
+
+
+def latest_failures(limit: int = 10) -> list[Failure]:
+    """The jobs that failed most recently and are still failed, newest failure first.
+
+    Walks the newest ``failed`` events (a bounded scan, not every failed job) and keeps the
+    jobs still in ``failed``; a job that failed twice is listed once. Index: job_event_id_idx
+    read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
+    """
+    with db.engine.connect() as conn:
+        rows = conn.execute(LATEST_FAILURES_SQL, {"scan": limit * 4}).mappings().all()
+    failures: dict[uuid.UUID, Failure] = {}
+    for row in rows:
+        if row["id"] not in failures:
+            failures[row["id"]] = Failure(job=JobRecord.from_row(row), failed_at=row["failed_at"])
+    return list(failures.values())[:limit]
+
+
+def count_events_after(
+    after: int, *, type: str | None = None, job_id: uuid.UUID | None = None, cap: int = 100
+) -> int:
+    """How many events have ``id > after`` (with the feed's filters), counting at most ``cap``.
+
+    The cap keeps the feed's "new events" poll cheap however far behind the page is.
+    Index: job_event_id_idx, or job_event_job_id_idx with ``job_id``.
+    """
+    where = [events.c.id > after]
+    if type:
+        where.append(events.c.type == type)
+    if job_id is not None:
+        where.append(events.c.job_id == job_id)
+    inner = select(events.c.id).where(*where).limit(cap).subquery()
+    with db.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(inner)).scalar_one()
+
+
+def latest_progress(job_id: uuid.UUID, attempt: int) -> EventRecord | None:
+    """The newest ``progress`` event of one attempt of a job, if any.
+
+    Index: job_event_job_id_idx (job_id, id), read backwards from the newest event.
+    """
+    query = (
+        select(events)
+        .where(events.c.job_id == job_id, events.c.type == "progress", events.c.attempt == attempt)
+        .order_by(events.c.id.desc())
+        .limit(1)
+    )
+    with db.engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    return EventRecord.from_row(row) if row is not None else None

@@ -1,0 +1,35 @@
+"""Error pages for the dashboard's own routes.
+
+Blueprint-level only: the JSON API owns the app-wide handlers. Errors raised inside these
+views (an unknown job, a missing CSRF token) get a page in the dashboard's layout, or a
+small fragment for htmx.
+"""
+
+from __future__ import annotations
+
+from flask import render_template
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import NotFound
+
+from . import bp
+from .rendering import is_htmx
+
+
+def _error(status: int, title: str, message: str) -> tuple[str, int]:
+    template = "fragments/error.html" if is_htmx() else "error.html"
+    return render_template(template, status=status, title=title, message=message), status
+
+
+@bp.errorhandler(NotFound)
+def not_found(error: NotFound) -> tuple[str, int]:
+    return _error(404, "Not found", error.description or "There is nothing here.")
+
+
+@bp.errorhandler(CSRFError)
+def csrf_failed(error: CSRFError) -> tuple[str, int]:
+    return _error(
+        400,
+        "The form expired",
+        f"The request was refused because its security token is missing or stale ({error.description}). "
+        "Reload the page and try again.",
+    )

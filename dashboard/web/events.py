@@ -1,0 +1,62 @@
+"""The global event feed: newest first, positioned by event id, with a live "new events" notice."""
+
+from __future__ import annotations
+
+from flask import render_template, request
+
+from ..queue import read
+from ..queue.states import EVENT_TYPES
+from . import bp
+from .params import EventFilters, event_filters
+from .rendering import page_or_fragment
+
+NEW_EVENTS_CAP = 100
+
+
+def _newest_shown(filters: EventFilters, page: read.EventPage | None) -> int:
+    """The id the live notice counts from: the newest event on the page, or the cursor."""
+    if page and page.results:
+        return page.results[0].id
+    if filters.after is not None:
+        return filters.after
+    if filters.before is not None:
+        return filters.before - 1
+    return 0
+
+
+@bp.get("/events/")
+def events() -> str:
+    filters = event_filters(request.args)
+    page = None
+    if not filters.errors:
+        page = read.list_events(
+            limit=filters.limit,
+            before=filters.before,
+            after=filters.after,
+            type=filters.type or None,
+            job_id=filters.job_id,
+        )
+    return page_or_fragment(
+        "events/feed.html",
+        "fragments/event_feed.html",
+        filters=filters,
+        page=page,
+        event_types=EVENT_TYPES,
+        newest_shown=_newest_shown(filters, page),
+        new_events_cap=NEW_EVENTS_CAP,
+    )
+
+
+@bp.get("/events/newer/")
+def newer_events() -> str:
+    """The polled notice: how many events (with the feed's filters) are newer than ``after``."""
+    filters = event_filters(request.args)
+    after = filters.after or 0
+    count = 0
+    if not filters.errors:
+        count = read.count_events_after(
+            after, type=filters.type or None, job_id=filters.job_id, cap=NEW_EVENTS_CAP
+        )
+    return render_template(
+        "fragments/new_events.html", filters=filters, after=after, count=count, cap=NEW_EVENTS_CAP
+    )

@@ -1,0 +1,143 @@
+"""Flask-WTF forms: the retry button (CSRF only) and the create-job form.
+
+The create form's field names are the JSON API's create body (``type``, ``payload``,
+``priority``, ``available_at``, ``max_attempts``, ``idempotency_key``) plus ``delay``, a
+convenience the API spells as ``available_at``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
+
+from flask_wtf import FlaskForm
+from wtforms import FloatField, HiddenField, IntegerField, SelectField, StringField, TextAreaField
+from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
+
+from ..queue.service import (
+    DEFAULT_PRIORITY,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    INT_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+)
+
+DELAY_MAX_SECONDS = 10 * 365 * 86400
+
+
+class RetryForm(FlaskForm):
+    """A button: its only fields are the CSRF token and where to go back to."""
+
+    next = HiddenField()
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number out of range: {text}")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_nul(v) for v in value)
+    return False
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    """The payload as a JSON object, or ``ValueError`` with a message an operator can act on.
+
+    PostgreSQL's ``jsonb`` refuses NaN, infinities and the NUL character, so they are
+    refused here, with the position, rather than failing in the database.
+    """
+    try:
+        value = json.loads(text, parse_float=_finite_float, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
+    except ValueError as exc:
+        raise ValueError(f"Not valid JSON: {exc}.") from None
+    if not isinstance(value, dict):
+        raise ValueError('The payload must be a JSON object, like {} or {"sleep_seconds": 1}.')
+    if _contains_nul(value):
+        raise ValueError("The payload cannot contain the NUL character (\\u0000).")
+    return value
+
+
+def parse_available_at(text: str, tz: tzinfo) -> datetime:
+    """An ISO 8601 time; without an offset it is read in the dashboard's ``TIME_ZONE``."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError("Use a date and time like 2026-06-01T12:30 (optionally with an offset).") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=tz)
+    try:
+        moment.astimezone(tz)
+    except (OverflowError, ValueError):
+        raise ValueError("That time is out of range.") from None
+    return moment
+
+
+class CreateJobForm(FlaskForm):
+    type = SelectField("Type", choices=[], validators=[InputRequired(message="Choose a job type.")])
+    payload = TextAreaField("Payload (JSON object)", default="{}")
+    priority = IntegerField(
+        "Priority",
+        default=DEFAULT_PRIORITY,
+        validators=[InputRequired(), NumberRange(PRIORITY_MIN, PRIORITY_MAX)],
+    )
+    delay = FloatField("Delay (seconds)", validators=[Optional(), NumberRange(0, DELAY_MAX_SECONDS)])
+    available_at = StringField("Or available at", validators=[Optional()])
+    max_attempts = IntegerField("Max attempts", validators=[InputRequired(), NumberRange(1, INT_MAX)])
+    idempotency_key = StringField(
+        "Idempotency key",
+        filters=[lambda v: v.strip() if isinstance(v, str) else v],
+        validators=[Optional(), Length(max=IDEMPOTENCY_KEY_MAX_LENGTH)],
+    )
+
+    # Set by the view before validation: the time zone naive times are read in.
+    time_zone: tzinfo | None = None
+    parsed_payload: dict[str, Any] | None = None
+    parsed_available_at: datetime | None = None
+
+    def validate_payload(self, field: TextAreaField) -> None:
+        try:
+            self.parsed_payload = parse_payload(field.data or "")
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def validate_delay(self, field: FloatField) -> None:
+        if field.data is not None and not math.isfinite(field.data):
+            raise ValidationError("The delay must be a number of seconds.")
+
+    def validate_available_at(self, field: StringField) -> None:
+        if not field.data:
+            return
+        if self.delay.data is not None:
+            raise ValidationError("Give a delay or an available time, not both.")
+        try:
+            self.parsed_available_at = parse_available_at(field.data, self.time_zone or UTC)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def validate_idempotency_key(self, field: StringField) -> None:
+        if field.data and "\x00" in field.data:
+            raise ValidationError("The idempotency key cannot contain the NUL character.")
+
+    def available_at_for(self, now: datetime) -> datetime | None:
+        """When the job becomes claimable: ``available_at``, ``now + delay`` or now (None)."""
+        if self.parsed_available_at is not None:
+            return self.parsed_available_at
+        if self.delay.data:
+            return now + timedelta(seconds=self.delay.data)
+        return None

@@ -1,0 +1,151 @@
+"""Job pages: the filtered list, one job with its timeline, retry and create."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from flask import abort, current_app, flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
+from .. import settings_of
+from ..queue import handlers, read, service
+from ..queue.records import JobRecord
+from ..queue.states import LIVE, STATUSES, Status
+from . import bp
+from .forms import CreateJobForm, RetryForm
+from .params import job_filters
+from .rendering import is_htmx, now, page_or_fragment, safe_next
+
+SOURCE = {"source": "dashboard"}
+DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
+
+
+def _job_id(raw: str) -> uuid.UUID:
+    """The job id from the path; anything that is not a UUID is simply not found."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        abort(404, description="No job has that id.")
+
+
+def _job_or_404(job_id: uuid.UUID) -> JobRecord:
+    job = read.get_job(job_id)
+    if job is None:
+        abort(404, description="No job has that id.")
+    return job
+
+
+@bp.get("/jobs/")
+def job_list() -> str:
+    filters = job_filters(request.args)
+    page = None
+    if not filters.errors:
+        page = read.list_jobs(
+            limit=filters.limit,
+            offset=filters.offset,
+            status=filters.status or None,
+            type=filters.type or None,
+        )
+    return page_or_fragment(
+        "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
+    )
+
+
+def _progress_percent(job: JobRecord) -> float | None:
+    """The running attempt's progress in percent, from its newest ``progress`` event."""
+    event = read.latest_progress(job.id, job.attempts)
+    if event is None or not isinstance(event.data, dict):
+        return None
+    value = event.data.get("percent")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return max(0.0, min(100.0, float(value)))
+
+
+def detail_context(job: JobRecord, notices: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    running = job.status == Status.RUNNING
+    lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
+    return {
+        "job": job,
+        "events": read.job_events(job.id),
+        "live": job.status in LIVE,
+        "lease_seconds_left": lease_left,
+        "progress": _progress_percent(job) if running else None,
+        "retry_form": RetryForm(),
+        "notices": notices or [],
+    }
+
+
+@bp.get("/jobs/<job_id>/")
+def job_detail(job_id: str) -> str:
+    job = _job_or_404(_job_id(job_id))
+    return page_or_fragment("jobs/detail.html", "fragments/job_detail.html", **detail_context(job))
+
+
+@bp.post("/jobs/<job_id>/retry/")
+def job_retry(job_id: str) -> str | Response:
+    """failed -> queued through the service. CSRF is checked app-wide before this runs."""
+    job_uuid = _job_id(job_id)
+    form = RetryForm()
+    outcome = service.retry_job(job_uuid, event_data=dict(SOURCE))
+    if outcome.reason == "not_found":
+        abort(404, description="No job has that id.")
+    if outcome.job is not None:
+        notice = ("success", "Job queued again: it will run as soon as a worker is free.")
+    else:
+        notice = ("warning", f"Nothing changed: the job is {outcome.status} now, not failed.")
+    if is_htmx():
+        if request.headers.get("HX-Target") == DETAIL_TARGET:
+            job = _job_or_404(job_uuid)
+            return render_template("fragments/job_detail.html", **detail_context(job, [notice]))
+        return render_template("fragments/retry_result.html", job_id=job_uuid, notice=notice)
+    flash(notice[1], notice[0])
+    target = safe_next(form.next.data) or url_for("web.job_detail", job_id=job_uuid)
+    return redirect(target, 303)
+
+
+def _create_form() -> CreateJobForm:
+    form = CreateJobForm()
+    form.type.choices = [(t, t) for t in handlers.registered_types()]
+    form.time_zone = settings_of(current_app).tz
+    if not form.is_submitted():
+        form.max_attempts.data = settings_of(current_app).worker.max_attempts_default
+    return form
+
+
+@bp.route("/jobs/new/", methods=["GET", "POST"])
+def job_new() -> str | Response | tuple[str, int]:
+    form = _create_form()
+    if form.validate_on_submit():
+        try:
+            outcome = service.create_job(
+                form.type.data,
+                form.parsed_payload,
+                priority=form.priority.data,
+                available_at=form.available_at_for(now()),
+                max_attempts=form.max_attempts.data,
+                idempotency_key=form.idempotency_key.data or None,
+                event_data=dict(SOURCE),
+            )
+        except ValueError as exc:  # the service's own limits; the form checks them first
+            form.form_errors.append(str(exc))
+        else:
+            if outcome.created:
+                flash("Job created.", "success")
+            else:
+                flash("A job with this idempotency key already exists: here it is.", "info")
+            target = url_for("web.job_detail", job_id=outcome.job.id)
+            if is_htmx():
+                return Response(status=204, headers={"HX-Redirect": target})
+            return redirect(target, 303)
+    # A refused form is a 400 for browsers; htmx only swaps 2xx answers, so it gets a 200.
+    status = 400 if form.is_submitted() and not is_htmx() else 200
+    html = page_or_fragment(
+        "jobs/new.html",
+        "fragments/job_form.html",
+        form=form,
+        types=handlers.registered_types(),
+        time_zone=settings_of(current_app).time_zone,
+    )
+    return html, status

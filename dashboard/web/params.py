@@ -1,0 +1,113 @@
+"""Query-string filters of the list pages, parsed without ever raising.
+
+A bad value becomes a message shown next to the filter form; the page still renders. Names
+are the JSON API's (``status``, ``type``, ``limit``, ``offset``; ``type``, ``job_id`` and the
+``before``/``after`` cursor of the feed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..queue.states import EVENT_TYPES, STATUSES
+
+JOB_PAGE_SIZE, JOB_PAGE_MAX = 25, 100
+EVENT_PAGE_SIZE, EVENT_PAGE_MAX = 50, 200
+TYPE_MAX_LENGTH = 120
+BIGINT_MAX = 2**63 - 1
+
+
+def _int(
+    args: Mapping[str, str], name: str, errors: dict[str, str], *, minimum: int, maximum: int
+) -> int | None:
+    raw = (args.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        errors[name] = f"{name} must be a whole number."
+        return None
+    if not minimum <= value <= maximum:
+        errors[name] = f"{name} must be between {minimum} and {maximum}."
+        return None
+    return value
+
+
+def _page_size(args: Mapping[str, str], errors: dict[str, str], default: int, maximum: int) -> int:
+    """Like the API: a limit above the maximum is clamped to it, not refused."""
+    value = _int(args, "limit", errors, minimum=1, maximum=BIGINT_MAX)
+    return default if value is None else min(value, maximum)
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    status: str = ""
+    type: str = ""
+    limit: int = JOB_PAGE_SIZE
+    offset: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def query(self, **changes: object) -> dict[str, object]:
+        """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
+        values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
+        if self.limit != JOB_PAGE_SIZE:
+            values["limit"] = self.limit
+        values.update(changes)
+        return {k: v for k, v in values.items() if v not in ("", None, 0)}
+
+
+def job_filters(args: Mapping[str, str]) -> JobFilters:
+    errors: dict[str, str] = {}
+    status = (args.get("status") or "").strip()
+    if status and status not in STATUSES:
+        errors["status"] = f"status must be one of {', '.join(STATUSES)}."
+        status = ""
+    type_ = (args.get("type") or "").strip()
+    if len(type_) > TYPE_MAX_LENGTH or "\x00" in type_:
+        errors["type"] = f"type must be at most {TYPE_MAX_LENGTH} printable characters."
+        type_ = ""
+    limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
+    offset = _int(args, "offset", errors, minimum=0, maximum=2**31 - 1) or 0
+    return JobFilters(status=status, type=type_, limit=limit, offset=offset, errors=errors)
+
+
+@dataclass(frozen=True)
+class EventFilters:
+    type: str = ""
+    job_id: uuid.UUID | None = None
+    before: int | None = None
+    after: int | None = None
+    limit: int = EVENT_PAGE_SIZE
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def query(self, **changes: object) -> dict[str, object]:
+        values: dict[str, object] = {"type": self.type, "job_id": self.job_id}
+        if self.limit != EVENT_PAGE_SIZE:
+            values["limit"] = self.limit
+        values.update(changes)
+        return {k: v for k, v in values.items() if v not in ("", None)}
+
+
+def event_filters(args: Mapping[str, str]) -> EventFilters:
+    errors: dict[str, str] = {}
+    type_ = (args.get("type") or "").strip()
+    if type_ and type_ not in EVENT_TYPES:
+        errors["type"] = f"type must be one of {', '.join(EVENT_TYPES)}."
+        type_ = ""
+    job_id = None
+    raw_job = (args.get("job_id") or "").strip()
+    if raw_job:
+        try:
+            job_id = uuid.UUID(raw_job)
+        except ValueError:
+            errors["job_id"] = "job_id must be a job's UUID."
+    before = _int(args, "before", errors, minimum=1, maximum=BIGINT_MAX)
+    after = _int(args, "after", errors, minimum=0, maximum=BIGINT_MAX)
+    if before is not None and after is not None:
+        errors["after"] = "Give before or after, not both."
+        after = None
+    limit = _page_size(args, errors, EVENT_PAGE_SIZE, EVENT_PAGE_MAX)
+    return EventFilters(type=type_, job_id=job_id, before=before, after=after, limit=limit, errors=errors)

@@ -1,0 +1,60 @@
+"""What every view shares: page-or-fragment rendering, the request's clock, template helpers."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import current_app, g, render_template, request
+
+from .. import settings_of
+from ..queue.service import utcnow
+from . import bp, timefmt
+
+
+def is_htmx() -> bool:
+    """True for requests htmx makes (polling, in-place swaps): they get a fragment."""
+    return request.headers.get("HX-Request", "").lower() == "true"
+
+
+def page_or_fragment(page_template: str, fragment_template: str, /, **context: Any) -> str:
+    """Render the full page for browsers, only the fragment for htmx requests."""
+    return render_template(fragment_template if is_htmx() else page_template, **context)
+
+
+def now() -> datetime:
+    """One clock reading per request, so every time on a page is relative to the same now."""
+    if "now" not in g:
+        g.now = utcnow()
+    return g.now
+
+
+def safe_next(target: str | None) -> str | None:
+    """A same-site path to go back to after a POST, or ``None`` (no open redirects)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return None
+    parts = urlsplit(target)
+    return None if parts.scheme or parts.netloc else target
+
+
+@bp.app_template_filter("relative")
+def relative_filter(moment: datetime | None) -> str:
+    return "" if moment is None else timefmt.relative(moment, now())
+
+
+@bp.app_template_filter("absolute")
+def absolute_filter(moment: datetime | None) -> str:
+    return "" if moment is None else timefmt.absolute(moment, settings_of(current_app).tz)
+
+
+@bp.app_template_filter("duration")
+def duration_filter(seconds: float) -> str:
+    return timefmt.duration(seconds)
+
+
+@bp.app_template_filter("pretty_json")
+def pretty_json(value: Any) -> str:
+    """Indented JSON for payloads, results and event data (escaped by the template)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,112 @@
+"""The overview: counts, queue health, the finished-per-minute chart, workers, failures."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+
+from dashboard.queue import service
+from dashboard.queue.service import utcnow
+from tests.factories import make_job
+
+from .conftest import HX
+
+
+def _stat(html: str, name: str) -> str:
+    match = re.search(rf'data-stat="{name}"[^>]*>\s*(.*?)\s*<', html, re.S)
+    assert match, name
+    return match.group(1)
+
+
+def test_overview_page_shows_counts_linked_to_the_filtered_list(app, client):
+    make_job("queued")
+    make_job("queued", attempts=1)
+    make_job("running", locked_until=utcnow() - timedelta(seconds=5))
+    make_job("failed", last_error="disk full")
+    response = client.get("/")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert "<html" in html and 'id="overview"' in html
+    assert re.search(
+        r'href="/jobs/\?status=queued">\s*<span class="card-value" data-status="queued">2<', html
+    )
+    assert re.search(
+        r'href="/jobs/\?status=failed">\s*<span class="card-value" data-status="failed">1<', html
+    )
+    assert _stat(html, "overdue_running") == "1"
+    assert _stat(html, "retries_pending") == "1"
+
+
+def test_overview_fragment_is_the_polled_block_only(app, client):
+    response = client.get("/", headers=HX)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert "<html" not in html
+    assert html.lstrip().startswith('<div id="overview"')
+    assert 'hx-trigger="every 3s, poll-now"' in html and "data-poll" in html
+
+
+def test_oldest_queued_age_and_empty_queue(app, client):
+    assert "none queued" in client.get("/").get_data(as_text=True)
+    make_job("queued", created_at=utcnow() - timedelta(minutes=7, seconds=3))
+    html = client.get("/").get_data(as_text=True)
+    assert re.search(
+        r'data-stat="oldest_queued">\s*<time datetime="[^"]+" title="\d{4}-\d\d-\d\d [\d:]+ UTC">7 min<', html
+    )
+
+
+def _finish(job_type: str, error: str | None = None) -> None:
+    job = service.create_job(job_type, max_attempts=1).job
+    claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
+    assert claimed is not None and claimed.id == job.id
+    if error is None:
+        service.complete_job(job.id, "host:1:thread-1:abcd", 1, {"ok": True})
+    else:
+        service.fail_job(
+            job.id, "host:1:thread-1:abcd", 1, error, backoff_base_seconds=1, backoff_max_seconds=1
+        )
+
+
+def test_chart_counts_succeeded_and_failed_events_of_the_last_hour(app, client):
+    _finish("demo.success")
+    _finish("demo.success")
+    _finish("demo.fail", "nope")
+    html = client.get("/").get_data(as_text=True)
+    assert _stat(html, "chart_succeeded") == "2"
+    assert _stat(html, "chart_failed") == "1"
+    svg = html[html.index("<svg") : html.index("</svg>")]
+    assert svg.count('<rect class="succeeded"') == 1  # one minute, stacked
+    assert svg.count('<rect class="failed"') == 1
+    assert "2 succeeded, 1 failed" in svg
+
+
+def test_workers_come_from_recent_events_and_current_locks(app, client):
+    _finish("demo.success")  # events by host:1:thread-1:abcd
+    make_job("running", locked_by="other:2:thread-3:ffff")
+    html = client.get("/").get_data(as_text=True)
+    assert "host:1:thread-1:abcd" in html
+    assert "other:2:thread-3:ffff" in html
+    assert "holds a lease" in html
+
+
+def test_no_workers_and_no_failures(app, client):
+    html = client.get("/").get_data(as_text=True)
+    assert "No worker has written an event" in html
+    assert "No failed jobs." in html
+
+
+def test_latest_failures_show_the_error_escaped_and_a_retry_button(app, client):
+    _finish("demo.fail", "<script>alert('x')</script> broke")
+    html = client.get("/").get_data(as_text=True)
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; broke" in html
+    assert re.search(r'<form method="post" action="/jobs/[0-9a-f-]{36}/retry/"', html)
+    assert 'name="csrf_token"' in html
+
+
+def test_a_retried_job_leaves_the_failure_list(app, client):
+    _finish("demo.fail", "boom")
+    job_id = re.search(r'id="failure-([0-9a-f-]{36})"', client.get("/").get_data(as_text=True)).group(1)
+    service.retry_job(uuid.UUID(job_id))
+    assert f'id="failure-{job_id}"' not in client.get("/").get_data(as_text=True)
