@@ -84,6 +84,8 @@ def engine_options(settings: Settings) -> dict[str, object]:
         "max_overflow": 10,
         "pool_pre_ping": True,
         "pool_timeout": 10,
+        # A host that drops packets must not hang a health check or a worker for minutes.
+        "connect_args": {"connect_timeout": 5},
     }
     if settings.conn_max_age > 0:
         options["pool_recycle"] = settings.conn_max_age
