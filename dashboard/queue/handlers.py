@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Connection
+
 from . import service
 from .records import JobRecord
 
@@ -79,8 +81,10 @@ class JobContext:
         worker_id: str,
         lease_seconds: float,
         stopping: threading.Event | None = None,
+        conn: Connection | None = None,
     ) -> None:
         self.job = job
+        self._conn = conn  # the worker thread's connection (service.connect()), if it has one
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         self.locked_until: datetime | None = job.locked_until
@@ -122,7 +126,7 @@ class JobContext:
         if self._lost:
             return False
         locked_until = service.renew_lease(
-            self.job.id, self.worker_id, self.job.attempts, lease_seconds=self.lease_seconds
+            self.job.id, self.worker_id, self.job.attempts, lease_seconds=self.lease_seconds, conn=self._conn
         )
         if locked_until is None:
             self._lost = True
@@ -150,7 +154,7 @@ class JobContext:
         if percent is not None:
             event_data["percent"] = percent
         event_id = service.record_progress(
-            self.job.id, self.worker_id, self.job.attempts, message=message, data=event_data
+            self.job.id, self.worker_id, self.job.attempts, message=message, data=event_data, conn=self._conn
         )
         if event_id is None:
             self._lost = True

@@ -12,12 +12,14 @@ cookie, no template.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from ..extensions import db
 from . import sql
@@ -35,8 +37,36 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _begin() -> Any:
-    return db.engine.begin()
+_autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+
+
+def _autocommit_engine() -> Engine:
+    engine = db.engine
+    autocommit = _autocommit_engines.get(engine)
+    if autocommit is None:
+        autocommit = _autocommit_engines[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return autocommit
+
+
+def connect() -> Connection:
+    """A connection for many engine calls in a row (a worker thread keeps one).
+
+    Every transition is a single statement (``sql.py``), atomic on its own, so it runs in
+    autocommit mode: one round trip, with no BEGIN and no COMMIT around it. Holding the
+    connection also saves the pool checkout and its pre-ping on every call.
+    """
+    return _autocommit_engine().connect()
+
+
+@contextmanager
+def _connection(conn: Connection | None) -> Iterator[Connection]:
+    if conn is None:
+        with connect() as fresh:
+            yield fresh
+        return
+    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        raise ValueError("pass a connection from service.connect(): statements must autocommit")
+    yield conn
 
 
 def _aware(value: datetime, name: str) -> datetime:
@@ -75,6 +105,7 @@ def create_job(
     idempotency_key: str | None = None,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> CreateResult:
     """Queue a job, or return the job that already holds ``idempotency_key``.
 
@@ -94,7 +125,7 @@ def create_job(
         "event_data": {"type": type, **(event_data or {})},
         "now": now,
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         job = _job(conn, sql.CREATE, params)
         if job is not None:
             return CreateResult(job=job, created=True)
@@ -135,6 +166,7 @@ def create_jobs(
     *,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> list[CreateResult]:
     """Queue many jobs in one statement; all are checked before any is written.
 
@@ -163,7 +195,7 @@ def create_jobs(
         }
         for n, (job_id, spec) in enumerate(zip(ids, specs, strict=True))
     ]
-    with _begin() as conn:
+    with _connection(conn) as conn:
         inserted = {
             row["id"]: JobRecord.from_row(row)
             for row in conn.execute(
@@ -185,7 +217,12 @@ def create_jobs(
 
 
 def claim_jobs(
-    worker_id: str, *, lease_seconds: float, limit: int = 1, now: datetime | None = None
+    worker_id: str,
+    *,
+    lease_seconds: float,
+    limit: int = 1,
+    now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> list[JobRecord]:
     """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first."""
     now = _aware(now or utcnow(), "now")
@@ -195,14 +232,16 @@ def claim_jobs(
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         rows = conn.execute(sql.CLAIM, params).mappings().all()
     return [JobRecord.from_row(row) for row in rows]
 
 
-def claim_next_job(worker_id: str, *, lease_seconds: float, now: datetime | None = None) -> JobRecord | None:
+def claim_next_job(
+    worker_id: str, *, lease_seconds: float, now: datetime | None = None, conn: Connection | None = None
+) -> JobRecord | None:
     """Claim the next eligible job: queued -> running, ``attempts + 1``, lease set."""
-    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now)
+    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now, conn=conn)
     return jobs[0] if jobs else None
 
 
@@ -217,6 +256,7 @@ def renew_lease(
     *,
     lease_seconds: float,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> datetime | None:
     """Extend the lease; return the new ``locked_until``, or ``None`` if ownership is lost."""
     now = _aware(now or utcnow(), "now")
@@ -225,7 +265,7 @@ def renew_lease(
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         return conn.execute(sql.RENEW, params).scalar_one_or_none()
 
 
@@ -237,6 +277,7 @@ def record_progress(
     message: str = "",
     data: dict[str, Any] | None = None,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> int | None:
     """Append a ``progress`` event; return its id, or ``None`` if ownership is lost."""
     params = {
@@ -245,7 +286,7 @@ def record_progress(
         "message": pg_safe(message),
         "data": pg_safe(data or {}),
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         return conn.execute(sql.PROGRESS, params).scalar_one_or_none()
 
 
@@ -257,6 +298,7 @@ def complete_job(
     *,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> JobRecord | None:
     """running -> succeeded, only for the owner of this attempt; else ``None``."""
     params = {
@@ -265,7 +307,7 @@ def complete_job(
         "result": result,
         "event_data": event_data or {},
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         return _job(conn, sql.COMPLETE, params)
 
 
@@ -279,6 +321,7 @@ def fail_job(
     backoff_max_seconds: float,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> JobRecord | None:
     """Record a failed attempt: requeue after the backoff while attempts remain, else fail.
 
@@ -296,7 +339,7 @@ def fail_job(
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         return _job(conn, sql.FAIL, params)
 
 
@@ -307,6 +350,7 @@ def cleanup_expired_jobs(
     backoff_base_seconds: float,
     backoff_max_seconds: float,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> CleanupResult:
     """Recover up to ``batch_size`` running jobs whose lease has expired.
 
@@ -320,7 +364,7 @@ def cleanup_expired_jobs(
         "delays": delay_table(backoff_base_seconds, backoff_max_seconds),
         "max_delay": float(backoff_max_seconds),
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         rows = conn.execute(sql.CLEANUP_EXPIRED, params).all()
     return CleanupResult(
         requeued=[row.id for row in rows if row.status == "queued"],
@@ -333,6 +377,7 @@ def retry_job(
     *,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
+    conn: Connection | None = None,
 ) -> RetryResult:
     """failed -> queued with a fresh set of attempts, available now."""
     params = {
@@ -340,7 +385,7 @@ def retry_job(
         "now": _aware(now or utcnow(), "now"),
         "event_data": event_data or {},
     }
-    with _begin() as conn:
+    with _connection(conn) as conn:
         job = _job(conn, sql.RETRY, params)
         if job is not None:
             return RetryResult(job=job)

@@ -40,6 +40,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from flask import Flask
+from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
@@ -159,17 +160,44 @@ class WorkerLoop:
         self.lookup = lookup
         self.backoff = reconnect or Backoff()
         self._next_cleanup = 0.0  # monotonic time; 0 = clean up on the first step
+        self._conn: Connection | None = None
+        self._running = False  # inside run(): keep the connection from one step to the next
+
+    @property
+    def connection(self) -> Connection:
+        """This thread's own autocommit connection: one round trip per transition."""
+        if self._conn is None:
+            self._conn = service.connect()
+        return self._conn
+
+    def close(self) -> None:
+        """Return the connection to the pool (the loop opens another if it is used again)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def drop_connection(self) -> None:
+        """Forget the connection after an error; the next call opens a fresh one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # a broken connection may fail to close; it is gone either way
+                log.debug("%s: closing a broken connection failed", self.worker_id, exc_info=True)
 
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
         """Loop until the worker stops; survive every error by waiting and trying again."""
         log.debug("%s: started", self.worker_id)
+        self._running = True
         with self.app.app_context():
             while not self.stopping.is_set():
                 try:
                     worked = self.step()
                 except Exception as error:
+                    self.drop_connection()
                     self._wait_after(error)
                     continue
                 self.backoff.reset()
@@ -178,6 +206,8 @@ class WorkerLoop:
                         "%s: nothing to claim, sleeping %g ms", self.worker_id, self.settings.poll_interval_ms
                     )
                     self.stopping.wait(self.settings.poll_interval_ms / 1000)
+            self._running = False
+            self.close()
         log.debug("%s: stopped", self.worker_id)
 
     def _wait_after(self, error: Exception) -> None:
@@ -199,14 +229,18 @@ class WorkerLoop:
 
         Returns whether a job was claimed. Needs an application context.
         """
-        if time.monotonic() >= self._next_cleanup:
-            self.cleanup()
-        if self.stopping.is_set():
-            return False
-        jobs = self.claim(limit=1)
-        for job in jobs:
-            self.execute(job)
-        return bool(jobs)
+        try:
+            if time.monotonic() >= self._next_cleanup:
+                self.cleanup()
+            if self.stopping.is_set():
+                return False
+            jobs = self.claim(limit=1)
+            for job in jobs:
+                self.execute(job)
+            return bool(jobs)
+        finally:
+            if not self._running:  # a single step from outside run(): give the connection back
+                self.close()
 
     # -- the parts --------------------------------------------------------------------------
 
@@ -218,6 +252,7 @@ class WorkerLoop:
             batch_size=self.settings.cleanup_batch_size,
             backoff_base_seconds=self.settings.backoff_base_seconds,
             backoff_max_seconds=self.settings.backoff_max_seconds,
+            conn=self.connection,
         )
         if result.count:
             log.info(
@@ -232,7 +267,9 @@ class WorkerLoop:
         return result
 
     def claim(self, limit: int = 1) -> list[JobRecord]:
-        jobs = service.claim_jobs(self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit)
+        jobs = service.claim_jobs(
+            self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit, conn=self.connection
+        )
         for job in jobs:
             log.debug(
                 "%s: claimed job %s (%s) attempt %d/%d",
@@ -252,6 +289,7 @@ class WorkerLoop:
             worker_id=job.locked_by or self.worker_id,
             lease_seconds=self.settings.lease_seconds,
             stopping=self.stopping,
+            conn=self.connection,
         )
         fn = self.lookup(job.type)
         if fn is None:
@@ -271,7 +309,7 @@ class WorkerLoop:
 
     def _complete(self, ctx: JobContext, result: Any, started: float) -> Outcome:
         def call() -> JobRecord | None:
-            return service.complete_job(ctx.job_id, ctx.worker_id, ctx.attempt, result)
+            return service.complete_job(ctx.job_id, ctx.worker_id, ctx.attempt, result, conn=self.connection)
 
         try:
             settled = self._settle(ctx, call)
@@ -296,6 +334,7 @@ class WorkerLoop:
                 backoff_base_seconds=settings.backoff_base_seconds,
                 backoff_max_seconds=settings.backoff_max_seconds,
                 event_data=data,
+                conn=self.connection,
             )
 
         settled = self._settle(ctx, call)
@@ -320,6 +359,7 @@ class WorkerLoop:
             except sa_exc.SQLAlchemyError as error:
                 if not is_connection_error(error):
                     raise
+                self.drop_connection()
                 lease_left = (
                     (ctx.locked_until - service.utcnow()).total_seconds() if ctx.locked_until else 0.0
                 )
