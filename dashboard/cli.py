@@ -84,6 +84,16 @@ def configure_logging(level: str) -> None:
     help="Longest retry delay [JOB_WORKER_BACKOFF_MAX_SECONDS].",
 )
 @click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    help="Jobs claimed in one statement for idle threads; 1 claims per thread [JOB_WORKER_BATCH_SIZE].",
+)
+@click.option(
+    "--listen/--no-listen",
+    default=None,
+    help="Wake idle threads on NOTIFY instead of waiting for the next poll [JOB_WORKER_LISTEN].",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     help="DEBUG logs every poll, claim and execution [JOB_WORKER_LOG_LEVEL].",

@@ -79,6 +79,8 @@ class WorkerSettings:
     max_attempts_default: int = 3
     log_level: str = "INFO"
     handler_modules: tuple[str, ...] = ()
+    batch_size: int = 1
+    listen: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -98,6 +100,8 @@ class WorkerSettings:
             max_attempts_default=_int(env, "JOB_WORKER_MAX_ATTEMPTS_DEFAULT", 3, minimum=1),
             log_level=log_level,
             handler_modules=_list(env, "JOB_HANDLER_MODULES", ""),
+            batch_size=_int(env, "JOB_WORKER_BATCH_SIZE", 1, minimum=1),
+            listen=_bool(env, "JOB_WORKER_LISTEN", True),
         )
         return settings
 
@@ -114,6 +118,8 @@ class WorkerSettings:
             "JOB_WORKER_MAX_ATTEMPTS_DEFAULT": self.max_attempts_default,
             "JOB_WORKER_LOG_LEVEL": self.log_level,
             "JOB_HANDLER_MODULES": list(self.handler_modules),
+            "JOB_WORKER_BATCH_SIZE": self.batch_size,
+            "JOB_WORKER_LISTEN": self.listen,
         }
 
 

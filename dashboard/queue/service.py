@@ -225,10 +225,26 @@ def claim_jobs(
     conn: Connection | None = None,
 ) -> list[JobRecord]:
     """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first."""
+    return claim_batch([worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn)
+
+
+def claim_batch(
+    worker_ids: Sequence[str],
+    *,
+    lease_seconds: float,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+) -> list[JobRecord]:
+    """Claim up to one job per id in ``worker_ids`` in one statement.
+
+    The n-th claimed job is locked by the n-th id: a worker process claims for all its idle
+    threads at once, and each job still belongs to the thread that will run it.
+    """
     now = _aware(now or utcnow(), "now")
+    if not worker_ids:
+        return []
     params = {
-        "worker_id": worker_id,
-        "limit": limit,
+        "worker_ids": list(worker_ids),
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
     }

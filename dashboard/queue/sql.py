@@ -19,6 +19,12 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
 
+# Jobs that become claimable now wake idle workers at once (they LISTEN on this channel);
+# polling stays the fallback, so a lost notification costs at most one poll interval. Jobs
+# queued for later (delays, backoff) send nothing: the poll finds them when they are due.
+# NOTIFY is transactional (sent at commit) and folds duplicates within one transaction.
+NOTIFY_CHANNEL = "jobqueue_jobs"
+
 # Create, or find the job that holds this idempotency key.
 # Index: job_idempotency_key_unique (partial unique, WHERE idempotency_key IS NOT NULL).
 # ON CONFLICT waits for a concurrent insert of the same key to commit or roll back, so two
@@ -35,8 +41,10 @@ CREATE = text(
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'created', 0, NULL, 'Job created', :event_data, :now FROM ins
+    ), wake AS (
+        SELECT pg_notify('jobqueue_jobs', '') FROM ins WHERE available_at <= :now
     )
-    SELECT * FROM ins
+    SELECT ins.* FROM ins LEFT JOIN wake ON true
     """
 ).bindparams(bindparam("payload", type_=JSONB), bindparam("event_data", type_=JSONB))
 
@@ -61,8 +69,10 @@ CREATE_MANY = text(
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'created', 0, NULL, 'Job created', :event_data || jsonb_build_object('type', type), :now
         FROM ins
+    ), wake AS (
+        SELECT pg_notify('jobqueue_jobs', '') WHERE EXISTS (SELECT 1 FROM ins WHERE available_at <= :now)
     )
-    SELECT * FROM ins
+    SELECT ins.* FROM ins LEFT JOIN wake ON true
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 
@@ -72,34 +82,39 @@ FIND_BY_IDEMPOTENCY_KEYS = text("SELECT * FROM jobs_job WHERE idempotency_key = 
 
 FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :idempotency_key")
 
-# Claim up to :limit eligible jobs in the reference's order.
+# Claim one eligible job for each id in :worker_ids, in the reference's order, and lock the
+# n-th job for the n-th worker: a batch claim (one statement for every idle thread) where each
+# job still carries the id of the thread that runs it, its own attempt and its own lease.
 # Index: job_claim_idx (priority DESC, available_at, created_at, id) WHERE status = 'queued':
 # an index scan in claim order that stops at the first unlocked row with available_at <= now.
 # FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another claimer has locked instead of
 # waiting on them, so each attempt goes to exactly one worker.
 CLAIM = text(
     """
-    WITH next AS (
+    WITH picked AS (
         SELECT id FROM jobs_job
         WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
         ORDER BY priority DESC, available_at, created_at, id
-        LIMIT :limit
+        LIMIT cardinality(CAST(:worker_ids AS text[]))
         FOR UPDATE SKIP LOCKED
+    ), next AS (
+        SELECT id, row_number() OVER () AS n FROM picked
     ), claimed AS (
         UPDATE jobs_job AS j
-        SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+        SET status = 'running', attempts = j.attempts + 1,
+            locked_by = (CAST(:worker_ids AS text[]))[next.n],
             locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
         FROM next WHERE j.id = next.id
         RETURNING j.*
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'claimed', attempts, :worker_id, 'Claimed by worker',
+        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until), :now
         FROM claimed
     )
     SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
     """
-)
+).bindparams(bindparam("worker_ids", type_=ARRAY(Text)))
 
 RENEW = text(
     f"""
@@ -238,8 +253,10 @@ RETRY = text(
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'manual_retry', 0, NULL, 'Manual retry', :event_data, :now FROM retried
+    ), wake AS (
+        SELECT pg_notify('jobqueue_jobs', '') FROM retried
     )
-    SELECT * FROM retried
+    SELECT retried.* FROM retried LEFT JOIN wake ON true
     """
 ).bindparams(bindparam("event_data", type_=JSONB))
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import secrets
 import signal
 import socket
@@ -44,9 +45,12 @@ from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
+from ..extensions import db
 from . import service
+from .dispatch import Dispatcher
 from .handlers import Handler, JobContext, get_handler
 from .records import CleanupResult, JobRecord
+from .wakeup import Doorbell, Listener
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +156,11 @@ class WorkerLoop:
         *,
         lookup: Callable[[str], Handler | None] = get_handler,
         reconnect: Backoff | None = None,
+        doorbell: Doorbell | None = None,
     ) -> None:
         self.app = app
+        self.doorbell = doorbell or Doorbell()
+        self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()  # batch mode
         self.settings = settings
         self.worker_id = worker_id
         self.stopping = stopping
@@ -194,6 +201,7 @@ class WorkerLoop:
         self._running = True
         with self.app.app_context():
             while not self.stopping.is_set():
+                seen = self.doorbell.rings
                 try:
                     worked = self.step()
                 except Exception as error:
@@ -205,7 +213,26 @@ class WorkerLoop:
                     log.debug(
                         "%s: nothing to claim, sleeping %g ms", self.worker_id, self.settings.poll_interval_ms
                     )
-                    self.stopping.wait(self.settings.poll_interval_ms / 1000)
+                    self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
+            self._running = False
+            self.close()
+        log.debug("%s: stopped", self.worker_id)
+
+    def serve(self, idle: queue.SimpleQueue[WorkerLoop]) -> None:
+        """Batch mode: run the jobs the dispatcher hands over until it sends ``None``."""
+        log.debug("%s: started (batch mode)", self.worker_id)
+        self._running = True
+        with self.app.app_context():
+            while True:
+                idle.put(self)
+                job = self.inbox.get()
+                if job is None:
+                    break
+                try:
+                    self.execute(job)
+                except Exception:  # execute() settles every handler outcome; this is the database
+                    self.drop_connection()
+                    log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
             self._running = False
             self.close()
         log.debug("%s: stopped", self.worker_id)
@@ -431,36 +458,65 @@ class Worker:
         reconnect_base_seconds: float = RECONNECT_BASE_SECONDS,
         reconnect_max_seconds: float = RECONNECT_MAX_SECONDS,
     ) -> None:
+        self.app = app
         self.settings = settings
         self.stopping = threading.Event()
-        self.loops = [
-            WorkerLoop(
+        self.doorbell = Doorbell()
+
+        def loop(n: int) -> WorkerLoop:
+            backoff = Backoff(reconnect_base_seconds, reconnect_max_seconds)
+            return WorkerLoop(
                 app,
                 settings,
                 make_worker_id(n),
                 self.stopping,
                 lookup=lookup,
-                reconnect=Backoff(reconnect_base_seconds, reconnect_max_seconds),
+                reconnect=backoff,
+                doorbell=self.doorbell,
             )
-            for n in range(1, settings.threads + 1)
-        ]
+
+        self.loops = [loop(n) for n in range(1, settings.threads + 1)]
+        # Batch mode: thread-0 claims for the others (and runs the cleanup tick).
+        self.dispatcher = (
+            Dispatcher(app, settings, loop(0), self.loops, self.stopping, self.doorbell)
+            if settings.batch_size > 1
+            else None
+        )
+        self.listener: Listener | None = None
         self.threads: list[threading.Thread] = []
         self._forced_by: int | None = None
 
     def start(self) -> None:
         # Daemon threads: after a second signal the process exits without waiting for them.
+        if self.dispatcher is None:
+            targets = [(loop.run, ()) for loop in self.loops]
+        else:
+            targets = [(loop.serve, (self.dispatcher.idle,)) for loop in self.loops]
+            targets.append((self.dispatcher.run, ()))
         self.threads = [
-            threading.Thread(target=loop.run, name=f"thread-{n}", daemon=True)
-            for n, loop in enumerate(self.loops, start=1)
+            threading.Thread(target=target, args=args, name=f"thread-{n}", daemon=True)
+            for n, (target, args) in enumerate(targets, start=1)
         ]
+        if self.settings.listen:
+            with self.app.app_context():
+                url = db.engine.url
+            self.listener = Listener(url, self.doorbell, self.stopping)
+            threading.Thread(target=self.listener.run, name="listener", daemon=True).start()
         for thread in self.threads:
             thread.start()
         for loop in self.loops:
             log.info("started %s", loop.worker_id)
+        if self.dispatcher is not None:
+            log.info(
+                "batch mode: %s claims up to %d jobs at once",
+                self.dispatcher.housekeeper.worker_id,
+                self.settings.batch_size,
+            )
 
     def stop(self) -> None:
         """Stop claiming; running handlers finish and their threads then end."""
         self.stopping.set()
+        self.doorbell.ring()  # idle loops stop waiting at once
 
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)

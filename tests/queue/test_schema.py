@@ -25,13 +25,14 @@ def test_upgrade_leaves_no_difference_between_models_and_schema(app):
 
 def test_claim_uses_the_claim_index_in_order_without_sorting(app):
     """The claim reads job_claim_idx in order; a Sort would mean reading every queued row."""
-    params = {"now": NOW, "limit": 1, "worker_id": "w", "locked_until": NOW}
+    params = {"now": NOW, "worker_ids": ["w"], "locked_until": NOW}
+    explain = text("EXPLAIN " + sql.CLAIM.text).bindparams(*sql.CLAIM._bindparams.values())
     with db.engine.begin() as conn:
         conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # an empty table favours seq scans
-        plan = "\n".join(row[0] for row in conn.execute(text("EXPLAIN " + sql.CLAIM.text), params))
-    claim_part = plan.split("CTE next")[1].split("CTE claimed")[0]  # the selection, not the batch order
-    assert "Index Scan using job_claim_idx" in claim_part
-    assert "Sort" not in claim_part
+        plan = "\n".join(row[0] for row in conn.execute(explain, params))
+    selection = plan.split("CTE picked")[1].split("CTE next")[0]  # not the batch's final order
+    assert "Index Scan using job_claim_idx" in selection
+    assert "Sort" not in selection
 
 
 def test_constraints_and_indexes_have_the_contract_names(app):

@@ -1,0 +1,74 @@
+"""Waking idle workers: a doorbell they wait on, rung by a LISTEN connection.
+
+Statements that make a job claimable now send ``NOTIFY jobqueue_jobs`` at commit
+(``sql.NOTIFY_CHANNEL``). One :class:`Listener` thread per worker process holds a LISTEN
+connection and rings the :class:`Doorbell`; idle claim loops wait on the doorbell with the
+poll interval as their timeout. Polling stays the fallback: a lost notification, or a
+listener that is reconnecting after a database restart, costs at most one poll interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+from sqlalchemy.engine import URL
+
+from .sql import NOTIFY_CHANNEL
+
+log = logging.getLogger(__name__)
+
+
+class Doorbell:
+    """Idle loops wait here; a ring wakes them all.
+
+    A loop reads :attr:`rings` before it claims and waits only if nobody rang since, so a
+    notification that arrives between an empty claim and the wait is not slept through.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.rings = 0
+
+    def ring(self) -> None:
+        with self._cond:
+            self.rings += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a ring after ``seen``; True if there was one."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.rings != seen, timeout)
+
+
+class Listener:
+    """LISTEN on the workers' channel and ring the doorbell for every notification."""
+
+    def __init__(self, url: URL, doorbell: Doorbell, stopping: threading.Event) -> None:
+        self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self.doorbell = doorbell
+        self.stopping = stopping
+        self.connected = threading.Event()  # set while LISTEN is in force (for tests and logs)
+
+    def run(self) -> None:
+        delay = 0.5
+        while not self.stopping.is_set():
+            try:
+                with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.connected.set()
+                    log.info("listening for new jobs on %s", NOTIFY_CHANNEL)
+                    delay = 0.5
+                    self.doorbell.ring()  # jobs may have arrived while we were not listening
+                    while not self.stopping.is_set():
+                        for _ in conn.notifies(timeout=0.5):
+                            self.doorbell.ring()
+            except psycopg.Error as error:
+                self.connected.clear()
+                log.warning(
+                    "LISTEN connection lost (%s); polling until it is back", str(error).strip() or error
+                )
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 10.0)
+        self.connected.clear()

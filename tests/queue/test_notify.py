@@ -1,0 +1,62 @@
+"""Jobs that become claimable now are announced on the workers' channel; later ones are not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from dashboard.queue import service
+from dashboard.queue.service import JobSpec, utcnow
+from dashboard.queue.sql import NOTIFY_CHANNEL
+
+from .helpers import claim, fail
+
+
+@pytest.fixture
+def listener(app, libpq_url) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        yield conn
+
+
+def received(conn: psycopg.Connection) -> int:
+    """Notifications already delivered (a short wait: they are sent at commit, before we ask)."""
+    return sum(1 for _ in conn.notifies(timeout=0.5))
+
+
+def test_create_announces_a_job_available_now(listener):
+    service.create_job("demo.success")
+    assert received(listener) == 1
+
+
+def test_a_delayed_job_is_not_announced(listener):
+    service.create_job("demo.success", available_at=utcnow() + timedelta(hours=1))
+    assert received(listener) == 0
+
+
+def test_bulk_create_announces_once(listener):
+    service.create_jobs([JobSpec("demo.success") for _ in range(50)])
+    assert received(listener) == 1
+
+
+def test_idempotent_repeat_announces_nothing(listener):
+    service.create_job("demo.success", idempotency_key="k")
+    assert received(listener) == 1
+    service.create_job("demo.success", idempotency_key="k")
+    assert received(listener) == 0
+
+
+def test_manual_retry_announces_and_backoff_requeue_does_not(listener):
+    now = utcnow()
+    service.create_job("demo.fail", max_attempts=2, now=now)
+    assert received(listener) == 1
+    job = claim("w", now=now)
+    fail(job, "w", now=now)  # requeued 5 s later: nothing to wake for yet
+    assert received(listener) == 0
+    job = claim("w", now=now + timedelta(seconds=10))
+    fail(job, "w", now=now + timedelta(seconds=10))  # no attempts left: failed
+    service.retry_job(job.id)
+    assert received(listener) == 1

@@ -1,0 +1,72 @@
+"""Batch mode and NOTIFY wake-ups, on the real ``flask worker`` process."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.queue import read, service
+from dashboard.queue.service import JobSpec
+
+from .helpers import wait_until
+
+pytestmark = pytest.mark.process
+
+
+def test_batch_mode_runs_every_job_on_the_thread_that_claimed_it(app, start_worker):
+    specs = [JobSpec("demo.success", {"sleep_seconds": 0}, priority=p % 7) for p in range(30)]
+    specs += [JobSpec("demo.flaky", {"fail_until_attempt": 2}) for _ in range(3)]
+    ids = [r.job.id for r in service.create_jobs(specs)]
+    start_worker(JOB_WORKER_THREADS="4", JOB_WORKER_BATCH_SIZE="4")
+
+    def all_succeeded() -> bool:
+        return read.stats(service.utcnow()).by_status["succeeded"] == len(ids)
+
+    wait_until(all_succeeded, 60, "every job succeeded")
+    executors = set()
+    claimed_at = {}
+    for job_id in ids:
+        events = read.job_events(job_id)
+        claims = {e.attempt: e for e in events if e.type == "claimed"}
+        done = [e for e in events if e.type == "succeeded"]
+        assert len(done) == 1
+        assert done[0].worker_id == claims[done[0].attempt].worker_id  # fenced per job
+        executors.add(done[0].worker_id)
+        claimed_at[job_id] = claims[1].created_at
+    assert len(executors) > 1
+    assert not any(":thread-0:" in w for w in executors)  # the dispatcher only claims
+    # higher priority is never claimed after lower priority (all were queued before the start)
+    jobs = {job_id: read.get_job(job_id) for job_id in ids}
+    for a in ids:
+        for b in ids:
+            if jobs[a].priority > jobs[b].priority:
+                assert claimed_at[a] <= claimed_at[b]
+
+
+def test_batch_mode_recovers_expired_leases(app, start_worker):
+    job = service.create_job("demo.timeout", {"sleep_seconds": 3}, max_attempts=1).job
+    start_worker(JOB_WORKER_THREADS="2", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="1")
+
+    def failed():
+        current = read.get_job(job.id)
+        return current if current.status == "failed" else None
+
+    recovered = wait_until(failed, 30, "the expired lease recovered")
+    assert recovered.last_error.startswith("Lease expired")
+    event = read.job_events(job.id)[-1]
+    assert event.type == "failed" and ":thread-0:" in event.worker_id  # the dispatcher cleaned up
+
+
+@pytest.mark.parametrize("batch", ["1", "4"])
+def test_an_idle_worker_is_woken_by_notify_not_by_polling(app, start_worker, batch):
+    # Polling every 10 minutes: only the notification can explain a prompt pickup.
+    worker = start_worker(
+        "--log-level", "debug", JOB_WORKER_POLL_INTERVAL_MS="600000", JOB_WORKER_BATCH_SIZE=batch
+    )
+    worker.wait_for_output("listening for new jobs")
+    worker.wait_for_output("nothing to claim" if batch == "1" else "started (batch mode)")
+    job = service.create_job("demo.success", {"sleep_seconds": 0}).job
+
+    def succeeded() -> bool:
+        return read.get_job(job.id).status == "succeeded"
+
+    wait_until(succeeded, 30, "the job picked up without a poll")
