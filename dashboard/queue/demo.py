@@ -46,11 +46,16 @@ def sleep_seconds(ctx: JobContext, default: float) -> float:
     value = _payload(ctx).get("sleep_seconds", default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # An int is always finite (math.isfinite would overflow converting a huge one to float).
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
         raise PayloadError(f"sleep_seconds must be a number, got {value!r}")
     if not 0 <= value <= MAX_SLEEP_SECONDS:
         raise PayloadError(f"sleep_seconds must be between 0 and {MAX_SLEEP_SECONDS:g}, got {value!r}")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def _error_text(ctx: JobContext) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import render_template
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import NotFound
+from werkzeug.exceptions import HTTPException, NotFound
 
 from . import bp
 from .rendering import is_htmx
@@ -23,6 +23,14 @@ def _error(status: int, title: str, message: str) -> tuple[str, int]:
 @bp.errorhandler(NotFound)
 def not_found(error: NotFound) -> tuple[str, int]:
     return _error(404, "Not found", error.description or "There is nothing here.")
+
+
+@bp.errorhandler(HTTPException)
+def client_error(error: HTTPException) -> HTTPException | tuple[str, int]:
+    """Any other refusal (413 body too large, 415, 400): the dashboard's page, same status."""
+    if error.code is None or error.code >= 500:
+        return error
+    return _error(error.code, error.name, error.description or error.name)
 
 
 @bp.errorhandler(CSRFError)

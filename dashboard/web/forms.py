@@ -25,6 +25,7 @@ from ..queue.service import (
 )
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
+MAX_JSON_DEPTH = 100  # the JSON API's limit, so both doors accept the same payloads
 
 
 class RetryForm(FlaskForm):
@@ -44,39 +45,63 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _contains_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_contains_nul(v) for v in value)
-    return False
+def _unstorable(value: Any) -> str | None:
+    """Why PostgreSQL's ``jsonb`` would refuse ``value``, or ``None``.
+
+    Walks iteratively (depth is one of the things checked): nesting deeper than
+    :data:`MAX_JSON_DEPTH`, the NUL character, and lone surrogates (``"\\ud800"`` is valid
+    JSON but not text PostgreSQL can store).
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"The payload is nested deeper than {MAX_JSON_DEPTH} levels."
+        if isinstance(node, dict):
+            stack.extend((key, depth) for key in node)
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+        elif isinstance(node, str):
+            if "\x00" in node:
+                return "The payload cannot contain the NUL character (\\u0000)."
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return "The payload cannot contain a lone surrogate (\\ud800 to \\udfff) outside a pair."
+    return None
 
 
 def parse_payload(text: str) -> dict[str, Any]:
     """The payload as a JSON object, or ``ValueError`` with a message an operator can act on.
 
-    PostgreSQL's ``jsonb`` refuses NaN, infinities and the NUL character, so they are
-    refused here, with the position, rather than failing in the database.
+    PostgreSQL's ``jsonb`` refuses NaN, infinities, the NUL character and lone surrogates, so
+    they are refused here rather than failing in the database; nesting is limited like the
+    API's, and nesting too deep for the parser itself is reported the same way.
     """
     try:
         value = json.loads(text, parse_float=_finite_float, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError(f"The payload is nested deeper than {MAX_JSON_DEPTH} levels.") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
     except ValueError as exc:
         raise ValueError(f"Not valid JSON: {exc}.") from None
     if not isinstance(value, dict):
         raise ValueError('The payload must be a JSON object, like {} or {"sleep_seconds": 1}.')
-    if _contains_nul(value):
-        raise ValueError("The payload cannot contain the NUL character (\\u0000).")
+    problem = _unstorable(value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 
 def parse_available_at(text: str, tz: tzinfo) -> datetime:
     """An ISO 8601 time; without an offset it is read in the dashboard's ``TIME_ZONE``."""
+    text = text.strip()
+    if not text.isprintable():  # fromisoformat stops at a NUL and ignores what follows
+        raise ValueError("Use a date and time like 2026-06-01T12:30 (optionally with an offset).")
     try:
-        moment = datetime.fromisoformat(text.strip())
+        moment = datetime.fromisoformat(text)
     except ValueError:
         raise ValueError("Use a date and time like 2026-06-01T12:30 (optionally with an offset).") from None
     if moment.tzinfo is None:
@@ -111,8 +136,10 @@ class CreateJobForm(FlaskForm):
     parsed_available_at: datetime | None = None
 
     def validate_payload(self, field: TextAreaField) -> None:
+        if not isinstance(field.data, str):  # a file part, or a value from a JSON body
+            raise ValidationError("The payload must be typed into the form as text.")
         try:
-            self.parsed_payload = parse_payload(field.data or "")
+            self.parsed_payload = parse_payload(field.data)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
 

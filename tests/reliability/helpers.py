@@ -1,0 +1,51 @@
+"""Waiting on conditions (never on the clock), snapshots of both tables, and job timelines."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import text
+
+from dashboard.extensions import db
+from dashboard.queue import read
+from dashboard.queue.records import EventRecord, JobRecord
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 15.0, message: str = "condition") -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(0.05)
+
+
+def job(job_id: uuid.UUID) -> JobRecord:
+    found = read.get_job(job_id)
+    assert found is not None, f"job {job_id} is gone"
+    return found
+
+
+def timeline(job_id: uuid.UUID) -> list[EventRecord]:
+    return read.job_events(job_id)
+
+
+def story(job_id: uuid.UUID) -> list[tuple[str, int]]:
+    """The job's events as ``(type, attempt)``, without progress and lease renewals."""
+    return [(e.type, e.attempt) for e in timeline(job_id) if e.type not in ("progress", "lease_renewed")]
+
+
+def table_snapshot() -> dict[str, Any]:
+    """Every row of both tables, to prove a refused request changed nothing."""
+    with db.engine.connect() as conn:
+        jobs = conn.execute(text("SELECT * FROM jobs_job ORDER BY id")).mappings().all()
+        events = conn.execute(text("SELECT * FROM jobs_jobevent ORDER BY id")).mappings().all()
+    return {"jobs": [dict(r) for r in jobs], "events": [dict(r) for r in events]}
