@@ -142,6 +142,8 @@ class Settings:
     internal_ips: tuple[str, ...] = ("127.0.0.1", "localhost", "host.docker.internal")
     time_zone: str = "UTC"
     max_content_length: int = 1_048_576
+    stats_exact_below_rows: int = 100_000
+    stats_refresh_seconds: float = 30.0
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
@@ -171,6 +173,8 @@ class Settings:
             internal_ips=_list(env, "INTERNAL_IPS", "127.0.0.1,localhost,host.docker.internal"),
             time_zone=time_zone,
             max_content_length=_int(env, "MAX_CONTENT_LENGTH", 1_048_576, minimum=1024),
+            stats_exact_below_rows=_int(env, "STATS_EXACT_BELOW_ROWS", 100_000, minimum=0),
+            stats_refresh_seconds=_number(env, "STATS_REFRESH_SECONDS", 30.0, minimum=0),
             worker=WorkerSettings.from_env(env),
         )
 

@@ -6,11 +6,13 @@ judged in one place. Each function names the index it relies on.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import func, select, text
 
 from ..extensions import db
@@ -121,8 +123,11 @@ class Stats:
     overdue_running: int
     retries_pending: int
     oldest_queued_at: datetime | None
+    # When the succeeded/failed figures (and so the total) were counted; None when exact.
+    finished_counted_at: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The reference's shape."""
         return {
             "total": self.total,
             "by_status": dict(self.by_status),
@@ -132,6 +137,15 @@ class Stats:
         }
 
 
+@dataclass(frozen=True)
+class StatsPolicy:
+    """Exact counts below ``exact_below_rows`` (estimated); above, cached finished totals."""
+
+    exact_below_rows: int = 100_000
+    refresh_seconds: float = 30.0
+
+
+# Exact, in one pass over jobs_job: cheap on a small table, O(rows) on a large one.
 STATS_SQL = text(
     """
     SELECT
@@ -147,18 +161,97 @@ STATS_SQL = text(
     """
 )
 
+# Large tables: live figures exact through the partial indexes (job_claim_idx for queued,
+# job_timeout_idx for running and overdue), finished totals from jobs_finished_counts.
+LIVE_STATS_SQL = text(
+    """
+    SELECT
+        (SELECT count(*) FROM jobs_job WHERE status = 'queued') AS queued,
+        (SELECT count(*) FROM jobs_job WHERE status = 'running') AS running,
+        (SELECT count(*) FROM jobs_job WHERE status = 'running' AND locked_until < :now)
+            AS overdue_running,
+        (SELECT count(*) FROM jobs_job WHERE status = 'queued' AND attempts > 0) AS retries_pending,
+        (SELECT min(created_at) FROM jobs_job WHERE status = 'queued') AS oldest_queued_at,
+        f.succeeded, f.failed, f.counted_at
+    FROM jobs_finished_counts AS f
+    """
+)
 
-def stats(now: datetime) -> Stats:
-    """The reference's stats. One pass over ``jobs_job``: exact, and O(rows)."""
+# The planner's row estimate (kept by autovacuum's ANALYZE): free, and plenty to choose by.
+ESTIMATED_ROWS_SQL = text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs_job'::regclass")
+
+REFRESH_LOCK_KEY = 0x6A6F6273  # one refresh at a time across every process
+_refreshing = threading.Lock()
+
+
+def stats(now: datetime, policy: StatsPolicy | None = None) -> Stats:
+    """The reference's stats, without reading every finished row of a large table.
+
+    Below ``policy.exact_below_rows`` (the planner's estimate; unknown counts as small) every
+    figure is exact. Above it, succeeded and failed (and so the total) come from
+    ``jobs_finished_counts``, refreshed in the background once older than
+    ``policy.refresh_seconds``; :attr:`Stats.finished_counted_at` says how old they are.
+    """
+    if policy is None:
+        settings = current_app.extensions["jobqueue.settings"]
+        policy = StatsPolicy(settings.stats_exact_below_rows, settings.stats_refresh_seconds)
     with db.engine.connect() as conn:
-        row = conn.execute(STATS_SQL, {"now": now}).mappings().one()
+        estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
+        if max(estimated, 0) < policy.exact_below_rows:  # -1: never analysed, so small
+            row = conn.execute(STATS_SQL, {"now": now}).mappings().one()
+            return Stats(
+                total=row["total"],
+                by_status={status: row[status] for status in STATUSES},
+                overdue_running=row["overdue_running"],
+                retries_pending=row["retries_pending"],
+                oldest_queued_at=row["oldest_queued_at"],
+            )
+        row = conn.execute(LIVE_STATS_SQL, {"now": now}).mappings().one()
+    if (now - row["counted_at"]).total_seconds() > policy.refresh_seconds:
+        refresh_finished_counts(wait=False)
+    by_status = {status: row[status] for status in STATUSES}
     return Stats(
-        total=row["total"],
-        by_status={status: row[status] for status in STATUSES},
+        total=sum(by_status.values()),
+        by_status=by_status,
         overdue_running=row["overdue_running"],
         retries_pending=row["retries_pending"],
         oldest_queued_at=row["oldest_queued_at"],
+        finished_counted_at=row["counted_at"],
     )
+
+
+def refresh_finished_counts(*, wait: bool = True) -> bool:
+    """Recount finished jobs into ``jobs_finished_counts``; False if a refresh was running.
+
+    ``wait=False`` starts it on a background thread and returns at once. Concurrent refresh:
+    readers keep the old figures until the new ones are in. An advisory lock keeps several
+    dashboard processes from counting at the same time.
+    """
+    if not _refreshing.acquire(blocking=False):
+        return False
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+
+    def refresh() -> bool:
+        try:
+            with app.app_context(), db.engine.connect() as conn:
+                if not conn.execute(
+                    text("SELECT pg_try_advisory_lock(:k)"), {"k": REFRESH_LOCK_KEY}
+                ).scalar():
+                    return False
+                try:
+                    conn.execute(text("REFRESH MATERIALIZED VIEW CONCURRENTLY jobs_finished_counts"))
+                    conn.commit()
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": REFRESH_LOCK_KEY})
+                    conn.commit()
+                return True
+        finally:
+            _refreshing.release()
+
+    if wait:
+        return refresh()
+    threading.Thread(target=refresh, name="stats-refresh", daemon=True).start()
+    return True
 
 
 def database_ok() -> None:

@@ -1,0 +1,54 @@
+"""Stats on a large table: live figures exact, finished totals cached with their age."""
+
+from __future__ import annotations
+
+from dashboard.queue import read, service
+from dashboard.queue.read import StatsPolicy
+from tests.factories import make_job
+
+from .helpers import wait_until_value
+
+CACHED = StatsPolicy(exact_below_rows=0, refresh_seconds=3600)
+
+
+def test_live_figures_are_exact_and_finished_ones_come_from_the_last_count(app):
+    make_job("succeeded")
+    make_job("failed")
+    assert read.refresh_finished_counts() is True
+    counted = read.stats(service.utcnow(), CACHED)
+    assert counted.by_status == {"queued": 0, "running": 0, "succeeded": 1, "failed": 1}
+    assert counted.finished_counted_at is not None
+
+    make_job("queued", attempts=1)
+    make_job("running")
+    make_job("succeeded")  # not counted until the next refresh
+    now = service.utcnow()
+    stale = read.stats(now, CACHED)
+    assert stale.by_status == {"queued": 1, "running": 1, "succeeded": 1, "failed": 1}
+    assert stale.total == 4 and stale.retries_pending == 1
+    assert stale.finished_counted_at == counted.finished_counted_at
+
+    read.refresh_finished_counts()
+    fresh = read.stats(service.utcnow(), CACHED)
+    assert fresh.by_status["succeeded"] == 2 and fresh.total == 5
+    assert fresh.finished_counted_at > counted.finished_counted_at
+
+
+def test_an_old_count_is_refreshed_in_the_background(app):
+    read.refresh_finished_counts()
+    before = read.stats(service.utcnow(), CACHED).finished_counted_at
+    make_job("failed")
+    eager = StatsPolicy(exact_below_rows=0, refresh_seconds=0)
+    read.stats(service.utcnow(), eager)  # answers at once with the old count, starts a refresh
+
+    def refreshed():
+        stats = read.stats(service.utcnow(), CACHED)
+        return stats if stats.finished_counted_at > before else None
+
+    assert wait_until_value(refreshed, 15).by_status["failed"] == 1
+
+
+def test_small_tables_are_counted_exactly(app):
+    make_job("succeeded")
+    stats = read.stats(service.utcnow())  # the default policy: 100,000 rows
+    assert stats.by_status["succeeded"] == 1 and stats.finished_counted_at is None
