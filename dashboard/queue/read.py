@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import func, select, text
+from sqlalchemy import Connection, func, select, text
 
 from ..extensions import db
 from .models import Job, JobEvent
@@ -53,9 +53,21 @@ def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str |
     )
     count_query = select(func.count()).select_from(jobs).where(*where)
     with db.engine.connect() as conn:
-        count = conn.execute(count_query).scalar_one()
         rows = conn.execute(query).mappings().all()
+        count = None if type else _large_table_count(conn, status)
+        if count is None:
+            count = conn.execute(count_query).scalar_one()
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows])
+
+
+def _large_table_count(conn: Connection, status: str | None) -> int | None:
+    """On a large table, the count from :func:`stats` (live figures exact, finished ones
+    cached) instead of counting millions of rows on every page; None on a small one."""
+    policy = _app_policy()
+    if max(conn.execute(ESTIMATED_ROWS_SQL).scalar_one(), 0) < policy.exact_below_rows:
+        return None
+    figures = stats(datetime.now(UTC), policy)
+    return figures.by_status.get(status, 0) if status else figures.total
 
 
 def get_job(job_id: uuid.UUID) -> JobRecord | None:
@@ -177,6 +189,12 @@ LIVE_STATS_SQL = text(
     """
 )
 
+
+def _app_policy() -> StatsPolicy:
+    settings = current_app.extensions["jobqueue.settings"]
+    return StatsPolicy(settings.stats_exact_below_rows, settings.stats_refresh_seconds)
+
+
 # The planner's row estimate (kept by autovacuum's ANALYZE): free, and plenty to choose by.
 ESTIMATED_ROWS_SQL = text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs_job'::regclass")
 
@@ -192,9 +210,7 @@ def stats(now: datetime, policy: StatsPolicy | None = None) -> Stats:
     ``jobs_finished_counts``, refreshed in the background once older than
     ``policy.refresh_seconds``; :attr:`Stats.finished_counted_at` says how old they are.
     """
-    if policy is None:
-        settings = current_app.extensions["jobqueue.settings"]
-        policy = StatsPolicy(settings.stats_exact_below_rows, settings.stats_refresh_seconds)
+    policy = policy or _app_policy()
     with db.engine.connect() as conn:
         estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
         if max(estimated, 0) < policy.exact_below_rows:  # -1: never analysed, so small

@@ -52,3 +52,23 @@ def test_small_tables_are_counted_exactly(app):
     make_job("succeeded")
     stats = read.stats(service.utcnow())  # the default policy: 100,000 rows
     assert stats.by_status["succeeded"] == 1 and stats.finished_counted_at is None
+
+
+def test_job_list_count_on_a_large_table_uses_the_stats_figures(app):
+    import dataclasses
+
+    make_job("succeeded")
+    make_job("queued")
+    read.refresh_finished_counts()
+    make_job("succeeded")  # after the count: a large table's list count lags for finished jobs
+    settings = app.extensions["jobqueue.settings"]
+    app.extensions["jobqueue.settings"] = dataclasses.replace(settings, stats_exact_below_rows=0)
+    try:
+        assert read.list_jobs(limit=10, offset=0).count == 2
+        assert read.list_jobs(limit=10, offset=0, status="queued").count == 1
+        assert read.list_jobs(limit=10, offset=0, status="succeeded").count == 1
+        assert read.list_jobs(limit=10, offset=0, type="demo").count == 3  # type filters count rows
+        assert len(read.list_jobs(limit=10, offset=0).results) == 3  # the rows themselves are live
+    finally:
+        app.extensions["jobqueue.settings"] = settings
+    assert read.list_jobs(limit=10, offset=0).count == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from datetime import timedelta
@@ -110,3 +111,19 @@ def test_a_retried_job_leaves_the_failure_list(app, client):
     job_id = re.search(r'id="failure-([0-9a-f-]{36})"', client.get("/").get_data(as_text=True)).group(1)
     service.retry_job(uuid.UUID(job_id))
     assert f'id="failure-{job_id}"' not in client.get("/").get_data(as_text=True)
+
+
+def test_overview_says_how_old_cached_finished_counts_are(app, client):
+    from dashboard.queue import read
+
+    make_job("succeeded")
+    read.refresh_finished_counts()
+    settings = app.extensions["jobqueue.settings"]
+    exact = client.get("/").get_data(as_text=True)
+    assert "data-counted-at" not in exact  # a small table is counted exactly
+    app.extensions["jobqueue.settings"] = dataclasses.replace(settings, stats_exact_below_rows=0)
+    try:
+        cached = client.get("/", headers={"HX-Request": "true"}).get_data(as_text=True)
+    finally:
+        app.extensions["jobqueue.settings"] = settings
+    assert "data-counted-at" in cached and "counted" in cached
