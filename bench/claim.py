@@ -10,7 +10,7 @@ from flask import Flask
 
 from dashboard.queue import service
 
-from .db import seed_finished, seed_queued, truncate
+from .db import seed_queued
 
 
 def claim_ms(app: Flask, samples: int = 200) -> tuple[float, float]:
@@ -27,14 +27,14 @@ def claim_ms(app: Flask, samples: int = 200) -> tuple[float, float]:
     return statistics.median(times), times[int(len(times) * 0.95) - 1]
 
 
-def run(app: Flask, url: str, *, small: int, large: int, finished: int) -> dict[str, tuple[float, float]]:
-    """Claim p50/p95 with ``small`` and with ``large`` queued jobs, ``finished`` rows beside them."""
-    truncate(url)
-    seed_finished(url, finished, events_per_job=0)
+def run(app: Flask, url: str, *, small: int, large: int) -> dict[str, tuple[float, float]]:
+    """Claim p50/p95 with ``small`` and with ``large`` queued jobs beside the finished rows."""
     results = {}
     for queued in (small, large):
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DELETE FROM jobs_job WHERE status <> 'succeeded' AND status <> 'failed'")
+            conn.execute("DELETE FROM jobs_job WHERE status IN ('queued', 'running')")
         seed_queued(url, queued)
-        results[f"{queued} queued"] = claim_ms(app, samples=min(200, queued // 2))
+        results[f"{queued:,} queued"] = claim_ms(app, samples=min(200, queued // 2))
+    with psycopg.connect(url, autocommit=True) as conn:  # leave the large database as seeded
+        conn.execute("DELETE FROM jobs_job WHERE status IN ('queued', 'running')")
     return results

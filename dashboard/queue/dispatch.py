@@ -1,10 +1,12 @@
-"""Batch mode (``JOB_WORKER_BATCH_SIZE`` > 1): one claim statement for every idle thread.
+"""Batch mode (``JOB_WORKER_BATCH_SIZE`` > 1): one statement claims, one statement completes.
 
 The :class:`Dispatcher` is the process's producer. It waits until executor threads are idle,
 claims up to ``batch_size`` jobs in one statement (``service.claim_batch``: each job locked
 by the executor that will run it, with its own attempt and lease), and hands each job to its
-executor. Executors run and settle their jobs exactly as in one-job mode (``WorkerLoop``), so
-fencing is per job. The dispatcher also runs the cleanup tick, once per process instead of
+executor. Executors run their handlers exactly as in one-job mode (``WorkerLoop``); failures
+are recorded at once, successes go to the :class:`Completer`, which records everything that
+arrived meanwhile in one statement (``service.complete_jobs``), each row fenced by its own
+owner and attempt. The dispatcher also runs the cleanup tick, once per process instead of
 once per thread.
 """
 
@@ -14,15 +16,18 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
+from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
 from . import service
 from .wakeup import Doorbell
 
 if TYPE_CHECKING:
+    from .handlers import JobContext
     from .worker import WorkerLoop
 
 log = logging.getLogger(__name__)
@@ -104,3 +109,75 @@ class Dispatcher:
             except queue.Empty:
                 break
         return idle
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    ctx: JobContext
+    result: Any
+    started: float
+
+
+class Completer:
+    """Batch mode: records the successes of every executor, many per statement."""
+
+    MAX_PER_STATEMENT = 500
+
+    def __init__(self, app: Flask, loop: WorkerLoop, *, executors: int) -> None:
+        self.app = app
+        self.loop = loop  # its connection, logging and one-by-one fallback
+        self.pending: queue.SimpleQueue[Success | None] = queue.SimpleQueue()
+        self._executors = executors
+        self._lock = threading.Lock()
+
+    def submit(self, ctx: JobContext, result: Any, started: float) -> None:
+        self.pending.put(Success(ctx, result, started))
+
+    def executor_done(self) -> None:
+        """The last executor to stop ends the completer once everything is recorded."""
+        with self._lock:
+            self._executors -= 1
+            if self._executors == 0:
+                self.pending.put(None)
+
+    def run(self) -> None:
+        self.loop._running = True
+        with self.app.app_context():
+            finished = False
+            while not finished:
+                first = self.pending.get()
+                batch = [] if first is None else [first]
+                finished = first is None
+                while not finished and len(batch) < self.MAX_PER_STATEMENT:
+                    try:
+                        item = self.pending.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        finished = True
+                    else:
+                        batch.append(item)
+                if batch:
+                    self._record(batch)
+            self.loop._running = False
+            self.loop.close()
+
+    def _record(self, batch: list[Success]) -> None:
+        try:
+            done = service.complete_jobs(
+                [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
+                conn=self.loop.connection,
+            )
+        except sa_exc.SQLAlchemyError:
+            # A database outage, or one result the database refuses spoiling the statement:
+            # record them one by one, with the per-job retry and refusal handling.
+            self.loop.drop_connection()
+            for success in batch:
+                try:
+                    self.loop.complete_now(success.ctx, success.result, success.started)
+                except Exception:
+                    log.exception("could not record job %s; lease recovery will", success.ctx.job_id)
+            return
+        for success in batch:
+            status = "succeeded" if success.ctx.job_id in done else "lost"
+            self.loop.finish(success.ctx, status, "", success.started)

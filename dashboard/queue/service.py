@@ -327,6 +327,28 @@ def complete_job(
         return _job(conn, sql.COMPLETE, params)
 
 
+def complete_jobs(
+    completions: Sequence[tuple[uuid.UUID, str, int, Any]],
+    *,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+) -> set[uuid.UUID]:
+    """Record many successes ``(job_id, worker_id, attempt, result)`` in one statement.
+
+    Each is fenced on its own, exactly as :func:`complete_job`; returns the ids recorded (the
+    others were no longer owned by that worker and attempt).
+    """
+    if not completions:
+        return set()
+    rows = [
+        {"id": str(job_id), "worker_id": worker_id, "attempt": attempt, "result": result}
+        for job_id, worker_id, attempt, result in completions
+    ]
+    with _connection(conn) as conn:
+        found = conn.execute(sql.COMPLETE_MANY, {"rows": rows, "now": _aware(now or utcnow(), "now")})
+        return {row.id for row in found}
+
+
 def fail_job(
     job_id: uuid.UUID,
     worker_id: str,

@@ -164,6 +164,28 @@ COMPLETE = text(
     """
 ).bindparams(bindparam("result", type_=JSONB), bindparam("event_data", type_=JSONB))
 
+# Batch mode's completer: many successes in one statement, each row still fenced by its own
+# owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
+COMPLETE_MANY = text(
+    """
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
+    ), done AS (
+        UPDATE jobs_job AS j
+        SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
+            finished_at = :now, updated_at = :now
+        FROM input
+        WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
+          AND j.attempts = input.attempt
+        RETURNING j.id, j.attempts, input.worker_id
+    ), ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', '{}'::jsonb, :now FROM done
+    )
+    SELECT id FROM done
+    """
+).bindparams(bindparam("rows", type_=JSONB))
+
 # Requeue with backoff while attempts remain, else fail for good.
 FAIL = text(
     f"""

@@ -47,7 +47,7 @@ from sqlalchemy import exc as sa_exc
 from ..config import WorkerSettings
 from ..extensions import db
 from . import service
-from .dispatch import Dispatcher
+from .dispatch import Completer, Dispatcher
 from .handlers import Handler, JobContext, get_handler
 from .records import CleanupResult, JobRecord
 from .wakeup import Doorbell, Listener
@@ -161,6 +161,7 @@ class WorkerLoop:
         self.app = app
         self.doorbell = doorbell or Doorbell()
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()  # batch mode
+        self.completer: Completer | None = None  # batch mode
         self.settings = settings
         self.worker_id = worker_id
         self.stopping = stopping
@@ -235,6 +236,8 @@ class WorkerLoop:
                     log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
             self._running = False
             self.close()
+        if self.completer is not None:
+            self.completer.executor_done()
         log.debug("%s: stopped", self.worker_id)
 
     def _wait_after(self, error: Exception) -> None:
@@ -335,6 +338,14 @@ class WorkerLoop:
         return self._complete(ctx, result, started)
 
     def _complete(self, ctx: JobContext, result: Any, started: float) -> Outcome:
+        if self.completer is not None:  # batch mode: recorded with other successes in one statement
+            self.completer.submit(ctx, result, started)
+            return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, "submitted", "", time.monotonic() - started)
+        return self.complete_now(ctx, result, started)
+
+    def complete_now(self, ctx: JobContext, result: Any, started: float) -> Outcome:
+        """Record one success (fenced), retrying through an outage while the lease lasts."""
+
         def call() -> JobRecord | None:
             return service.complete_job(ctx.job_id, ctx.worker_id, ctx.attempt, result, conn=self.connection)
 
@@ -344,10 +355,10 @@ class WorkerLoop:
             refusal = ResultRejected(f"the database refused the result: {_first_line(error)}")
             return self._fail(ctx, describe(refusal), {"exception_type": type(refusal).__name__}, started)
         if settled is _ABANDONED:
-            return self._finish(ctx, "abandoned", "", started)
+            return self.finish(ctx, "abandoned", "", started)
         if settled is None:
-            return self._finish(ctx, "lost", "", started)
-        return self._finish(ctx, "succeeded", "", started)
+            return self.finish(ctx, "lost", "", started)
+        return self.finish(ctx, "succeeded", "", started)
 
     def _fail(self, ctx: JobContext, error: str, data: dict[str, Any], started: float) -> Outcome:
         settings = self.settings
@@ -366,10 +377,10 @@ class WorkerLoop:
 
         settled = self._settle(ctx, call)
         if settled is _ABANDONED:
-            return self._finish(ctx, "abandoned", error, started)
+            return self.finish(ctx, "abandoned", error, started)
         if settled is None:
-            return self._finish(ctx, "lost", error, started)
-        return self._finish(ctx, settled.status, error, started, retry_at=settled)
+            return self.finish(ctx, "lost", error, started)
+        return self.finish(ctx, settled.status, error, started, retry_at=settled)
 
     def _settle(self, ctx: JobContext, call: Callable[[], T]) -> T | object:
         """Record the attempt's end, retrying through a database outage while the lease lasts.
@@ -411,7 +422,7 @@ class WorkerLoop:
                 )
                 time.sleep(min(delay, lease_left))
 
-    def _finish(
+    def finish(
         self, ctx: JobContext, status: str, error: str, started: float, retry_at: JobRecord | None = None
     ) -> Outcome:
         seconds = time.monotonic() - started
@@ -477,11 +488,13 @@ class Worker:
 
         self.loops = [loop(n) for n in range(1, settings.threads + 1)]
         # Batch mode: thread-0 claims for the others (and runs the cleanup tick).
-        self.dispatcher = (
-            Dispatcher(app, settings, loop(0), self.loops, self.stopping, self.doorbell)
-            if settings.batch_size > 1
-            else None
-        )
+        self.dispatcher = None
+        self.completer = None
+        if settings.batch_size > 1:
+            self.dispatcher = Dispatcher(app, settings, loop(0), self.loops, self.stopping, self.doorbell)
+            self.completer = Completer(app, loop(settings.threads + 1), executors=len(self.loops))
+            for executor in self.loops:
+                executor.completer = self.completer
         self.listener: Listener | None = None
         self.threads: list[threading.Thread] = []
         self._forced_by: int | None = None
@@ -493,6 +506,7 @@ class Worker:
         else:
             targets = [(loop.serve, (self.dispatcher.idle,)) for loop in self.loops]
             targets.append((self.dispatcher.run, ()))
+            targets.append((self.completer.run, ()))
         self.threads = [
             threading.Thread(target=target, args=args, name=f"thread-{n}", daemon=True)
             for n, (target, args) in enumerate(targets, start=1)

@@ -45,3 +45,23 @@ def service_events(job_id):
     from dashboard.queue import read
 
     return read.job_events(job_id)
+
+
+def test_grouped_completion_fences_each_job(app):
+    for _ in range(3):
+        make_job(now=T0)
+    a, b, c = service.claim_batch(["w-a", "w-b", "w-c"], lease_seconds=LEASE, now=at(1))
+    done = service.complete_jobs(
+        [
+            (a.id, "w-a", a.attempts, {"n": 1}),
+            (b.id, "w-c", b.attempts, {"stolen": True}),  # not b's owner
+            (c.id, "w-c", c.attempts + 1, None),  # not c's attempt
+        ],
+        now=at(2),
+    )
+    assert done == {a.id}
+    assert fresh(a.id).status == "succeeded" and fresh(a.id).result == {"n": 1}
+    assert fresh(b.id).status == "running" and fresh(c.id).status == "running"
+    assert [e.type for e in service_events(a.id)][-1] == "succeeded"
+    assert [e.type for e in service_events(b.id)][-1] == "claimed"
+    assert service.complete_jobs([]) == set()
