@@ -189,7 +189,7 @@ def create_jobs(
             "type": spec.type,
             "payload": {} if spec.payload is None else spec.payload,
             "priority": spec.priority,
-            "available_at": (spec.available_at or now).isoformat(),
+            "available_at": (spec.available_at or now).astimezone(UTC).isoformat(),
             "max_attempts": spec.max_attempts,
             "idempotency_key": spec.idempotency_key,
         }
