@@ -71,6 +71,8 @@ def type_of(schema: dict[str, Any] | None) -> str:
     if "const" in schema:
         return json.dumps(schema["const"])
     kind = schema.get("type", "any JSON")
+    if isinstance(kind, list):
+        kind = " | ".join(kind)
     if kind == "array":
         return f"array of {type_of(schema.get('items'))}"
     if kind == "object" and "additionalProperties" in schema:

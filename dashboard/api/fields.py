@@ -9,15 +9,23 @@ instant is unknowable), non-finite numbers and absurdly deep documents.
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, StringConstraints, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from annotated_types import Ge, Le
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    GetJsonSchemaHandler,
+    StrictInt,
+    StringConstraints,
+    WithJsonSchema,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 MAX_JSON_DEPTH = 100
-EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
-LATEST = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def text_problem(value: str) -> str | None:
@@ -38,26 +46,49 @@ def _storable_text(value: str) -> str:
     return value
 
 
+_DATE_TIME = re.compile(
+    r"(?P<year>\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?"
+    r"(?P<offset>[Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)?"
+)
+FIRST_YEAR, LAST_YEAR = 1900, 9998
+# The published rule, exactly what the validator below accepts (with the calendar's own
+# check of the day, which ``format: date-time`` states): an RFC 3339 date-time with an offset,
+# in years FIRST_YEAR to LAST_YEAR (whatever the offset, the instant stays inside what Python
+# and every time zone conversion can represent).
+DATE_TIME_PATTERN = (
+    r"^(19\d\d|[2-8]\d{3}|9[0-8]\d\d|99[0-8]\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
+    r"[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$"
+)
+
+
 def _aware_datetime(value: Any) -> Any:
+    """An RFC 3339 date-time with an offset, as ``format: date-time`` and DATE_TIME_PATTERN say.
+
+    Stricter than ``datetime.fromisoformat`` on purpose: the document promises RFC 3339, so
+    week dates, basic format and a space for ``T`` are refused rather than half-accepted.
+    """
     if not isinstance(value, str):
         raise PydanticCustomError("datetime_type", "Must be an ISO 8601 date-time string with an offset.")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
+    match = _DATE_TIME.fullmatch(value)
+    if match is None:
         raise PydanticCustomError(
-            "datetime_parsing", "Not a valid ISO 8601 date-time (e.g. 2026-06-21T02:33:01+03:30)."
-        ) from None
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
+            "datetime_parsing",
+            "Not a valid ISO 8601 (RFC 3339) date-time (e.g. 2026-06-21T02:33:01+03:30).",
+        )
+    if match.group("offset") is None:
         raise PydanticCustomError(
             "datetime_naive", "Must include a time zone offset (e.g. +00:00 or Z): naive times are ambiguous."
         )
+    if not FIRST_YEAR <= int(match.group("year")) <= LAST_YEAR:
+        raise PydanticCustomError("datetime_range", f"The year must be between {FIRST_YEAR} and {LAST_YEAR}.")
     try:
-        in_range = EARLIEST <= parsed <= LATEST
-    except OverflowError:
-        in_range = False
-    if not in_range:
-        raise PydanticCustomError("datetime_range", "Must be between 1900-01-01 and 9999-01-01 (UTC).")
-    return parsed
+        # In UTC: the instant is what counts, and PostgreSQL's own parser refuses offsets past
+        # 15:59 that RFC 3339 allows (up to 23:59).
+        return datetime.fromisoformat(value.upper()).astimezone(UTC)
+    except ValueError:  # a day the month does not have
+        raise PydanticCustomError(
+            "datetime_parsing", "Not a valid date (e.g. 2026-06-21T02:33:01+03:30)."
+        ) from None
 
 
 def _storable_json(value: Any) -> Any:
@@ -88,18 +119,71 @@ def _storable_json(value: Any) -> Any:
     return value
 
 
+def _integral_number(value: Any) -> Any:
+    """``5.0`` is the integer 5 in JSON Schema (and JSON has one number type): accept it as such."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def Integer(*, ge: int, le: int) -> Any:
+    """A JSON integer in ``[ge, le]``: strict (no ``"5"``, no ``true``), but ``5.0`` counts."""
+    return Annotated[StrictInt, Ge(ge), Le(le), BeforeValidator(_integral_number)]
+
+
+class _Documented:
+    """Adds keywords to a type's JSON Schema: the rules a validator enforces that pydantic
+    cannot derive from the type (no NUL characters, the registered job types)."""
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(
+        self, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core)
+        schema.update(self.keywords)
+        return schema
+
+
+NO_NUL = "^[^\\x00]*$"  # PostgreSQL text and jsonb cannot store U+0000
+STORABLE_STRING: dict[str, Any] = {"type": "string", "pattern": NO_NUL}
+JSON_VALUE = "JsonValue"
+JSON_VALUE_REF = f"#/components/schemas/{JSON_VALUE}"
+JSON_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": STORABLE_STRING,
+    "additionalProperties": {"$ref": JSON_VALUE_REF},
+}
+COMPONENTS: dict[str, dict[str, Any]] = {
+    JSON_VALUE: {
+        "description": (
+            f"Any JSON value jsonb can store: no NUL character in a string or key, "
+            f"nested at most {MAX_JSON_DEPTH} levels deep."
+        ),
+        "anyOf": [
+            {"type": ["null", "boolean", "number"]},
+            STORABLE_STRING,
+            {"type": "array", "items": {"$ref": JSON_VALUE_REF}},
+            JSON_OBJECT_SCHEMA,
+        ],
+    }
+}
+"""Schemas the field types refer to, for the OpenAPI document's ``components``."""
+
+
 def Text(*, min_length: int | None = None, max_length: int | None = None) -> Any:
     """A string PostgreSQL can store, with length bounds."""
     constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
-    return Annotated[str, constraints, AfterValidator(_storable_text)]
+    return Annotated[str, constraints, AfterValidator(_storable_text), _Documented(pattern=NO_NUL)]
 
 
 AwareDatetime = Annotated[
     datetime,
     BeforeValidator(_aware_datetime),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": DATE_TIME_PATTERN}),
 ]
-"""An ISO 8601 instant with an explicit offset."""
+"""An RFC 3339 instant with an explicit offset, in years 1900 to 9998."""
 
-JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json), WithJsonSchema(JSON_OBJECT_SCHEMA)]
 """A JSON object jsonb can store, any values inside."""

@@ -14,6 +14,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from . import fields
 from .registry import Endpoint, Registry
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -66,6 +67,10 @@ def query_parameters(model: type[BaseModel], components: dict[str, Any]) -> list
         description = prop.pop("description", None)
         prop.pop("title", None)
         param: dict[str, Any] = {"name": name, "in": "query", "required": name in required, "schema": prop}
+        if name not in required:
+            # The registry reads `?status=` as no filter (as a blank form field is): say so, or
+            # a client would expect a 400 for the empty value that the schema does not admit.
+            param["allowEmptyValue"] = True
         if description:
             param["description"] = description
         params.append(param)
@@ -75,7 +80,7 @@ def query_parameters(model: type[BaseModel], components: dict[str, Any]) -> list
 def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
     rules = {rule.endpoint: rule for rule in app.url_map.iter_rules()}
     refs, top = models_json_schema(_models(routes.endpoints), ref_template=REF_TEMPLATE)
-    components: dict[str, Any] = dict(top.get("$defs", {}))
+    components: dict[str, Any] = {**top.get("$defs", {}), **fields.COMPONENTS}
     paths: dict[str, dict[str, Any]] = {}
     for ep in routes.endpoints:
         path, path_params = openapi_path(rules[ep.endpoint].rule)

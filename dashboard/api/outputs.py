@@ -64,6 +64,19 @@ class Job(Output):
     finished_at: Timestamp | None
 
 
+class BulkResult(BaseModel):
+    """One job of a bulk create, at the index of its body in the request."""
+
+    created: bool = Field(description="False: its idempotency_key was taken; `job` is the existing job.")
+    job: Job
+
+
+class BulkResults(BaseModel):
+    """The jobs of a bulk create, in the order of the request's `jobs`."""
+
+    results: list[BulkResult]
+
+
 class JobEvent(Output):
     """One entry of a job's append-only timeline."""
 
@@ -138,6 +151,8 @@ class Config(BaseModel):
     JOB_WORKER_MAX_ATTEMPTS_DEFAULT: int
     JOB_WORKER_LOG_LEVEL: str
     JOB_HANDLER_MODULES: list[str]
+    JOB_WORKER_BATCH_SIZE: int = Field(description="Jobs claimed per claim statement (1: one at a time).")
+    JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
     job_types: list[str] = Field(description="Job types this deployment can run.")
 
 

@@ -20,7 +20,7 @@ from ..queue.handlers import registered_types
 from . import outputs, registry, routes
 from .cursor import BIGINT_MAX, Cursor
 from .errors import ApiError
-from .inputs import CreateJob, EventFeedQuery, JobListQuery
+from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
 from .outputs import Conflict
 from .registry import Reply
 
@@ -113,19 +113,56 @@ def config() -> Response:
 def create_job(body: CreateJob) -> Response:
     """Queue a job (event `created`). With an `idempotency_key` that is already taken, nothing
     is created and the existing job is returned with 200, even when clients race."""
-    default_attempts = settings_of(current_app).worker.max_attempts_default
+    spec = job_spec(body)
     result = service.create_job(
-        body.type,
-        body.payload or {},
-        priority=service.DEFAULT_PRIORITY if body.priority is None else body.priority,
-        available_at=body.available_at,
-        max_attempts=body.max_attempts or default_attempts,
-        idempotency_key=body.idempotency_key,
+        spec.type,
+        spec.payload,
+        priority=spec.priority,
+        available_at=spec.available_at,
+        max_attempts=spec.max_attempts,
+        idempotency_key=spec.idempotency_key,
         event_data=dict(SOURCE),
     )
     job = outputs.Job.model_validate(result.job)
     location = url_for("api.job_detail", job_id=job.id, _external=True)
     return json_response(job, 201 if result.created else 200, {"Location": location})
+
+
+def job_spec(body: CreateJob) -> service.JobSpec:
+    """A create body with its defaults filled in (null means default, as on every field)."""
+    return service.JobSpec(
+        type=body.type,
+        payload=body.payload or {},
+        priority=service.DEFAULT_PRIORITY if body.priority is None else body.priority,
+        available_at=body.available_at,
+        max_attempts=body.max_attempts or settings_of(current_app).worker.max_attempts_default,
+        idempotency_key=body.idempotency_key,
+    )
+
+
+@route(
+    "/jobs/bulk/",
+    "POST",
+    summary="Create many jobs",
+    body=BulkCreateJobs,
+    replies={
+        201: Reply("At least one job was created.", outputs.BulkResults),
+        200: Reply("Every idempotency_key was taken: nothing was created.", outputs.BulkResults),
+    },
+)
+def create_jobs(body: BulkCreateJobs) -> Response:
+    """Queue up to 1000 jobs in one statement (each gets its `created` event). All or nothing:
+    every job is validated first, and one invalid job makes the whole request a 400 that names
+    it by index (`jobs.3.priority`) with nothing written. Idempotency keys work per job, as on
+    `POST /api/jobs/`: a taken key (or one an earlier job of the same request holds) returns
+    that job with `created: false`. `results` follow the order of `jobs`."""
+    results = service.create_jobs([job_spec(job) for job in body.jobs], event_data=dict(SOURCE))
+    answer = outputs.BulkResults(
+        results=[
+            outputs.BulkResult(created=r.created, job=outputs.Job.model_validate(r.job)) for r in results
+        ]
+    )
+    return json_response(answer, 201 if any(r.created for r in results) else 200)
 
 
 @route(

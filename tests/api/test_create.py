@@ -107,6 +107,8 @@ def test_json_with_charset_parameter_is_accepted(client, job_type):
         ({"available_at": "tomorrow"}, "available_at", "ISO 8601"),
         ({"available_at": 1700000000}, "available_at", "ISO 8601"),
         ({"available_at": "0001-01-01T00:00:00+05:00"}, "available_at", "between"),
+        ({"available_at": "2026-02-30T00:00:00Z"}, "available_at", "valid date"),
+        ({"available_at": "2026-06-21 00:00:00Z"}, "available_at", "RFC 3339"),
         ({"payload": [1, 2]}, "payload", "valid dictionary"),
         ({"payload": "text"}, "payload", "valid dictionary"),
         ({"idempotency_key": ""}, "idempotency_key", "at least 1 character"),
@@ -191,3 +193,9 @@ def test_service_and_api_agree_on_the_created_job(client, job_type):
     assert record is not None and record.priority == -5
     assert datetime.fromisoformat(job["created_at"]) == record.created_at
     assert record.available_at == record.created_at  # omitted available_at: the creation instant
+
+
+def test_integral_numbers_count_as_integers(client, job_type):
+    """JSON Schema's `integer` admits 7.0, and so does the API (1.5 stays a 400)."""
+    job = create(client, job_type, priority=7.0, max_attempts=2e0)
+    assert (job["priority"], job["max_attempts"]) == (7, 2)

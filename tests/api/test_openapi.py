@@ -11,6 +11,9 @@ from jsonschema import Draft202012Validator
 from markupsafe import escape
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
+from dashboard.api.cursor import Cursor
+from dashboard.api.inputs import BULK_MAX_JOBS
+from dashboard.queue.handlers import registered_types
 from dashboard.queue.states import EVENT_TYPES, STATUSES
 from tests.factories import make_job
 
@@ -53,6 +56,7 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
     assert routes == operations(document)
     assert {
         ("/api/health/", "GET"), ("/api/config/", "GET"), ("/api/jobs/", "POST"), ("/api/jobs/", "GET"),
+        ("/api/jobs/bulk/", "POST"),
         ("/api/jobs/{job_id}/", "GET"), ("/api/jobs/{job_id}/events/", "GET"), ("/api/job-events/", "GET"),
         ("/api/jobs/stats/", "GET"), ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
         ("/api/docs/", "GET"),
@@ -68,7 +72,12 @@ def test_document_carries_the_rules_the_code_enforces(document):
     priority = props["priority"]["anyOf"][0]
     assert (priority["minimum"], priority["maximum"]) == (-32768, 32767)
     assert props["max_attempts"]["anyOf"][0]["minimum"] == 1
-    assert props["available_at"]["anyOf"][0] == {"type": "string", "format": "date-time"}
+    assert props["type"]["enum"] == registered_types()
+    available_at = props["available_at"]["anyOf"][0]
+    assert (available_at["type"], available_at["format"]) == ("string", "date-time")
+    assert re.fullmatch(available_at["pattern"], "2026-06-21T02:33:01.5+03:30")
+    assert not re.fullmatch(available_at["pattern"], "2026-06-21T02:33:01")  # naive
+    assert not re.fullmatch(available_at["pattern"], "9999-06-21T02:33:01Z")  # past the last year
     params = {p["name"]: p for p in document["paths"]["/api/jobs/"]["get"]["parameters"]}
     assert set(params) == {"limit", "offset", "status", "type"}
     assert params["limit"]["schema"]["default"] == 25
@@ -77,6 +86,8 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert document["components"]["schemas"][status_ref]["enum"] == list(STATUSES)
     feed = {p["name"]: p for p in document["paths"]["/api/job-events/"]["get"]["parameters"]}
     assert set(feed) == {"limit", "cursor", "type", "job_id"}
+    assert re.fullmatch(feed["cursor"]["schema"]["anyOf"][0]["pattern"], Cursor("before", 42).encode())
+    assert all(p["allowEmptyValue"] for p in [*params.values(), *feed.values()])  # `?status=`: no filter
     assert feed["limit"]["schema"]["default"] == 50
     event_ref = feed["type"]["schema"]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
     assert document["components"]["schemas"][event_ref]["enum"] == list(EVENT_TYPES)
@@ -87,6 +98,11 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert set(detail["responses"]) == {"200", "404"}
     assert set(document["paths"]["/api/jobs/"]["post"]["responses"]) == {"200", "201", "400", "413", "415"}
     assert set(document["paths"]["/api/jobs/{job_id}/retry/"]["post"]["responses"]) == {"200", "404", "409"}
+    bulk = document["paths"]["/api/jobs/bulk/"]["post"]
+    assert set(bulk["responses"]) == {"200", "201", "400", "413", "415"}
+    jobs = document["components"]["schemas"]["BulkCreateJobs"]["properties"]["jobs"]
+    assert (jobs["minItems"], jobs["maxItems"]) == (1, BULK_MAX_JOBS)
+    assert jobs["items"] == {"$ref": "#/components/schemas/CreateJob"}
 
 
 def test_real_responses_conform_to_the_documented_schemas(client, document, job_type):
@@ -103,6 +119,14 @@ def test_real_responses_conform_to_the_documented_schemas(client, document, job_
         ),
         ("/api/jobs/", "post", 400, client.post("/api/jobs/", json={"type": 1})),
         ("/api/jobs/", "post", 415, client.post("/api/jobs/", data="x")),
+        ("/api/jobs/bulk/", "post", 201, client.post("/api/jobs/bulk/", json={"jobs": [{"type": job_type}]})),
+        (
+            "/api/jobs/bulk/",
+            "post",
+            200,
+            client.post("/api/jobs/bulk/", json={"jobs": [{"type": job_type, "idempotency_key": "k"}]}),
+        ),
+        ("/api/jobs/bulk/", "post", 400, client.post("/api/jobs/bulk/", json={"jobs": [{"type": 1}]})),
         ("/api/jobs/", "get", 200, client.get("/api/jobs/?limit=1")),
         ("/api/jobs/{job_id}/", "get", 200, client.get(f"/api/jobs/{running.id}/")),
         ("/api/jobs/{job_id}/", "get", 404, client.get(f"/api/jobs/{uuid.uuid4()}/")),
