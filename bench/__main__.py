@@ -40,7 +40,7 @@ class Sizes:
     page_samples: int
 
 
-FULL = Sizes(20_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 20)
+FULL = Sizes(10_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 20)
 SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3)
 SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages")
 
@@ -125,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"{rate:,.0f} jobs/s",
                     f"{rate / base:.2f}",
                 )
+        try:
+            from .contenders import pgqueuer_throughput
+        except ImportError:  # bench/requirements.txt not installed (CI's smoke run)
+            pgqueuer_throughput = None
+        if pgqueuer_throughput is not None:
+            rate = median_of(runs, lambda: pgqueuer_throughput(server_url(), jobs=sizes.drain_jobs))
+            drained["pgqueuer"] = rate
+            row("pgqueuer 1.6 defaults, 1 process (contender)", f"{rate:,.0f} jobs/s", f"{rate / base:.2f}")
         results["drain"] = drained
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)

@@ -1,0 +1,139 @@
+"""Peer queues drained on our benchmark server: pgqueuer, in its default configuration.
+
+``python -m bench.contenders [--jobs N]`` prints pgqueuer's drain rate. The shape follows
+``bench.drain.throughput`` so the figures compare: jobs are enqueued first, then ONE consumer
+process drains them, and the clock runs from the first pick to the last completion, so process
+start-up and connection set-up are excluded. pgqueuer gets its own database on the same server,
+so its schema never meets ours. Nothing is tuned: batch size, concurrency, buffering, durability
+and log level are whatever ``pgq install`` and ``pgq run`` choose.
+The consumer uses pgqueuer's psycopg async driver (our driver; asyncpg is not installed). That
+driver's NOTIFY watcher holds the connection for up to 1 s at a time, which shows as a ~1 s stall
+before the first completion; it is pgqueuer's behaviour, so it stays in the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import IO
+
+import pgqueuer
+import psycopg
+from pgqueuer.db import PsycopgDriver
+from pgqueuer.domain.settings import db_settings
+from pgqueuer.queries import Queries
+from sqlalchemy.engine import make_url
+
+from .db import ROOT, server_url
+from .pgqueuer_app import DSN_ENV, ENTRYPOINT
+
+DATABASE = "pgqueuer_bench"
+ENQUEUE_CHUNK = 1_000  # jobs per bulk enqueue call, as our own bulk enqueue benchmark uses
+
+
+def _pgq(url: str, *args: str) -> list[str]:
+    """A ``pgq`` command line (``python -m pgqueuer`` is the same CLI, without relying on PATH)."""
+    return [sys.executable, "-m", "pgqueuer", "--pg-dsn", url, *args]
+
+
+def _fresh_database(admin_url: str, name: str) -> str:
+    """Drop and recreate ``name`` (as ``bench.db.fresh_database``, minus our migrations)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_url(admin_url).set(database=name).render_as_string(False)
+
+
+async def _enqueue(url: str, jobs: int) -> None:
+    """``jobs`` no-op jobs through pgqueuer's bulk ``Queries.enqueue`` (lists = one INSERT)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        queries = Queries(PsycopgDriver(conn))
+        for start in range(0, jobs, ENQUEUE_CHUNK):
+            n = min(ENQUEUE_CHUNK, jobs - start)
+            await queries.enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (pgqueuer shuts down gracefully on it), then kill after 30 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _tail(log: IO[str]) -> str:
+    log.seek(0)
+    return log.read()[-2000:]
+
+
+def _wait_drained(url: str, table: str, proc: subprocess.Popen, log: IO[str], timeout: float) -> None:
+    """Poll until the queue table is empty: pgqueuer deletes each job once it has run."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"pgqueuer consumer exited with {proc.returncode}:\n{_tail(log)}")
+            if not conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]:
+                return
+            time.sleep(0.05)
+    raise TimeoutError(f"pgqueuer did not drain its queue within {timeout} s")
+
+
+def pgqueuer_throughput(admin_url: str, *, jobs: int, timeout: float = 600) -> float:
+    """Jobs per second of one default pgqueuer consumer draining ``jobs`` queued no-op jobs.
+
+    ``admin_url`` is a libpq URL of the server's ``postgres`` database (``bench.db.server_url()``).
+    The rate is ``jobs`` over the span of pgqueuer's own log table (``pgqueuer_log``): from the
+    earliest ``picked`` row to the latest ``successful`` row. Both are written by pgqueuer in
+    the dequeue and completion statements with ``now()``, i.e. server clock, like our
+    ``claimed`` event and ``finished_at``. Raises if any job did not end ``successful``.
+    """
+    url = _fresh_database(admin_url, DATABASE)
+    subprocess.run(_pgq(url, "install"), check=True, capture_output=True, text=True, timeout=120)
+    asyncio.run(_enqueue(url, jobs))
+    settings = db_settings()
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pgqueuer", "run", "bench.pgqueuer_app:main"],
+            cwd=ROOT,
+            env={**os.environ, DSN_ENV: url},
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            text=True,
+        )
+        try:
+            _wait_drained(url, settings.queue_table, proc, log, timeout)
+        finally:
+            _stop(proc)
+    with psycopg.connect(url) as conn:
+        first, last, succeeded = conn.execute(
+            f"SELECT min(created) FILTER (WHERE status = 'picked'),"
+            f" max(created) FILTER (WHERE status = 'successful'),"
+            f" count(*) FILTER (WHERE status = 'successful')"
+            f" FROM {settings.queue_table_log}"
+        ).fetchone()
+    if succeeded != jobs:
+        raise RuntimeError(f"only {succeeded} of {jobs} pgqueuer jobs succeeded")
+    return jobs / max((last - first).total_seconds(), 1e-6)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.contenders", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs to drain")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds before giving up")
+    args = parser.parse_args(argv)
+    rate = pgqueuer_throughput(server_url(), jobs=args.jobs, timeout=args.timeout)
+    print(f"pgqueuer {pgqueuer.__version__}, default configuration, 1 consumer: {rate:,.0f} jobs/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
