@@ -135,7 +135,9 @@ def seed_finished(url: str, count: int, *, events_per_job: int = 3) -> None:
             conn.execute(
                 """
                 INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-                SELECT j.id, k.kind, CASE WHEN k.kind = 'created' THEN 0 ELSE 1 END,
+                SELECT j.id,
+                       CASE WHEN k.kind = 'succeeded' AND j.status = 'failed' THEN 'failed' ELSE k.kind END,
+                       CASE WHEN k.kind = 'created' THEN 0 ELSE 1 END,
                        CASE WHEN k.kind = 'created' THEN NULL ELSE 'bench:1:thread-1:seed' END,
                        '', '{}'::jsonb, j.created_at + k.n * interval '1 millisecond'
                 FROM jobs_job AS j,
