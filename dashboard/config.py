@@ -144,6 +144,7 @@ class Settings:
     max_content_length: int = 1_048_576
     stats_exact_below_rows: int = 100_000
     stats_refresh_seconds: float = 30.0
+    dashboard_query_timeout_ms: int = 2000
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
@@ -175,6 +176,7 @@ class Settings:
             max_content_length=_int(env, "MAX_CONTENT_LENGTH", 1_048_576, minimum=1024),
             stats_exact_below_rows=_int(env, "STATS_EXACT_BELOW_ROWS", 100_000, minimum=0),
             stats_refresh_seconds=_number(env, "STATS_REFRESH_SECONDS", 30.0, minimum=0),
+            dashboard_query_timeout_ms=_int(env, "DASHBOARD_QUERY_TIMEOUT_MS", 2000, minimum=0),
             worker=WorkerSettings.from_env(env),
         )
 

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from flask import current_app
 from sqlalchemy import Connection, func, select, text
+from sqlalchemy.exc import OperationalError
 
 from ..extensions import db
 from .models import Job, JobEvent
@@ -22,6 +27,40 @@ from .states import STATUSES
 
 jobs = Job.__table__
 events = JobEvent.__table__
+
+_time_limit_ms: ContextVar[int | None] = ContextVar("read_time_limit_ms", default=None)
+
+
+class QueryTimeout(RuntimeError):
+    """A read ran past the time limit of :func:`time_limit` and was cancelled."""
+
+
+@contextmanager
+def time_limit(milliseconds: int | None) -> Iterator[None]:
+    """Run the reads inside with ``statement_timeout``: a slow query fails, fast.
+
+    The dashboard reads each panel under a limit, so a query that a huge table makes slow
+    costs one panel (:class:`QueryTimeout`), not the whole page or a stuck web worker.
+    """
+    token = _time_limit_ms.set(milliseconds)
+    try:
+        yield
+    finally:
+        _time_limit_ms.reset(token)
+
+
+@contextmanager
+def _connect() -> Iterator[Connection]:
+    with db.engine.connect() as conn:
+        limit = _time_limit_ms.get()
+        if limit:  # SET LOCAL: this read's transaction only, never a pooled connection's default
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {int(limit)}")
+        try:
+            yield conn
+        except OperationalError as error:
+            if isinstance(error.orig, psycopg.errors.QueryCanceled):
+                raise QueryTimeout(f"query cancelled after {limit} ms") from error
+            raise
 
 
 def _escape_like(value: str) -> str:
@@ -52,7 +91,7 @@ def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str |
         .offset(offset)
     )
     count_query = select(func.count()).select_from(jobs).where(*where)
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         rows = conn.execute(query).mappings().all()
         count = None if type else _large_table_count(conn, status)
         if count is None:
@@ -71,7 +110,7 @@ def _large_table_count(conn: Connection, status: str | None) -> int | None:
 
 
 def get_job(job_id: uuid.UUID) -> JobRecord | None:
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
     return JobRecord.from_row(row) if row is not None else None
 
@@ -79,7 +118,7 @@ def get_job(job_id: uuid.UUID) -> JobRecord | None:
 def job_events(job_id: uuid.UUID) -> list[EventRecord]:
     """One job's timeline, oldest first. Index: job_event_job_id_idx (job_id, id)."""
     query = select(events).where(events.c.job_id == job_id).order_by(events.c.id)
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         rows = conn.execute(query).mappings().all()
     return [EventRecord.from_row(r) for r in rows]
 
@@ -118,7 +157,7 @@ def list_events(
         where.append(events.c.id < before)
     order = events.c.id.asc() if reverse else events.c.id.desc()
     query = select(events).where(*where).order_by(order).limit(limit + 1)
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         rows = conn.execute(query).mappings().all()
     more = len(rows) > limit
     records = [EventRecord.from_row(r) for r in rows[:limit]]
@@ -211,7 +250,7 @@ def stats(now: datetime, policy: StatsPolicy | None = None) -> Stats:
     ``policy.refresh_seconds``; :attr:`Stats.finished_counted_at` says how old they are.
     """
     policy = policy or _app_policy()
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
         if max(estimated, 0) < policy.exact_below_rows:  # -1: never analysed, so small
             row = conn.execute(STATS_SQL, {"now": now}).mappings().one()
@@ -272,7 +311,7 @@ def refresh_finished_counts(*, wait: bool = True) -> bool:
 
 def database_ok() -> None:
     """Raise if the database cannot answer a trivial query."""
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         conn.execute(text("SELECT 1"))
 
 
@@ -306,7 +345,7 @@ def finished_per_minute(since: datetime, until: datetime) -> list[MinuteCount]:
     a retried job loses its ``finished_at``, its events stay. Minutes without finishes are
     absent. Index: jobs_jobevent_created_at_idx (a range over the window only).
     """
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         rows = conn.execute(FINISHED_PER_MINUTE_SQL, {"since": since, "until": until}).mappings().all()
     return [MinuteCount(minute=r["minute"], succeeded=r["succeeded"], failed=r["failed"]) for r in rows]
 
@@ -346,7 +385,7 @@ def recent_workers(since: datetime, *, limit: int = 50) -> list[WorkerSeen]:
     Indexes: jobs_jobevent_created_at_idx (the window), job_timeout_idx (its predicate is
     ``status = 'running'``, so it covers exactly the running jobs).
     """
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         seen = conn.execute(RECENT_WORKER_EVENTS_SQL, {"since": since}).mappings().all()
         holders = conn.execute(LOCK_HOLDERS_SQL).mappings().all()
     running = {r["worker_id"]: r["running"] for r in holders}
@@ -397,7 +436,7 @@ def latest_failures(limit: int = 10) -> list[Failure]:
     jobs still in ``failed``; a job that failed twice is listed once. Index: job_event_id_idx
     read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
     """
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         rows = conn.execute(LATEST_FAILURES_SQL, {"scan": limit * 4}).mappings().all()
     failures: dict[uuid.UUID, Failure] = {}
     for row in rows:
@@ -420,7 +459,7 @@ def count_events_after(
     if job_id is not None:
         where.append(events.c.job_id == job_id)
     inner = select(events.c.id).where(*where).limit(cap).subquery()
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         return conn.execute(select(func.count()).select_from(inner)).scalar_one()
 
 
@@ -435,6 +474,6 @@ def latest_progress(job_id: uuid.UUID, attempt: int) -> EventRecord | None:
         .order_by(events.c.id.desc())
         .limit(1)
     )
-    with db.engine.connect() as conn:
+    with _connect() as conn:
         row = conn.execute(query).mappings().first()
     return EventRecord.from_row(row) if row is not None else None

@@ -25,7 +25,6 @@ without touching the run and settle steps.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -48,6 +47,14 @@ from ..config import WorkerSettings
 from ..extensions import db
 from . import service
 from .dispatch import Completer, Dispatcher
+from .failures import (
+    ResultRejected,
+    UnknownJobType,
+    check_result,
+    describe,
+    first_line,
+    is_connection_error,
+)
 from .handlers import Handler, JobContext, get_handler
 from .records import CleanupResult, JobRecord
 from .wakeup import Doorbell, Listener
@@ -58,63 +65,12 @@ T = TypeVar("T")
 
 RECONNECT_BASE_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 10.0
-MAX_ERROR_LENGTH = 4000
-
-
-class UnknownJobType(LookupError):
-    """No handler is registered for the job's type in this worker."""
-
-
-class ResultNotSerialisable(TypeError):
-    """The handler returned something that cannot be stored as a jsonb result."""
-
-
-class ResultRejected(ValueError):
-    """The database refused the handler's result."""
 
 
 def make_worker_id(thread_number: int, *, hostname: str | None = None, pid: int | None = None) -> str:
     """``hostname:pid:thread-N:shortrandom``: unique per thread and per process start."""
     host = hostname or socket.gethostname()
     return f"{host}:{pid or os.getpid()}:thread-{thread_number}:{secrets.token_hex(4)}"
-
-
-def describe(error: BaseException) -> str:
-    """``ExceptionType: message``, the form ``last_error`` takes."""
-    message = str(error).strip()
-    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
-
-
-def check_result(result: Any) -> None:
-    """Raise :class:`ResultNotSerialisable` unless ``result`` can be a jsonb value.
-
-    Stricter than ``json.dumps``: NaN and infinities are not JSON, and PostgreSQL's jsonb
-    cannot hold NUL characters.
-    """
-    try:
-        json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as error:
-        raise ResultNotSerialisable(f"handler result is not JSON-serialisable ({error})") from None
-    if _has_nul(result):
-        raise ResultNotSerialisable("handler result contains a NUL character, which jsonb cannot store")
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
-def is_connection_error(error: BaseException) -> bool:
-    """The database could not be reached (as opposed to refusing a statement)."""
-    if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
-        return True
-    return isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
 
 
 class Backoff:
@@ -247,7 +203,7 @@ class WorkerLoop:
                 "%s: database unavailable (%s: %s); retrying in %gs",
                 self.worker_id,
                 type(error).__name__,
-                _first_line(error),
+                first_line(error),
                 delay,
             )
         else:
@@ -352,7 +308,7 @@ class WorkerLoop:
         try:
             settled = self._settle(ctx, call)
         except sa_exc.SQLAlchemyError as error:  # refused, not unreachable: _settle retries those
-            refusal = ResultRejected(f"the database refused the result: {_first_line(error)}")
+            refusal = ResultRejected(f"the database refused the result: {first_line(error)}")
             return self._fail(ctx, describe(refusal), {"exception_type": type(refusal).__name__}, started)
         if settled is _ABANDONED:
             return self.finish(ctx, "abandoned", "", started)
@@ -409,7 +365,7 @@ class WorkerLoop:
                         ctx.worker_id,
                         ctx.job_id,
                         ctx.attempt,
-                        _first_line(error),
+                        first_line(error),
                     )
                     return _ABANDONED
                 log.warning(
@@ -417,7 +373,7 @@ class WorkerLoop:
                     ctx.worker_id,
                     ctx.job_id,
                     ctx.attempt,
-                    _first_line(error),
+                    first_line(error),
                     min(delay, lease_left),
                 )
                 time.sleep(min(delay, lease_left))
@@ -450,11 +406,6 @@ class WorkerLoop:
 
 
 _ABANDONED = object()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "orig", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 class Worker:

@@ -2,34 +2,56 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from flask import current_app
+
+from .. import settings_of
 from ..queue import read
 from . import bp
 from .chart import build_chart, window
 from .forms import RetryForm
 from .rendering import now, page_or_fragment
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 WORKERS_WINDOW = timedelta(minutes=5)
 FAILURES_SHOWN = 8
 
 
 def overview_context() -> dict[str, Any]:
+    """Every panel is read on its own under the dashboard's query time limit: a panel whose
+    query runs too long on a huge table shows as unavailable, the others still render."""
     current = now()
-    stats = read.stats(current)
     start, until = window(current)
+    with read.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
+        stats = _panel(lambda: read.stats(current))
+        minutes = _panel(lambda: read.finished_per_minute(start, until))
+        workers = _panel(lambda: read.recent_workers(current - WORKERS_WINDOW))
+        failures = _panel(lambda: read.latest_failures(FAILURES_SHOWN))
     return {
         "stats": stats,
         "oldest_queued_seconds": (
-            (current - stats.oldest_queued_at).total_seconds() if stats.oldest_queued_at else None
+            (current - stats.oldest_queued_at).total_seconds() if stats and stats.oldest_queued_at else None
         ),
-        "chart": build_chart(read.finished_per_minute(start, until), start),
-        "workers": read.recent_workers(current - WORKERS_WINDOW),
+        "chart": build_chart(minutes, start) if minutes is not None else None,
+        "workers": workers,
         "workers_window_minutes": int(WORKERS_WINDOW.total_seconds() // 60),
-        "failures": read.latest_failures(FAILURES_SHOWN),
+        "failures": failures,
         "retry_form": RetryForm(),
     }
+
+
+def _panel(load: Callable[[], T]) -> T | None:
+    try:
+        return load()
+    except read.QueryTimeout:
+        log.warning("an overview panel timed out", exc_info=True)
+        return None
 
 
 @bp.get("/")

@@ -37,16 +37,3 @@ def fresh(job_id: uuid.UUID) -> JobRecord:
     job = read.get_job(job_id)
     assert job is not None
     return job
-
-
-def wait_until_value(produce, timeout: float):
-    """Poll ``produce`` until it returns something truthy, or fail after ``timeout`` seconds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = produce()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"no value within {timeout} s")

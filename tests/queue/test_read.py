@@ -77,3 +77,17 @@ def test_stats(app):
     assert stats.overdue_running == 1
     assert stats.retries_pending == 1
     assert stats.oldest_queued_at == oldest.created_at == T0 - timedelta(seconds=100)
+
+
+def test_time_limit_cancels_a_slow_read_and_leaves_the_pool_clean(app):
+    import pytest
+    from sqlalchemy import text
+
+    from dashboard.extensions import db
+
+    with read.time_limit(50), pytest.raises(read.QueryTimeout), read._connect() as conn:
+        conn.execute(text("SELECT pg_sleep(2)"))
+    with read._connect() as conn:  # no limit outside: SET LOCAL ended with that transaction
+        assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"

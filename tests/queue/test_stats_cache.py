@@ -5,8 +5,7 @@ from __future__ import annotations
 from dashboard.queue import read, service
 from dashboard.queue.read import StatsPolicy
 from tests.factories import make_job
-
-from .helpers import wait_until_value
+from tests.waiting import wait_until
 
 CACHED = StatsPolicy(exact_below_rows=0, refresh_seconds=3600)
 
@@ -45,7 +44,7 @@ def test_an_old_count_is_refreshed_in_the_background(app):
         stats = read.stats(service.utcnow(), CACHED)
         return stats if stats.finished_counted_at > before else None
 
-    assert wait_until_value(refreshed, 15).by_status["failed"] == 1
+    assert wait_until(refreshed, 15, "a background recount").by_status["failed"] == 1
 
 
 def test_small_tables_are_counted_exactly(app):

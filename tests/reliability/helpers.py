@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.queue import read
 from dashboard.queue.records import EventRecord, JobRecord
-
-T = TypeVar("T")
-
-
-def wait_until(predicate: Callable[[], T], timeout: float = 15.0, message: str = "condition") -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(0.05)
+from tests.waiting import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 
 def job(job_id: uuid.UUID) -> JobRecord:

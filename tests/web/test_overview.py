@@ -127,3 +127,28 @@ def test_overview_says_how_old_cached_finished_counts_are(app, client):
     finally:
         app.extensions["jobqueue.settings"] = settings
     assert "data-counted-at" in cached and "counted" in cached
+
+
+def test_a_panel_whose_query_times_out_is_left_out_and_the_page_still_renders(app, client, monkeypatch):
+    from sqlalchemy import text
+
+    from dashboard.queue import read
+
+    make_job("failed", last_error="still shown elsewhere")
+
+    def slow_failures(limit: int):
+        with read._connect() as conn:
+            conn.execute(text("SELECT pg_sleep(5)"))
+        return []
+
+    monkeypatch.setattr(read, "latest_failures", slow_failures)
+    settings = app.extensions["jobqueue.settings"]
+    app.extensions["jobqueue.settings"] = dataclasses.replace(settings, dashboard_query_timeout_ms=100)
+    try:
+        response = client.get("/")
+    finally:
+        app.extensions["jobqueue.settings"] = settings
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert page.count("data-timed-out") == 1 and "The failure list" in page
+    assert 'data-status="failed">1<' in page  # the other panels rendered

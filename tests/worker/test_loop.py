@@ -17,16 +17,9 @@ from dashboard import create_app
 from dashboard.config import WorkerSettings
 from dashboard.extensions import db
 from dashboard.queue import service
+from dashboard.queue.failures import ResultNotSerialisable, check_result, describe
 from dashboard.queue.handlers import Handler, JobContext, get_handler
-from dashboard.queue.worker import (
-    Backoff,
-    ResultNotSerialisable,
-    Worker,
-    WorkerLoop,
-    check_result,
-    describe,
-    make_worker_id,
-)
+from dashboard.queue.worker import Backoff, Worker, WorkerLoop, make_worker_id
 from tests.factories import make_job
 
 from .helpers import event_types, events, job, wait_for_status, wait_until

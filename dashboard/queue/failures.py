@@ -1,0 +1,70 @@
+"""How a failed attempt is classified and described.
+
+``last_error`` reads ``ExceptionType: message``; a handler's result must be storable as
+jsonb; a database error is either "unreachable" (retry later, on a new connection) or a
+refusal of this statement (record the attempt as failed).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+MAX_ERROR_LENGTH = 4000
+
+
+class UnknownJobType(LookupError):
+    """No handler is registered for the job's type in this worker."""
+
+
+class ResultNotSerialisable(TypeError):
+    """The handler returned something that cannot be stored as a jsonb result."""
+
+
+class ResultRejected(ValueError):
+    """The database refused the handler's result."""
+
+
+def describe(error: BaseException) -> str:
+    """``ExceptionType: message``, the form ``last_error`` takes."""
+    message = str(error).strip()
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def check_result(result: Any) -> None:
+    """Raise :class:`ResultNotSerialisable` unless ``result`` can be a jsonb value.
+
+    Stricter than ``json.dumps``: NaN and infinities are not JSON, and PostgreSQL's jsonb
+    cannot hold NUL characters.
+    """
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ResultNotSerialisable(f"handler result is not JSON-serialisable ({error})") from None
+    if _has_nul(result):
+        raise ResultNotSerialisable("handler result contains a NUL character, which jsonb cannot store")
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """The database could not be reached (as opposed to refusing a statement)."""
+    if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
+        return True
+    return isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+
+
+def first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
