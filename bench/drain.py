@@ -30,15 +30,18 @@ def worker(url: str, *, threads: int, **env: str) -> Iterator[subprocess.Popen]:
         "AUTO_MIGRATE": "false",
         "JOB_HANDLER_MODULES": "bench.handlers",
         "JOB_WORKER_LOG_LEVEL": "WARNING",
+        "JOB_WORKER_THREADS": str(threads),  # the pool is sized from it
         **env,
     }
+    logs = ROOT / "bench" / "results"
+    logs.mkdir(exist_ok=True)
+    log = open(logs / "worker.log", "a")  # noqa: SIM115 (closed below); never an unread pipe
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flask", "--app", "wsgi", "worker", "--threads", str(threads)],
+        [sys.executable, "-m", "flask", "--app", "wsgi", "worker"],
         cwd=ROOT,
         env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         yield proc
@@ -49,6 +52,7 @@ def worker(url: str, *, threads: int, **env: str) -> Iterator[subprocess.Popen]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 def _wait_drained(url: str, jobs: int, timeout: float) -> None:

@@ -115,26 +115,24 @@ def worker_command(**options: Any) -> None:
     if "log_level" in overrides:
         overrides["log_level"] = overrides["log_level"].upper()
     settings = dataclasses.replace(settings_of(app).worker, **overrides)
+    _check_pool(app, settings.threads)
 
     configure_logging(settings.log_level)
     log = logging.getLogger("dashboard.queue.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
-    _warn_if_pool_too_small(app, settings.threads, log)
 
     worker = Worker(app, settings)
     sys.exit(worker.run_until_signalled())
 
 
-def _warn_if_pool_too_small(app: Flask, threads: int, log: logging.Logger) -> None:
-    """Each thread holds one connection at a time; the pool was sized from the environment."""
+def _check_pool(app: Flask, threads: int) -> None:
+    """Every thread keeps a connection, and batch mode adds a dispatcher and a completer."""
     options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
-    capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 10))
-    if threads > capacity:
-        log.warning(
-            "%d threads share a pool of at most %d connections; set JOB_WORKER_THREADS=%d "
-            "in the environment so the pool is sized for them",
-            threads,
-            capacity,
-            threads,
+    capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 0))
+    needed = threads + 3
+    if needed > capacity:
+        raise click.UsageError(
+            f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
+            f"set JOB_WORKER_THREADS={threads} in the environment instead, so the pool is sized for them"
         )

@@ -74,14 +74,18 @@ def resolve_url(settings: Settings, instance_path: str) -> tuple[str, bool]:
 
 
 def engine_options(settings: Settings) -> dict[str, object]:
-    """Pool sized for the worker's threads plus the cleanup tick and a spare.
+    """Pool options: room for every worker thread plus batch mode's dispatcher and completer.
 
-    ``POSTGRES_CONN_MAX_AGE`` maps to ``pool_recycle``; 0 (the default) keeps connections
-    until they fail, and ``pool_pre_ping`` replaces a connection a database restart broke.
+    A worker thread keeps its connection for its whole life, so the pool must hold one per
+    thread and a few more (dispatcher, completer, stats refresh, a spare); the overflow
+    covers ``flask worker --threads`` above ``JOB_WORKER_THREADS`` (the command refuses more
+    than the pool can serve). ``POSTGRES_CONN_MAX_AGE`` maps to ``pool_recycle``; 0 (the
+    default) keeps connections until they fail, and ``pool_pre_ping`` replaces a connection
+    a database restart broke.
     """
     options: dict[str, object] = {
-        "pool_size": max(5, settings.worker.threads + 2),
-        "max_overflow": 10,
+        "pool_size": max(5, settings.worker.threads + 4),
+        "max_overflow": POOL_OVERFLOW,
         "pool_pre_ping": True,
         "pool_timeout": 10,
         # A host that drops packets must not hang a health check or a worker for minutes.
@@ -90,3 +94,12 @@ def engine_options(settings: Settings) -> dict[str, object]:
     if settings.conn_max_age > 0:
         options["pool_recycle"] = settings.conn_max_age
     return options
+
+
+POOL_OVERFLOW = 32
+
+
+def pool_capacity(settings: Settings) -> int:
+    """How many connections the pool can hand out at once."""
+    options = engine_options(settings)
+    return int(options["pool_size"]) + int(options["max_overflow"])  # type: ignore[call-overload]

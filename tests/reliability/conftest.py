@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from tests.worker_mode import worker_mode_env
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 CRASH_SETTINGS = {
@@ -71,6 +73,7 @@ class WorkerProcess:
 def worker_env(libpq_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOB_", "POSTGRES_"))}
     env.update(CRASH_SETTINGS, DATABASE_URL=libpq_url)
+    env.update(worker_mode_env())
     return env
 
 

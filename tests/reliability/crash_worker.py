@@ -8,7 +8,7 @@ hands over to Flask's own command line, exactly as ``flask --app wsgi worker`` w
 | ----------------- | ----------------------------------------------------------------- |
 | `after_claim`     | as soon as a claim has committed, before the handler is looked up |
 | `in_handler`      | inside the handler, at its first lease renewal                    |
-| `before_complete` | after the handler returned, before ``complete_job`` runs          |
+| `before_complete` | after the handler returned, before ``complete_job(s)`` runs       |
 | `before_fail`     | after the handler raised, before ``fail_job`` runs                |
 
 The line ``crash point <POINT> reached`` is written to stderr just before the SIGKILL, so a
@@ -60,12 +60,13 @@ def _die_after_claim(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def plant(point: str) -> None:
     """Wrap the engine function at ``point`` so that reaching it kills the process."""
-    if point == "after_claim":
-        service.claim_jobs = _die_after_claim(service.claim_jobs)
+    if point == "after_claim":  # claim_batch: what one-job and batch mode both claim through
+        service.claim_batch = _die_after_claim(service.claim_batch)
     elif point == "in_handler":
         handlers.JobContext.renew = _die_before(point, handlers.JobContext.renew)  # type: ignore[method-assign]
-    elif point == "before_complete":
+    elif point == "before_complete":  # one at a time, or batch mode's completer
         service.complete_job = _die_before(point, service.complete_job)
+        service.complete_jobs = _die_before(point, service.complete_jobs)
     elif point == "before_fail":
         service.fail_job = _die_before(point, service.fail_job)
     else:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker_mode import worker_mode_env
+
 from .helpers import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,7 @@ FAST_SETTINGS = {
 def subprocess_env(database_url: str, **overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOB_", "POSTGRES_"))}
     env.update(FAST_SETTINGS, DATABASE_URL=database_url, AUTO_MIGRATE="false", PYTHONUNBUFFERED="1")
+    env.update(worker_mode_env())
     env.update(overrides)
     return env
 

@@ -164,3 +164,9 @@ def test_command_line_options_override_the_environment(app, start_worker):
     assert lease == timedelta(seconds=7.5)
     worker.wait_for_output(f"claimed job {created.id}")
     worker.wait_for_output(f"executing job {created.id}")
+
+
+def test_more_threads_than_the_pool_can_serve_is_refused_with_advice(app, start_worker):
+    worker = start_worker("--threads", "200")
+    assert worker.wait(30) == 2
+    assert "set JOB_WORKER_THREADS=200" in worker.output
