@@ -130,7 +130,7 @@ def _check_pool(app: Flask, threads: int) -> None:
     """Every thread keeps a connection, and batch mode adds a dispatcher and a completer."""
     options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
     capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 0))
-    needed = threads + 3
+    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
     if needed > capacity:
         raise click.UsageError(
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "

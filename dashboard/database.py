@@ -84,7 +84,7 @@ def engine_options(settings: Settings) -> dict[str, object]:
     a database restart broke.
     """
     options: dict[str, object] = {
-        "pool_size": max(5, settings.worker.threads + 4),
+        "pool_size": max(5, settings.worker.threads + 5),
         "max_overflow": POOL_OVERFLOW,
         "pool_pre_ping": True,
         "pool_timeout": 10,

@@ -6,8 +6,8 @@ by the executor that will run it, with its own attempt and lease), and hands eac
 executor. Executors run their handlers exactly as in one-job mode (``WorkerLoop``); failures
 are recorded at once, successes go to the :class:`Completer`, which records everything that
 arrived meanwhile in one statement (``service.complete_jobs``), each row fenced by its own
-owner and attempt. The dispatcher also runs the cleanup tick, once per process instead of
-once per thread.
+owner and attempt. Expired leases are recovered by the process's rescuer
+(``rescuer.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +44,7 @@ class Dispatcher:
     ) -> None:
         self.app = app
         self.settings = settings
-        self.housekeeper = housekeeper  # a loop that is never an executor: cleanup, connection
+        self.housekeeper = housekeeper  # a loop that is never an executor: its connection, backoff
         self.executors = executors
         self.stopping = stopping
         self.doorbell = doorbell
@@ -59,8 +58,6 @@ class Dispatcher:
             try:
                 while not self.stopping.is_set():
                     try:
-                        if time.monotonic() >= loop._next_cleanup:
-                            loop.cleanup()
                         self._dispatch()
                         loop.backoff.reset()
                     except Exception as error:

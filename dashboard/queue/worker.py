@@ -57,6 +57,7 @@ from .failures import (
 )
 from .handlers import Handler, JobContext, get_handler
 from .records import CleanupResult, JobRecord
+from .rescuer import Rescuer
 from .wakeup import Doorbell, Listener
 
 log = logging.getLogger(__name__)
@@ -438,12 +439,16 @@ class Worker:
             )
 
         self.loops = [loop(n) for n in range(1, settings.threads + 1)]
-        # Batch mode: thread-0 claims for the others (and runs the cleanup tick).
+        # thread-0 recovers expired leases on schedule; in batch mode two more threads claim
+        # for the executors and record their successes.
+        self.rescuer = Rescuer(app, loop(0), self.stopping)
         self.dispatcher = None
         self.completer = None
         if settings.batch_size > 1:
-            self.dispatcher = Dispatcher(app, settings, loop(0), self.loops, self.stopping, self.doorbell)
-            self.completer = Completer(app, loop(settings.threads + 1), executors=len(self.loops))
+            self.dispatcher = Dispatcher(
+                app, settings, loop(settings.threads + 1), self.loops, self.stopping, self.doorbell
+            )
+            self.completer = Completer(app, loop(settings.threads + 2), executors=len(self.loops))
             for executor in self.loops:
                 executor.completer = self.completer
         self.listener: Listener | None = None
@@ -458,6 +463,7 @@ class Worker:
             targets = [(loop.serve, (self.dispatcher.idle,)) for loop in self.loops]
             targets.append((self.dispatcher.run, ()))
             targets.append((self.completer.run, ()))
+        targets.append((self.rescuer.run, ()))
         self.threads = [
             threading.Thread(target=target, args=args, name=f"thread-{n}", daemon=True)
             for n, (target, args) in enumerate(targets, start=1)

@@ -33,7 +33,7 @@ def test_batch_mode_runs_every_job_on_the_thread_that_claimed_it(app, start_work
         executors.add(done[0].worker_id)
         claimed_at[job_id] = claims[1].created_at
     assert len(executors) > 1
-    assert not any(":thread-0:" in w for w in executors)  # the dispatcher only claims
+    assert not any(":thread-0:" in w for w in executors)  # thread-0 is the rescuer
     # higher priority is never claimed after lower priority (all were queued before the start)
     jobs = {job_id: read.get_job(job_id) for job_id in ids}
     for a in ids:
@@ -53,7 +53,7 @@ def test_batch_mode_recovers_expired_leases(app, start_worker):
     recovered = wait_until(failed, 30, "the expired lease recovered")
     assert recovered.last_error.startswith("Lease expired")
     event = read.job_events(job.id)[-1]
-    assert event.type == "failed" and ":thread-0:" in event.worker_id  # the dispatcher cleaned up
+    assert event.type == "failed" and ":thread-0:" in event.worker_id  # the rescuer recovered it
 
 
 @pytest.mark.parametrize("batch", ["1", "4"])
@@ -70,3 +70,24 @@ def test_an_idle_worker_is_woken_by_notify_not_by_polling(app, start_worker, bat
         return read.get_job(job.id).status == "succeeded"
 
     wait_until(succeeded, 30, "the job picked up without a poll")
+
+
+def test_the_rescuer_recovers_expired_leases_while_every_thread_is_busy(app, start_worker):
+    from datetime import timedelta
+
+    from tests.factories import make_job
+
+    slow = service.create_job("demo.slow", {"sleep_seconds": 6}).job
+    worker = start_worker(JOB_WORKER_THREADS="1")  # its only thread will sit in demo.slow
+    wait_until(lambda: read.get_job(slow.id).status == "running", 15, "the slow job running")
+    dead = make_job(  # a job whose worker died: running, lease long over
+        "running", locked_by="ghost:1:thread-1:dead", locked_until=service.utcnow() - timedelta(seconds=5)
+    )
+
+    def recovered():
+        return [e for e in read.job_events(dead.id) if e.type == "timeout_requeued"]
+
+    event = wait_until(recovered, 15, "the dead worker's job recovered")[0]
+    assert ":thread-0:" in event.worker_id  # by the rescuer, not the busy thread
+    assert read.get_job(slow.id).status == "running"  # ...while the only thread was still busy
+    worker.kill()

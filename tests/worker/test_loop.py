@@ -298,8 +298,14 @@ def test_a_thread_survives_a_database_that_refuses_connections(unreachable_app, 
     worker = Worker(unreachable_app, SETTINGS, reconnect_base_seconds=0.01, reconnect_max_seconds=0.04)
     worker.start()
 
+    thread = worker.loops[0].worker_id  # each thread (and the rescuer) backs off on its own
+
     def unavailable() -> list[str]:
-        return [r.getMessage() for r in caplog.records if "database unavailable" in r.getMessage()]
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if "database unavailable" in r.getMessage() and r.getMessage().startswith(thread)
+        ]
 
     try:
         wait_until(lambda: len(unavailable()) >= 5, 15, "five failed reconnects")
