@@ -91,6 +91,12 @@ class Dispatcher:
         for executor in by_id.values():
             self.idle.put(executor)
         if len(jobs) < len(idle):  # the queue is drained: wait for a ring or the poll interval
+            log.debug(
+                "%s: nothing to claim for %d idle thread(s), sleeping %g ms",
+                self.housekeeper.worker_id,
+                len(idle) - len(jobs),
+                self.settings.poll_interval_ms,
+            )
             self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
 
     def _take_idle(self) -> list[WorkerLoop]:

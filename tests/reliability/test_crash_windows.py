@@ -103,8 +103,11 @@ def _only(events: list[EventRecord], event_type: str, attempt: int) -> EventReco
 
 
 def _worker_of(process: WorkerProcess) -> str:
-    """The fragment every worker id of ``process`` contains (``host:pid:thread-1:random``)."""
-    return f":{process.pid}:thread-1:"
+    """The fragment every worker id of ``process`` contains (``host:pid:thread-N:random``).
+
+    Any thread of the process: its rescuer (``thread-0``) may be the one that recovers a lease.
+    """
+    return f":{process.pid}:thread-"
 
 
 def _crash(workers: Any, point: str) -> WorkerProcess:
