@@ -100,12 +100,12 @@ def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str |
 
 
 def _large_table_count(conn: Connection, status: str | None) -> int | None:
-    """On a large table, the count from :func:`stats` (live figures exact, finished ones
+    """On a large table, the count from the stats figures (live ones exact, finished ones
     cached) instead of counting millions of rows on every page; None on a small one."""
     policy = _app_policy()
-    if max(conn.execute(ESTIMATED_ROWS_SQL).scalar_one(), 0) < policy.exact_below_rows:
+    if not _is_large(conn, policy):
         return None
-    figures = stats(datetime.now(UTC), policy)
+    figures = _large_table_stats(conn, datetime.now(UTC), policy)
     return figures.by_status.get(status, 0) if status else figures.total
 
 
@@ -251,17 +251,25 @@ def stats(now: datetime, policy: StatsPolicy | None = None) -> Stats:
     """
     policy = policy or _app_policy()
     with _connect() as conn:
-        estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
-        if max(estimated, 0) < policy.exact_below_rows:  # -1: never analysed, so small
-            row = conn.execute(STATS_SQL, {"now": now}).mappings().one()
-            return Stats(
-                total=row["total"],
-                by_status={status: row[status] for status in STATUSES},
-                overdue_running=row["overdue_running"],
-                retries_pending=row["retries_pending"],
-                oldest_queued_at=row["oldest_queued_at"],
-            )
-        row = conn.execute(LIVE_STATS_SQL, {"now": now}).mappings().one()
+        if _is_large(conn, policy):
+            return _large_table_stats(conn, now, policy)
+        row = conn.execute(STATS_SQL, {"now": now}).mappings().one()
+    return Stats(
+        total=row["total"],
+        by_status={status: row[status] for status in STATUSES},
+        overdue_running=row["overdue_running"],
+        retries_pending=row["retries_pending"],
+        oldest_queued_at=row["oldest_queued_at"],
+    )
+
+
+def _is_large(conn: Connection, policy: StatsPolicy) -> bool:
+    estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
+    return max(estimated, 0) >= policy.exact_below_rows  # -1: never analysed, so small
+
+
+def _large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> Stats:
+    row = conn.execute(LIVE_STATS_SQL, {"now": now}).mappings().one()
     if (now - row["counted_at"]).total_seconds() > policy.refresh_seconds:
         refresh_finished_counts(wait=False)
     by_status = {status: row[status] for status in STATUSES}

@@ -14,22 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dashboard.config import WorkerSettings
 from dashboard.extensions import db
 from dashboard.queue import service
 from dashboard.queue.worker import WorkerLoop
+from tests.worker.helpers import SETTINGS
 
 from .helpers import job, story, timeline
 
-SETTINGS = WorkerSettings(
-    threads=1,
-    poll_interval_ms=10,
-    lease_seconds=30,
-    cleanup_interval_seconds=60,
-    cleanup_batch_size=10,
-    backoff_base_seconds=10,
-    backoff_max_seconds=60,
-)
 WORKER_ID = "testhost:1:thread-1:feedface"
 GARBAGE = {"a": [1, {"b": [None, True, "x" * 1000]}], "": {"": {"": []}}}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from dashboard.config import WorkerSettings
 from dashboard.queue import read
 from dashboard.queue.records import EventRecord, JobRecord
 from tests.waiting import wait_until
@@ -35,3 +36,16 @@ def wait_for_status(job_id: uuid.UUID, *statuses: str, timeout: float = 15.0) ->
 def instant(iso: str) -> datetime:
     """A timestamp PostgreSQL wrote into an event's jsonb data."""
     return datetime.fromisoformat(iso)
+
+
+# In-process loop tests: one thread, a long lease and slow backoff, so nothing moves unless a
+# test steps the loop.
+SETTINGS = WorkerSettings(
+    threads=1,
+    poll_interval_ms=10,
+    lease_seconds=30,
+    cleanup_interval_seconds=60,
+    cleanup_batch_size=10,
+    backoff_base_seconds=10,
+    backoff_max_seconds=60,
+)

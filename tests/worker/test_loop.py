@@ -22,17 +22,8 @@ from dashboard.queue.handlers import Handler, JobContext, get_handler
 from dashboard.queue.worker import Backoff, Worker, WorkerLoop, make_worker_id
 from tests.factories import make_job
 
-from .helpers import event_types, events, job, wait_for_status, wait_until
+from .helpers import SETTINGS, event_types, events, job, wait_for_status, wait_until
 
-SETTINGS = WorkerSettings(
-    threads=1,
-    poll_interval_ms=10,
-    lease_seconds=30,
-    cleanup_interval_seconds=60,
-    cleanup_batch_size=10,
-    backoff_base_seconds=10,
-    backoff_max_seconds=60,
-)
 WORKER_ID = "testhost:1:thread-1:0badcafe"
 
 
