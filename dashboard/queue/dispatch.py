@@ -18,7 +18,6 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
@@ -35,14 +34,12 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     def __init__(
         self,
-        app: Flask,
         settings: WorkerSettings,
         housekeeper: WorkerLoop,
         executors: list[WorkerLoop],
         stopping: threading.Event,
         doorbell: Doorbell,
     ) -> None:
-        self.app = app
         self.settings = settings
         self.housekeeper = housekeeper  # a loop that is never an executor: its connection, backoff
         self.executors = executors
@@ -53,21 +50,17 @@ class Dispatcher:
     def run(self) -> None:
         """Claim for idle executors until the worker stops, then release the executors."""
         loop = self.housekeeper
-        loop._running = True
-        with self.app.app_context():
+        with loop.holding_connection():
             try:
                 while not self.stopping.is_set():
                     try:
                         self._dispatch()
                         loop.backoff.reset()
                     except Exception as error:
-                        loop.drop_connection()
-                        loop._wait_after(error)
+                        loop.recover(error)
             finally:
                 for executor in self.executors:
                     executor.inbox.put(None)
-                loop._running = False
-                loop.close()
 
     def _dispatch(self) -> None:
         idle = self._take_idle()
@@ -126,8 +119,7 @@ class Completer:
 
     MAX_PER_STATEMENT = 500
 
-    def __init__(self, app: Flask, loop: WorkerLoop, *, executors: int) -> None:
-        self.app = app
+    def __init__(self, loop: WorkerLoop, *, executors: int) -> None:
         self.loop = loop  # its connection, logging and one-by-one fallback
         self.pending: queue.SimpleQueue[Success | None] = queue.SimpleQueue()
         self._executors = executors
@@ -144,8 +136,7 @@ class Completer:
                 self.pending.put(None)
 
     def run(self) -> None:
-        self.loop._running = True
-        with self.app.app_context():
+        with self.loop.holding_connection():
             finished = False
             while not finished:
                 first = self.pending.get()
@@ -162,8 +153,6 @@ class Completer:
                         batch.append(item)
                 if batch:
                     self._record(batch)
-            self.loop._running = False
-            self.loop.close()
 
     def _record(self, batch: list[Success]) -> None:
         try:

@@ -12,32 +12,23 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from flask import Flask
-
 if TYPE_CHECKING:
     from .worker import WorkerLoop
 
 
 class Rescuer:
-    def __init__(self, app: Flask, loop: WorkerLoop, stopping: threading.Event) -> None:
-        self.app = app
+    def __init__(self, loop: WorkerLoop, stopping: threading.Event) -> None:
         self.loop = loop  # its worker id, connection, logging and outage backoff
         self.stopping = stopping
 
     def run(self) -> None:
         loop = self.loop
-        loop._running = True
-        with self.app.app_context():
-            try:
-                while not self.stopping.is_set():
-                    try:
-                        loop.cleanup()
-                        loop.backoff.reset()
-                    except Exception as error:
-                        loop.drop_connection()
-                        loop._wait_after(error)
-                        continue
-                    self.stopping.wait(loop.settings.cleanup_interval_seconds)
-            finally:
-                loop._running = False
-                loop.close()
+        with loop.holding_connection():
+            while not self.stopping.is_set():
+                try:
+                    loop.cleanup()
+                    loop.backoff.reset()
+                except Exception as error:
+                    loop.recover(error)
+                    continue
+                self.stopping.wait(loop.settings.cleanup_interval_seconds)

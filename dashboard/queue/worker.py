@@ -34,7 +34,8 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
@@ -156,15 +157,13 @@ class WorkerLoop:
     def run(self) -> None:
         """Loop until the worker stops; survive every error by waiting and trying again."""
         log.debug("%s: started", self.worker_id)
-        self._running = True
-        with self.app.app_context():
+        with self.holding_connection():
             while not self.stopping.is_set():
                 seen = self.doorbell.rings
                 try:
                     worked = self.step()
                 except Exception as error:
-                    self.drop_connection()
-                    self._wait_after(error)
+                    self.recover(error)
                     continue
                 self.backoff.reset()
                 if not worked:
@@ -172,15 +171,12 @@ class WorkerLoop:
                         "%s: nothing to claim, sleeping %g ms", self.worker_id, self.settings.poll_interval_ms
                     )
                     self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
-            self._running = False
-            self.close()
         log.debug("%s: stopped", self.worker_id)
 
     def serve(self, idle: queue.SimpleQueue[WorkerLoop]) -> None:
         """Batch mode: run the jobs the dispatcher hands over until it sends ``None``."""
         log.debug("%s: started (batch mode)", self.worker_id)
-        self._running = True
-        with self.app.app_context():
+        with self.holding_connection():
             while True:
                 idle.put(self)
                 job = self.inbox.get()
@@ -191,11 +187,26 @@ class WorkerLoop:
                 except Exception:  # execute() settles every handler outcome; this is the database
                     self.drop_connection()
                     log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
-            self._running = False
-            self.close()
         if self.completer is not None:
             self.completer.executor_done()
         log.debug("%s: stopped", self.worker_id)
+
+    @contextmanager
+    def holding_connection(self) -> Iterator[None]:
+        """A thread's whole life: an app context, and this loop's connection kept from one
+        call to the next (closed at the end) instead of given back after every step."""
+        self._running = True
+        with self.app.app_context():
+            try:
+                yield
+            finally:
+                self._running = False
+                self.close()
+
+    def recover(self, error: Exception) -> None:
+        """After an error: forget the (maybe broken) connection and wait, capped exponentially."""
+        self.drop_connection()
+        self._wait_after(error)
 
     def _wait_after(self, error: Exception) -> None:
         delay = self.backoff.next()
@@ -441,14 +452,14 @@ class Worker:
         self.loops = [loop(n) for n in range(1, settings.threads + 1)]
         # thread-0 recovers expired leases on schedule; in batch mode two more threads claim
         # for the executors and record their successes.
-        self.rescuer = Rescuer(app, loop(0), self.stopping)
+        self.rescuer = Rescuer(loop(0), self.stopping)
         self.dispatcher = None
         self.completer = None
         if settings.batch_size > 1:
             self.dispatcher = Dispatcher(
-                app, settings, loop(settings.threads + 1), self.loops, self.stopping, self.doorbell
+                settings, loop(settings.threads + 1), self.loops, self.stopping, self.doorbell
             )
-            self.completer = Completer(app, loop(settings.threads + 2), executors=len(self.loops))
+            self.completer = Completer(loop(settings.threads + 2), executors=len(self.loops))
             for executor in self.loops:
                 executor.completer = self.completer
         self.listener: Listener | None = None
