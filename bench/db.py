@@ -73,7 +73,8 @@ def make_app(url: str, **config: str) -> Flask:
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
             "AUTO_MIGRATE": "false",
-            "SECRET_KEY": "bench",
+            "SECRET_KEY": "bench-only-secret-key-0123456789abcdef",
+            "AUTH_DISABLED": "true",  # the benchmark measures the pages, not sign-in
             "ALLOWED_HOSTS": "*",
             **config,
         }

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import text
 
-from .config import Settings
+from .config import ConfigError, Settings
 from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
 from .extensions import csrf, db, migrate
 
@@ -46,25 +46,30 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         EMBEDDED_DATABASE=embedded,
     )
     app.config.update(overrides)
+    # Keys that are also settings keep their parsed value (``"false"`` is not a true DEBUG).
+    app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
+    refuse_unsafe_production(app, settings)
+    debug_toolbar = settings.debug and settings.enable_debug_toolbar and not app.testing
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)
 
-    from . import api, cli, web
+    from . import api, auth, cli, web
     from .queue import models  # noqa: F401  (registers the tables on db.metadata)
     from .queue.handlers import load_handler_modules
 
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(web.bp)
     cli.init_app(app)
+    auth.init_app(app, settings, debug_toolbar=debug_toolbar)
     load_handler_modules(settings.worker.handler_modules)
 
     auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))
     if (embedded and auto_migrate is None) or str(auto_migrate).lower() in {"1", "true", "yes"}:
         upgrade_database(app)
-    if settings.debug and settings.enable_debug_toolbar and not app.testing:
+    if debug_toolbar:
         _init_debug_toolbar(app, settings)
     return app
 
@@ -72,6 +77,28 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 def settings_of(app: Flask) -> Settings:
     """The :class:`Settings` the app was built with."""
     return app.extensions["jobqueue.settings"]
+
+
+def refuse_unsafe_production(app: Flask, settings: Settings) -> None:
+    """In production (``DEBUG=false``), refuse to serve without a real ``SECRET_KEY`` and a
+    credential (or ``AUTH_DISABLED=true``), saying exactly what to set.
+
+    Serving (gunicorn, any WSGI server) raises :class:`ConfigError` here, so the server does
+    not start. Under the ``flask`` command line the app is also built for commands that serve
+    nothing (``worker``, ``db upgrade``, ``hash-password``): there the refusal is logged and
+    every request answers 503 with it, so ``flask run`` cannot serve an open dashboard either.
+    """
+    problems = settings.production_problems()
+    if not problems:
+        return
+    message = "Refusing to serve with DEBUG=false: " + "; and ".join(problems) + "."
+    if os.environ.get("FLASK_RUN_FROM_CLI") != "true":
+        raise ConfigError(message)
+    app.logger.warning("%s (commands other than serving are unaffected)", message)
+
+    @app.before_request
+    def refuse() -> tuple[str, int, dict[str, str]]:
+        return message + "\n", 503, {"Content-Type": "text/plain; charset=utf-8"}
 
 
 def upgrade_database(app: Flask) -> None:

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
+SECRET_KEY_MIN_LENGTH = 32
+TOKEN_MIN_LENGTH = 32
+ROLES = ("viewer", "operator")
+PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
+_NAME = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ConfigError(ValueError):
@@ -63,6 +70,85 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> in
 def _list(env: Mapping[str, str], name: str, default: str) -> tuple[str, ...]:
     raw = env.get(name, default)
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _entries(env: Mapping[str, str], name: str) -> list[tuple[str, str]]:
+    """``(where, entry)`` pairs from ``name`` (comma or newline separated) and ``name_FILE``
+    (one entry per line, ``#`` comments), so secrets can live in a mounted file."""
+    found = [(name, part.strip()) for part in re.split(r"[,\n]", env.get(name, "")) if part.strip()]
+    path = (env.get(f"{name}_FILE") or "").strip()
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{name}_FILE cannot be read: {path!r} ({exc})") from None
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                found.append((f"{name}_FILE line {number}", line))
+    return found
+
+
+def _principal(where: str, entry: str) -> tuple[str, str, str]:
+    """``name:role:secret`` split and checked; the secret is returned as given."""
+    parts = entry.split(":", 2)
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError(f"{where}: each entry is name:role:secret, got one with {len(parts)} part(s)")
+    name, role, secret = parts
+    if not _NAME.fullmatch(name):
+        raise ConfigError(f"{where}: {name!r} is not a valid name (letters, digits, _ . @ + -, up to 64)")
+    if role not in ROLES:
+        raise ConfigError(f"{where}: role of {name!r} must be viewer or operator, got {role!r}")
+    return name, role, secret
+
+
+@dataclass(frozen=True)
+class UserEntry:
+    """A dashboard user: a name, a role and a password hash (never the password)."""
+
+    name: str
+    role: str
+    password_hash: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    """An API token: a name (for the audit trail), a role, and the token or its SHA-256."""
+
+    name: str
+    role: str
+    secret: str = field(repr=False)  # the token itself, or "sha256:<hex>" of it
+
+
+def _users(env: Mapping[str, str]) -> tuple[UserEntry, ...]:
+    users: dict[str, UserEntry] = {}
+    for where, entry in _entries(env, "DASHBOARD_USERS"):
+        name, role, password_hash = _principal(where, entry)
+        if not password_hash.startswith(PASSWORD_HASH_METHODS) or password_hash.count("$") != 2:
+            raise ConfigError(
+                f"{where}: the password of {name!r} is not a hash; "
+                "make one with `flask --app wsgi hash-password`"
+            )
+        if name in users:
+            raise ConfigError(f"{where}: user {name!r} is listed twice")
+        users[name] = UserEntry(name, role, password_hash)
+    return tuple(users.values())
+
+
+def _tokens(env: Mapping[str, str]) -> tuple[TokenEntry, ...]:
+    tokens: dict[str, TokenEntry] = {}
+    for where, entry in _entries(env, "API_TOKENS"):
+        name, role, secret = _principal(where, entry)
+        if not _SHA256.fullmatch(secret) and len(secret) < TOKEN_MIN_LENGTH:
+            raise ConfigError(
+                f"{where}: the token of {name!r} is shorter than {TOKEN_MIN_LENGTH} characters; "
+                "make one with `flask --app wsgi new-token`"
+            )
+        if name in tokens:
+            raise ConfigError(f"{where}: token name {name!r} is listed twice")
+        tokens[name] = TokenEntry(name, role, secret)
+    return tuple(tokens.values())
 
 
 @dataclass(frozen=True)
@@ -145,6 +231,11 @@ class Settings:
     stats_exact_below_rows: int = 100_000
     stats_refresh_seconds: float = 30.0
     dashboard_query_timeout_ms: int = 2000
+    auth_disabled: bool = False
+    users: tuple[UserEntry, ...] = ()
+    api_tokens: tuple[TokenEntry, ...] = ()
+    session_lifetime_hours: float = 12.0
+    session_cookie_secure: bool = False
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
@@ -177,8 +268,44 @@ class Settings:
             stats_exact_below_rows=_int(env, "STATS_EXACT_BELOW_ROWS", 100_000, minimum=0),
             stats_refresh_seconds=_number(env, "STATS_REFRESH_SECONDS", 30.0, minimum=0),
             dashboard_query_timeout_ms=_int(env, "DASHBOARD_QUERY_TIMEOUT_MS", 2000, minimum=0),
+            auth_disabled=_bool(env, "AUTH_DISABLED", False),
+            users=_users(env),
+            api_tokens=_tokens(env),
+            session_lifetime_hours=_number(env, "SESSION_LIFETIME_HOURS", 12.0, minimum=0.01),
+            session_cookie_secure=_bool(env, "SESSION_COOKIE_SECURE", False),
             worker=WorkerSettings.from_env(env),
         )
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether requests must carry a credential.
+
+        Off when ``AUTH_DISABLED=true``, and in development (``DEBUG``) while no credential is
+        configured; on otherwise. Configuring a user or a token in development turns it on,
+        so sign-in can be tried locally.
+        """
+        if self.auth_disabled:
+            return False
+        return bool(self.users or self.api_tokens) or not self.debug
+
+    def production_problems(self) -> list[str]:
+        """What stops this configuration from serving in production (``DEBUG=false``)."""
+        if self.debug:
+            return []
+        problems = []
+        if self.secret_key == DEV_SECRET_KEY or len(self.secret_key) < SECRET_KEY_MIN_LENGTH:
+            problems.append(
+                f"set SECRET_KEY to a random value of at least {SECRET_KEY_MIN_LENGTH} characters "
+                "(for example the output of `python -c 'import secrets; print(secrets.token_urlsafe(48))'`)"
+            )
+        if not self.auth_disabled and not (self.users or self.api_tokens):
+            problems.append(
+                "configure at least one credential: DASHBOARD_USERS (name:role:hash, hash from "
+                "`flask --app wsgi hash-password`) or API_TOKENS (name:role:token, token from "
+                "`flask --app wsgi new-token`); or set AUTH_DISABLED=true to serve without sign-in "
+                "on purpose"
+            )
+        return problems
 
     @property
     def tz(self) -> zoneinfo.ZoneInfo:

@@ -25,6 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
+from tests.open_access import OPEN_ACCESS
 
 
 def _admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -69,7 +70,7 @@ TEST_CONFIG = {
     "TESTING": True,
     "DEBUG": "false",
     "ENABLE_DEBUG_TOOLBAR": "false",
-    "SECRET_KEY": "test-secret-key",
+    **OPEN_ACCESS,
     "JOB_WORKER_THREADS": "8",
 }
 

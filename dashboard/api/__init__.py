@@ -3,7 +3,8 @@
 Every input is validated by the models in :mod:`.inputs` through the route registry, every
 answer is serialised through :mod:`.outputs`, and ``/api/schema/`` is generated from both.
 The API is exempt from the dashboard's CSRF protection (its clients are scripts, which send
-JSON, not forms with a session cookie) and answers CORS requests from
+JSON, not forms with a session cookie; they authenticate with bearer tokens, see
+:mod:`.access`) and answers CORS requests from
 ``CORS_ALLOWED_ORIGINS`` (any origin when ``DEBUG``).
 """
 
@@ -11,7 +12,7 @@ from flask import Blueprint
 from flask.blueprints import BlueprintSetupState
 
 from ..extensions import csrf
-from . import errors
+from . import access, errors
 from .registry import Registry
 
 bp = Blueprint("api", __name__)
@@ -28,6 +29,7 @@ def _install_cors(state: BlueprintSetupState) -> None:
 
 
 errors.register(bp)
+bp.before_request(access.authenticate)
 csrf.exempt(bp)
 bp.record_once(_install_cors)
 

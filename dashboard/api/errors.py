@@ -27,12 +27,14 @@ class ApiError(Exception):
         code: int,
         detail: str,
         errors: Mapping[str, Sequence[str]] | None = None,
+        headers: Mapping[str, str] | None = None,
         **extra: Any,
     ) -> None:
         super().__init__(detail)
         self.code = code
         self.detail = detail
         self.errors = {k: list(v) for k, v in errors.items()} if errors else None
+        self.headers = dict(headers or {})
         self.extra = extra
 
 
@@ -74,7 +76,9 @@ def _http_detail(exc: HTTPException) -> str:
 
 
 def handle_api_error(exc: ApiError) -> Response:
-    return json_error(exc.code, exc.detail, exc.errors, **exc.extra)
+    response = json_error(exc.code, exc.detail, exc.errors, **exc.extra)
+    response.headers.update(exc.headers)
+    return response
 
 
 def handle_http_exception(exc: HTTPException) -> HTTPException | Response:

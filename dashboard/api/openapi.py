@@ -18,6 +18,7 @@ from . import fields
 from .registry import Endpoint, Registry
 
 REF_TEMPLATE = "#/components/schemas/{model}"
+BEARER = "bearerAuth"
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 _PATH_PARAM_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": {"type": "integer"}}
 
@@ -27,7 +28,10 @@ INFO = {
     "description": (
         "Create, inspect and retry jobs of the PostgreSQL job queue. Errors are JSON: "
         '`{"detail": "..."}`, plus `errors` (field -> messages) on 400. Timestamps are ISO 8601 '
-        "with the offset of TIME_ZONE. No authentication: keep the API on a trusted network."
+        "with the offset of TIME_ZONE. Authentication: `Authorization: Bearer <token>` with a "
+        "token from API_TOKENS; reads need a viewer (or operator) token, writes (create, bulk "
+        "create, retry) an operator token. The health check, this schema and its docs page are "
+        "open. In development with no credential configured, no token is needed."
     ),
 }
 
@@ -91,6 +95,8 @@ def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
             "tags": [ep.tag],
             "responses": {},
         }
+        if ep.open:
+            operation["security"] = []
         params = path_params + (query_parameters(ep.query, components) if ep.query else [])
         if params:
             operation["parameters"] = params
@@ -114,5 +120,15 @@ def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
             {"name": "ops", "description": "Health, configuration and this documentation."},
         ],
         "paths": paths,
-        "components": {"schemas": components},
+        "security": [{BEARER: []}],
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                BEARER: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A token from API_TOKENS (`flask --app wsgi new-token` makes one).",
+                }
+            },
+        },
     }

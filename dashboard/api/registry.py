@@ -20,6 +20,7 @@ from flask import Blueprint, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
+from .access import OPEN_ENDPOINTS, READ_METHODS
 from .errors import ApiError, validation_error
 from .outputs import Error
 
@@ -51,6 +52,11 @@ class Endpoint:
     @property
     def endpoint(self) -> str:
         return f"api.{self.name}"
+
+    @property
+    def open(self) -> bool:
+        """Served without a token (health check, schema, docs)."""
+        return self.endpoint in OPEN_ENDPOINTS
 
     @property
     def description(self) -> str:
@@ -86,7 +92,8 @@ class Registry:
                 return view(**kwargs)
 
             self.bp.add_url_rule(rule, endpoint=view.__name__, view_func=dispatch, methods=[method])
-            all_replies = {**dict(replies), **implied_replies(rule, query, body)}
+            implied = implied_replies(rule, query, body, access=access_replies(view.__name__, method))
+            all_replies = {**dict(replies), **implied}
             self.endpoints.append(
                 Endpoint(view.__name__, rule, method, view, summary, query, body, all_replies, tag)
             )
@@ -95,11 +102,24 @@ class Registry:
         return decorate
 
 
+def access_replies(name: str, method: str) -> dict[int, Reply]:
+    """401/403 for the endpoints a token guards (see :mod:`.access`)."""
+    if f"api.{name}" in OPEN_ENDPOINTS:
+        return {}
+    replies = {401: Reply("Missing, malformed or unknown bearer token (when tokens are configured).", Error)}
+    if method not in READ_METHODS:
+        replies[403] = Reply("The token's role is viewer: writes need an operator token.", Error)
+    return replies
+
+
 def implied_replies(
-    rule: str, query: type[BaseModel] | None, body: type[BaseModel] | None
+    rule: str,
+    query: type[BaseModel] | None,
+    body: type[BaseModel] | None,
+    access: dict[int, Reply] | None = None,
 ) -> dict[int, Reply]:
-    """The error responses that follow from what an endpoint accepts."""
-    replies: dict[int, Reply] = {}
+    """The error responses that follow from what an endpoint accepts and who may call it."""
+    replies: dict[int, Reply] = dict(access or {})
     if query is not None or body is not None:
         replies[400] = Reply("Invalid input: `errors` names each field.", Error)
     if "<" in rule:

@@ -18,13 +18,12 @@ from .. import settings_of
 from ..queue import read, service
 from ..queue.handlers import registered_types
 from . import outputs, registry, routes
+from .access import audit_data
 from .cursor import BIGINT_MAX, Cursor
 from .errors import ApiError
 from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
 from .outputs import Conflict
 from .registry import Reply
-
-SOURCE = {"source": "api"}  # recorded in the events this door writes
 
 
 def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -121,7 +120,7 @@ def create_job(body: CreateJob) -> Response:
         available_at=spec.available_at,
         max_attempts=spec.max_attempts,
         idempotency_key=spec.idempotency_key,
-        event_data=dict(SOURCE),
+        event_data=audit_data(),
     )
     job = outputs.Job.model_validate(result.job)
     location = url_for("api.job_detail", job_id=job.id, _external=True)
@@ -156,7 +155,7 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     it by index (`jobs.3.priority`) with nothing written. Idempotency keys work per job, as on
     `POST /api/jobs/`: a taken key (or one an earlier job of the same request holds) returns
     that job with `created: false`. `results` follow the order of `jobs`."""
-    results = service.create_jobs([job_spec(job) for job in body.jobs], event_data=dict(SOURCE))
+    results = service.create_jobs([job_spec(job) for job in body.jobs], event_data=audit_data())
     answer = outputs.BulkResults(
         results=[
             outputs.BulkResult(created=r.created, job=outputs.Job.model_validate(r.job)) for r in results
@@ -235,7 +234,7 @@ def job_events(job_id: uuid.UUID) -> Response:
 def job_retry(job_id: uuid.UUID) -> Response:
     """failed -> queued with attempts reset and available now (event `manual_retry`). Any
     other status: 409 naming it. No body is needed."""
-    result = service.retry_job(job_id, event_data=dict(SOURCE))
+    result = service.retry_job(job_id, event_data=audit_data())
     if result.job is not None:
         return json_response(outputs.Job.model_validate(result.job))
     if result.reason == "not_found":

@@ -10,4 +10,4 @@ from flask import Blueprint
 bp = Blueprint("web", __name__)
 
 # The view modules register their routes on ``bp`` when imported.
-from . import errors, events, guards, jobs, overview, rendering  # noqa: E402, F401
+from . import errors, events, guards, jobs, overview, rendering, signin  # noqa: E402, F401

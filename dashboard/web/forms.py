@@ -1,4 +1,4 @@
-"""Flask-WTF forms: the retry button (CSRF only) and the create-job form.
+"""Flask-WTF forms: the retry button (CSRF only), the create-job form, sign-in and sign-out.
 
 The create form's field names are the JSON API's create body (``type``, ``payload``,
 ``priority``, ``available_at``, ``max_attempts``, ``idempotency_key``) plus ``delay``, a
@@ -13,7 +13,15 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from flask_wtf import FlaskForm
-from wtforms import FloatField, HiddenField, IntegerField, SelectField, StringField, TextAreaField
+from wtforms import (
+    FloatField,
+    HiddenField,
+    IntegerField,
+    PasswordField,
+    SelectField,
+    StringField,
+    TextAreaField,
+)
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
 from ..queue.service import (
@@ -168,3 +176,15 @@ class CreateJobForm(FlaskForm):
         if self.delay.data:
             return now + timedelta(seconds=self.delay.data)
         return None
+
+
+class SignInForm(FlaskForm):
+    """User name and password; ``next`` is where to go afterwards (checked by ``safe_next``)."""
+
+    username = StringField("User name", validators=[InputRequired(), Length(max=64)])
+    password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)])
+    next = HiddenField()
+
+
+class SignOutForm(FlaskForm):
+    """A button: only the CSRF token, so a cross-site page cannot sign anyone out."""

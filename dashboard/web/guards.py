@@ -7,7 +7,9 @@ is refused instead, with a clear 4xx:
 
 - 400 when the query string or a form body is not valid UTF-8 (after percent-decoding);
 - 415 when a POST carries a body that is not ``application/x-www-form-urlencoded`` (what the
-  dashboard's forms and htmx send).
+  dashboard's forms and htmx send);
+- 403 when a browser says a POST comes from another site (``Sec-Fetch-Site``): a second fence
+  beside the CSRF token, for browsers that send the header.
 
 It runs as a URL value preprocessor because Flask runs those before every ``before_request``
 function, the app-wide CSRF check included; that check parses the form, after which the raw
@@ -24,6 +26,8 @@ from flask import abort, request
 from . import bp
 
 FORM_TYPE = "application/x-www-form-urlencoded"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SAME_SITE_FETCHES = frozenset({"same-origin", "none"})  # "none": typed or bookmarked by the user
 
 
 def is_utf8_form_data(raw: bytes) -> bool:
@@ -44,6 +48,9 @@ def _has_body() -> bool:
 def refuse_undecodable_requests(endpoint: str | None, values: dict[str, Any] | None) -> None:
     if not is_utf8_form_data(request.query_string):
         abort(400, description="The query string is not valid UTF-8.")
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if request.method not in SAFE_METHODS and fetch_site is not None and fetch_site not in SAME_SITE_FETCHES:
+        abort(403, description="A form sent from another site was refused. Use the dashboard's own pages.")
     if request.method != "POST" or not _has_body():
         return
     if request.mimetype != FORM_TYPE:

@@ -16,8 +16,8 @@ from . import bp
 from .forms import CreateJobForm, RetryForm
 from .params import job_filters
 from .rendering import is_htmx, now, page_or_fragment, safe_next
+from .signin import audit_data, operator_required
 
-SOURCE = {"source": "dashboard"}
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
 
 
@@ -84,11 +84,12 @@ def job_detail(job_id: str) -> str:
 
 
 @bp.post("/jobs/<job_id>/retry/")
+@operator_required
 def job_retry(job_id: str) -> str | Response:
     """failed -> queued through the service. CSRF is checked app-wide before this runs."""
     job_uuid = _job_id(job_id)
     form = RetryForm()
-    outcome = service.retry_job(job_uuid, event_data=dict(SOURCE))
+    outcome = service.retry_job(job_uuid, event_data=audit_data())
     if outcome.reason == "not_found":
         abort(404, description="No job has that id.")
     if outcome.job is not None:
@@ -115,6 +116,7 @@ def _create_form() -> CreateJobForm:
 
 
 @bp.route("/jobs/new/", methods=["GET", "POST"])
+@operator_required
 def job_new() -> str | Response | tuple[str, int]:
     form = _create_form()
     if form.validate_on_submit():
@@ -126,7 +128,7 @@ def job_new() -> str | Response | tuple[str, int]:
                 available_at=form.available_at_for(now()),
                 max_attempts=form.max_attempts.data,
                 idempotency_key=form.idempotency_key.data or None,
-                event_data=dict(SOURCE),
+                event_data=audit_data(),
             )
         except ValueError as exc:  # the service's own limits; the form checks them first
             form.form_errors.append(str(exc))

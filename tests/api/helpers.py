@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from dashboard import create_app
 from dashboard.extensions import db
+from tests.open_access import OPEN_ACCESS
 
 TEST_TYPE = "test.api"  # registered by the `job_type` fixture
 
@@ -41,7 +42,7 @@ def create(client, job_type: str, **body: Any) -> dict[str, Any]:
 def another_app(**config: str) -> Iterator[Flask]:
     """An app built with different settings (``TIME_ZONE``, ``DATABASE_URL``, ...), disposed after."""
     app = create_app({"TESTING": True, "DEBUG": "false", "ENABLE_DEBUG_TOOLBAR": "false",
-                      "AUTO_MIGRATE": "false", **config})  # fmt: skip
+                      "AUTO_MIGRATE": "false", **OPEN_ACCESS, **config})  # fmt: skip
     try:
         yield app
     finally:

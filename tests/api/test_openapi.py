@@ -95,11 +95,15 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert detail["parameters"][0] == {
         "name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}
     }  # fmt: skip
-    assert set(detail["responses"]) == {"200", "404"}
-    assert set(document["paths"]["/api/jobs/"]["post"]["responses"]) == {"200", "201", "400", "413", "415"}
-    assert set(document["paths"]["/api/jobs/{job_id}/retry/"]["post"]["responses"]) == {"200", "404", "409"}
+    assert set(detail["responses"]) == {"200", "401", "404"}
+    assert set(document["paths"]["/api/jobs/"]["post"]["responses"]) == {
+        "200", "201", "400", "401", "403", "413", "415"
+    }  # fmt: skip
+    assert set(document["paths"]["/api/jobs/{job_id}/retry/"]["post"]["responses"]) == {
+        "200", "401", "403", "404", "409"
+    }  # fmt: skip
     bulk = document["paths"]["/api/jobs/bulk/"]["post"]
-    assert set(bulk["responses"]) == {"200", "201", "400", "413", "415"}
+    assert set(bulk["responses"]) == {"200", "201", "400", "401", "403", "413", "415"}
     jobs = document["components"]["schemas"]["BulkCreateJobs"]["properties"]["jobs"]
     assert (jobs["minItems"], jobs["maxItems"]) == (1, BULK_MAX_JOBS)
     assert jobs["items"] == {"$ref": "#/components/schemas/CreateJob"}

@@ -24,11 +24,15 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
+from flask import Flask
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from dashboard import create_app
+from dashboard.api.openapi import BEARER
 from dashboard.extensions import db
+from tests.access.secured import OPERATOR_TOKEN, build
+from tests.open_access import OPEN_ACCESS
 
 MAX_EXAMPLES = int(os.environ.get("API_FUZZ_MAX_EXAMPLES", "25"))
 _SEED = os.environ.get("API_FUZZ_SEED", "20260621")
@@ -43,13 +47,48 @@ SCHEMA_APP_CONFIG = {
     "ENABLE_DEBUG_TOOLBAR": "false",
     "AUTO_MIGRATE": "false",
     "DATABASE_URL": "postgresql://unused.invalid/unused",  # never connected to
+    **OPEN_ACCESS,
 }
 _SCHEMA_APP = create_app(SCHEMA_APP_CONFIG)
+
+
+class LateWsgiApp:
+    """A WSGI app whose target is set once the session's database exists.
+
+    Schemathesis sends its auth probes (the same request without the token, then with a wrong
+    one) through the schema's own transport, which is WSGI only if the schema has an app.
+    """
+
+    target: Flask | None = None
+
+    def __call__(self, environ, start_response):
+        assert self.target is not None, "the `secured` fixture sets the target"
+        return self.target(environ, start_response)
+
+
+SECURED_API = LateWsgiApp()
+
 # Loaded as a document rather than with `from_wsgi`: schemathesis leaves out the operation that
 # served the document it loaded from, and GET /api/schema/ is one of ours to fuzz too.
 schema = schemathesis.openapi.from_dict(
-    _SCHEMA_APP.test_client().get("/api/schema/").get_json(), config=SchemathesisConfig(seed=SEED)
+    _SCHEMA_APP.test_client().get("/api/schema/").get_json(),
+    # The operator's token, given as the schema's bearerAuth: schemathesis sends it with every
+    # case and knows it is the credential (its auth checks take it away and expect a 401).
+    config=SchemathesisConfig.from_dict(
+        {"seed": SEED, "auth": {"openapi": {BEARER: {"bearer": OPERATOR_TOKEN}}}}
+    ),
 )
+schema.app = SECURED_API
+
+
+@pytest.fixture(scope="module")
+def secured(app, database_url) -> Iterator[Flask]:
+    """The fuzz runs against an app with tokens configured, as production serves the API;
+    schemathesis also re-sends requests without the token and expects the documented 401."""
+    with build(database_url) as secured_app:
+        SECURED_API.target = secured_app
+        yield secured_app
+        SECURED_API.target = None
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,9 +124,9 @@ def test_every_documented_operation_is_fuzzed():
     database=None,  # no replay of examples saved by earlier runs: a run depends on its seed alone
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-def test_every_operation_conforms_to_its_schema(case, app):
+def test_every_operation_conforms_to_its_schema(case, app, secured):
     try:
-        case.call_and_validate(app=app)
+        case.call_and_validate()
     except Exception as exc:
         exc.add_note(f"Replay with API_FUZZ_SEED={SEED} API_FUZZ_MAX_EXAMPLES={MAX_EXAMPLES}")
         raise

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.open_access import OPEN_ACCESS
 from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +88,7 @@ def _env(libpq_url: str) -> dict[str, str]:
         AUTO_MIGRATE="false",
         DEBUG="false",
         ENABLE_DEBUG_TOOLBAR="false",
-        SECRET_KEY="browser-test-secret",
+        **OPEN_ACCESS,
         TIME_ZONE="UTC",
         PYTHONUNBUFFERED="1",
         JOB_WORKER_THREADS="2",

@@ -20,6 +20,7 @@ from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
 from dashboard.queue import service
+from tests.open_access import OPEN_ACCESS
 
 from .helpers import job, wait_for_status
 
@@ -74,6 +75,7 @@ def private_app(private_database: RestartableServer) -> Iterator[Flask]:
             "TESTING": True,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            **OPEN_ACCESS,
             "DATABASE_URL": private_database.sqlalchemy_url,
             "AUTO_MIGRATE": "false",
         }

@@ -21,6 +21,7 @@ from dashboard.queue.failures import ResultNotSerialisable, check_result, descri
 from dashboard.queue.handlers import Handler, JobContext, get_handler
 from dashboard.queue.worker import Backoff, Worker, WorkerLoop, make_worker_id
 from tests.factories import make_job
+from tests.open_access import OPEN_ACCESS
 
 from .helpers import SETTINGS, event_types, events, job, wait_for_status, wait_until
 
@@ -275,6 +276,7 @@ def unreachable_app(tmp_path) -> Iterator[Flask]:
             "TESTING": True,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            **OPEN_ACCESS,
             "DATABASE_URL": f"postgresql://nobody@/nothing?host={tmp_path}",
             "AUTO_MIGRATE": "false",
         }

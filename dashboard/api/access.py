@@ -1,0 +1,81 @@
+"""The API's door: bearer tokens from ``API_TOKENS``, each with a role.
+
+Reads need a viewer token, writes (create, bulk create, retry) an operator token. The health
+check stays open for load balancers, and so do the schema and its docs page, which describe
+the interface and hold no job data. CORS preflights pass (browsers send them without
+credentials); the request that follows is checked.
+
+A missing, malformed or unknown token is a 401 with ``WWW-Authenticate: Bearer``; a token
+whose role is too small is a 403. Tokens are compared as SHA-256 digests in constant time and
+never written to a log: only the token's configured name is, and goes into the audit data.
+"""
+
+from __future__ import annotations
+
+from flask import current_app, g, request
+
+from .. import settings_of
+from ..auth import ANONYMOUS, Actor, Role
+from ..auth.session import directory_of
+from .errors import ApiError
+
+SOURCE = "api"
+OPEN_ENDPOINTS = frozenset({"api.health", "api.schema", "api.docs"})
+READ_METHODS = frozenset({"GET", "HEAD"})
+REALM = 'Bearer realm="job-queue"'
+
+
+def unauthorized(detail: str, error: str | None = None) -> ApiError:
+    challenge = f'{REALM}, error="{error}"' if error else REALM
+    return ApiError(401, detail, headers={"WWW-Authenticate": challenge})
+
+
+def presented_token() -> str:
+    header = request.headers.get("Authorization")
+    if header is None:
+        raise unauthorized("Authentication required: send the header Authorization: Bearer <token>.")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise unauthorized(
+            "Malformed Authorization header: expected Bearer <token>.", error="invalid_request"
+        )
+    return token
+
+
+def authenticate() -> None:
+    """Runs before every API view: sets ``g.api_actor`` or refuses the request."""
+    g.api_actor = ANONYMOUS
+    if request.method == "OPTIONS" or request.endpoint in OPEN_ENDPOINTS:
+        return
+    if not settings_of(current_app).auth_required:
+        return
+    token = directory_of(current_app).token_owner(presented_token())
+    if token is None:
+        _log_refusal("unknown token")
+        raise unauthorized("Invalid token.", error="invalid_token")
+    needed = Role.VIEWER if request.method in READ_METHODS else Role.OPERATOR
+    if not token.role.allows(needed):
+        _log_refusal(f"token {token.name!r} has the {token.role} role")
+        raise ApiError(
+            403,
+            f'The token "{token.name}" has the {token.role} role: creating and retrying jobs '
+            "needs an operator token.",
+        )
+    g.api_actor = token.actor
+
+
+def _log_refusal(reason: str) -> None:
+    """A refused token is worth an operator's attention; the token itself is never logged."""
+    current_app.logger.warning(
+        "API request refused (%s): %s %s from %s", reason, request.method, request.path, request.remote_addr
+    )
+
+
+def current_actor() -> Actor:
+    return g.get("api_actor", ANONYMOUS)
+
+
+def audit_data() -> dict[str, object]:
+    """Audit fields for the events an API write records: the door and the token's name."""
+    return current_actor().event_data(SOURCE)

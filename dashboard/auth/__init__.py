@@ -1,0 +1,28 @@
+"""Access control: who may read, who may change jobs, and the headers that keep a browser safe.
+
+- :mod:`.principals`: roles, configured users and API tokens, the actor recorded in events;
+- :mod:`.session`: dashboard sign-in sessions (Flask-Login) and their cookie flags;
+- :mod:`.headers`: Content-Security-Policy and the other security headers;
+- :mod:`.commands`: ``flask hash-password`` and ``flask new-token``.
+
+The doors enforce it: the dashboard blueprint (``web.signin``) and the JSON blueprint
+(``api.access``). Whether sign-in is required is :attr:`Settings.auth_required`.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from ..config import Settings
+from . import commands, headers, session
+from .principals import ANONYMOUS, Actor, Directory, Role
+
+
+def init_app(app: Flask, settings: Settings, *, debug_toolbar: bool) -> None:
+    app.extensions["jobqueue.directory"] = Directory(settings)
+    session.init_app(app, settings)
+    headers.init_app(app, debug_toolbar=debug_toolbar, hsts=not settings.debug)
+    commands.init_app(app)
+
+
+__all__ = ["ANONYMOUS", "Actor", "Directory", "Role", "init_app"]

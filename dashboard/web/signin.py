@@ -1,0 +1,150 @@
+"""The dashboard's door: sign-in, sign-out, and who may do what on each page.
+
+When sign-in is required (:attr:`Settings.auth_required`), every dashboard route but the
+sign-in page needs a signed-in user; viewers may read everything, operators may also create
+and retry jobs (:func:`operator_required`, checked on the server whatever the page showed).
+When it is off (development, or ``AUTH_DISABLED=true``), everyone acts as ``anonymous`` with
+every right, and every page carries a banner saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from flask import abort, current_app, flash, g, redirect, render_template, request, session, url_for
+from flask_login import current_user, login_user, logout_user
+from werkzeug.wrappers import Response
+
+from .. import settings_of
+from ..auth import ANONYMOUS, Actor, Role
+from ..auth.session import directory_of
+from . import bp
+from .forms import SignInForm, SignOutForm
+from .rendering import is_htmx, safe_next
+
+SOURCE = "dashboard"  # the door recorded in the events of dashboard actions
+OPEN_ENDPOINTS = {"web.sign_in"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Access:
+    """What templates need to know about the request's user."""
+
+    required: bool
+    actor: Actor
+    signed_in: bool
+
+    @property
+    def can_operate(self) -> bool:
+        return self.actor.may(Role.OPERATOR)
+
+    @property
+    def disabled_on_purpose(self) -> bool:
+        return settings_of(current_app).auth_disabled
+
+
+def access() -> Access:
+    """The request's :class:`Access`, worked out once per request."""
+    if "access" not in g:
+        if not settings_of(current_app).auth_required:
+            g.access = Access(False, ANONYMOUS, False)
+        elif current_user.is_authenticated:
+            g.access = Access(True, current_user.actor, True)
+        else:
+            g.access = Access(True, Actor("", Role.VIEWER, "none"), False)
+    return g.access
+
+
+def current_actor() -> Actor:
+    """Who the dashboard request acts for (audit data for the events it writes)."""
+    return access().actor
+
+
+def audit_data() -> dict[str, Any]:
+    return current_actor().event_data(SOURCE)
+
+
+@bp.app_context_processor
+def inject_access() -> dict[str, Any]:
+    return {"access": access, "sign_out_form": SignOutForm}
+
+
+def _back_here() -> str:
+    """The page to return to after signing in: for htmx, the page the user is on."""
+    if is_htmx():
+        current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        path = current.path + (f"?{current.query}" if current.query else "")
+        return safe_next(path) or url_for("web.overview")
+    return request.full_path.rstrip("?")
+
+
+@bp.before_request
+def require_sign_in() -> Response | None:
+    if not settings_of(current_app).auth_required or request.endpoint in OPEN_ENDPOINTS:
+        return None
+    if current_user.is_authenticated:
+        return None
+    target = url_for("web.sign_in", next=_back_here())
+    if is_htmx():  # htmx follows redirects inside the XHR; make it navigate instead
+        return Response(status=401, headers={"HX-Redirect": target})
+    return redirect(target, 303)
+
+
+def operator_required(view: F) -> F:
+    """Refuse (403) a user whose role may not change jobs, whatever the page showed them."""
+
+    @functools.wraps(view)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        actor = current_actor()
+        if not actor.may(Role.OPERATOR):
+            abort(
+                403,
+                description=f"You are signed in as {actor.name} with the {actor.role} role, which "
+                "may look at everything but not create or retry jobs. Ask for an operator account.",
+            )
+        return view(*args, **kwargs)
+
+    return guarded  # type: ignore[return-value]
+
+
+@bp.route("/login/", methods=["GET", "POST"])
+def sign_in() -> Response | tuple[str, int]:
+    settings = settings_of(current_app)
+    form = SignInForm()
+    if not form.is_submitted():
+        form.next.data = request.args.get("next", "")
+    target = safe_next(form.next.data) or url_for("web.overview")
+    if not settings.auth_required or current_user.is_authenticated:
+        return redirect(target, 303)
+    if form.validate_on_submit():
+        user = directory_of(current_app).authenticate(form.username.data, form.password.data)
+        if user is not None:
+            session.clear()  # nothing from before the sign-in carries over
+            login_user(user)
+            session.permanent = True
+            current_app.logger.info("Signed in: %s (%s)", user.name, user.role)
+            return redirect(target, 303)
+        current_app.logger.warning(
+            "Failed sign-in for user name %r from %s", form.username.data, request.remote_addr
+        )
+        form.form_errors.append("Unknown user name or wrong password.")
+    status = 400 if form.is_submitted() else 200
+    return render_template("signin.html", form=form), status
+
+
+@bp.post("/logout/")
+def sign_out() -> Response:
+    """Sign out (a POST with the CSRF token); the session cookie is emptied."""
+    form = SignOutForm()
+    if not form.validate_on_submit():
+        abort(400, description="Sign-out needs the form's security token: reload the page and try again.")
+    logout_user()
+    session.clear()
+    flash("Signed out.", "info")
+    return redirect(url_for("web.sign_in"), 303)
