@@ -89,10 +89,15 @@ def pickup_latency(app: Flask, url: str, *, samples: int, **env: str) -> tuple[f
     """p50/p95 ms from a job's creation to its claim by an idle worker."""
     truncate(url)
     latencies: list[float] = []
-    with worker(url, threads=4, **env), app.app_context(), psycopg.connect(url, autocommit=True) as conn:
+    with (
+        worker(url, threads=4, **env),
+        app.app_context(),
+        psycopg.connect(url, autocommit=True) as conn,
+        service.connect() as client,  # the producer holds its connection, as a script would
+    ):
         time.sleep(2.0)  # let the worker start and go idle; this is setup, not synchronisation
         for i in range(samples):
-            job = service.create_job("bench.noop", {"i": i}).job
+            job = service.create_job("bench.noop", {"i": i}, conn=client).job
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 row = conn.execute(

@@ -21,7 +21,7 @@ SECRET_KEY_MIN_LENGTH = 32
 TOKEN_MIN_LENGTH = 32
 ROLES = ("viewer", "operator")
 PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
-_NAME = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -75,7 +75,8 @@ def _list(env: Mapping[str, str], name: str, default: str) -> tuple[str, ...]:
 def _entries(env: Mapping[str, str], name: str) -> list[tuple[str, str]]:
     """``(where, entry)`` pairs from ``name`` (comma or newline separated) and ``name_FILE``
     (one entry per line, ``#`` comments), so secrets can live in a mounted file."""
-    found = [(name, part.strip()) for part in re.split(r"[,\n]", env.get(name, "")) if part.strip()]
+    parts = [part.strip() for part in re.split(r"[,\n]", env.get(name, "")) if part.strip()]
+    found = [(f"{name} entry {number}", part) for number, part in enumerate(parts, 1)]
     path = (env.get(f"{name}_FILE") or "").strip()
     if path:
         try:
@@ -91,15 +92,19 @@ def _entries(env: Mapping[str, str], name: str) -> list[tuple[str, str]]:
 
 
 def _principal(where: str, entry: str) -> tuple[str, str, str]:
-    """``name:role:secret`` split and checked; the secret is returned as given."""
+    """``name:role:secret`` split and checked; the secret is returned as given.
+
+    Errors never quote the entry's values: with the fields in the wrong order, any of them
+    may be the secret, and the message goes to the start-up log.
+    """
     parts = entry.split(":", 2)
     if len(parts) != 3 or not all(parts):
         raise ConfigError(f"{where}: each entry is name:role:secret, got one with {len(parts)} part(s)")
     name, role, secret = parts
-    if not _NAME.fullmatch(name):
-        raise ConfigError(f"{where}: {name!r} is not a valid name (letters, digits, _ . @ + -, up to 64)")
+    if not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"{where}: the name is not valid (letters, digits, _ . @ + -, up to 64 characters)")
     if role not in ROLES:
-        raise ConfigError(f"{where}: role of {name!r} must be viewer or operator, got {role!r}")
+        raise ConfigError(f"{where}: the role (second field) must be viewer or operator")
     return name, role, secret
 
 
@@ -127,7 +132,7 @@ def _users(env: Mapping[str, str]) -> tuple[UserEntry, ...]:
         name, role, password_hash = _principal(where, entry)
         if not password_hash.startswith(PASSWORD_HASH_METHODS) or password_hash.count("$") != 2:
             raise ConfigError(
-                f"{where}: the password of {name!r} is not a hash; "
+                f"{where}: the password of {name!r} is not a werkzeug hash; "
                 "make one with `flask --app wsgi hash-password`"
             )
         if name in users:
@@ -140,6 +145,8 @@ def _tokens(env: Mapping[str, str]) -> tuple[TokenEntry, ...]:
     tokens: dict[str, TokenEntry] = {}
     for where, entry in _entries(env, "API_TOKENS"):
         name, role, secret = _principal(where, entry)
+        if secret.startswith("sha256:") and not _SHA256.fullmatch(secret):
+            raise ConfigError(f"{where}: the digest of {name!r} must be sha256: and 64 lowercase hex digits")
         if not _SHA256.fullmatch(secret) and len(secret) < TOKEN_MIN_LENGTH:
             raise ConfigError(
                 f"{where}: the token of {name!r} is shorter than {TOKEN_MIN_LENGTH} characters; "

@@ -8,13 +8,23 @@ import sys
 import click
 from flask import Flask
 
+from ..config import NAME_PATTERN
 from .principals import Role, hash_password, new_token, token_digest
 
 ROLE_CHOICE = click.Choice([role.value for role in Role])
 
 
+def _name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse now a name the configuration would refuse at start-up."""
+    if value is not None and not NAME_PATTERN.fullmatch(value):
+        raise click.BadParameter("use letters, digits and _ . @ + - (up to 64 characters)")
+    return value
+
+
 @click.command("hash-password")
-@click.option("--user", "name", help="Print a whole DASHBOARD_USERS entry for this user name.")
+@click.option(
+    "--user", "name", callback=_name, help="Print a whole DASHBOARD_USERS entry for this user name."
+)
 @click.option("--role", type=ROLE_CHOICE, default=Role.VIEWER.value, show_default=True)
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the password from standard input.")
 def hash_password_command(name: str | None, role: str, from_stdin: bool) -> None:
@@ -30,7 +40,9 @@ def hash_password_command(name: str | None, role: str, from_stdin: bool) -> None
 
 
 @click.command("new-token")
-@click.option("--name", default="script", show_default=True, help="The token's name in the audit trail.")
+@click.option(
+    "--name", default="script", show_default=True, callback=_name, help="The token's name in the audit trail."
+)
 @click.option("--role", type=ROLE_CHOICE, default=Role.VIEWER.value, show_default=True)
 def new_token_command(name: str, role: str) -> None:
     """Print a new API token, and the API_TOKENS entry that stores only its digest."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -121,16 +122,23 @@ class Directory:
             )
             for t in settings.api_tokens
         )
-        self._dummy_hash: str | None = None
+        self._dummy_hash = self._make_dummy_hash()
+
+    def _make_dummy_hash(self) -> str | None:
+        """A hash of a random password made with the users' own method and cost (the most
+        common one), so checking an unknown name takes as long as checking a known one."""
+        methods = Counter(user.password_hash.split("$", 1)[0] for user in self.users.values())
+        if not methods:
+            return None
+        return generate_password_hash(secrets.token_hex(16), method=methods.most_common(1)[0][0])
 
     def authenticate(self, name: str, password: str) -> User | None:
         """The user if ``password`` is theirs. An unknown name costs the same hash check, so
         response time does not tell which names exist."""
         user = self.users.get(name)
         if user is None:
-            if self._dummy_hash is None:
-                self._dummy_hash = generate_password_hash(secrets.token_hex(16))
-            check_password_hash(self._dummy_hash, password)
+            if self._dummy_hash is not None:
+                check_password_hash(self._dummy_hash, password)
             return None
         return user if check_password_hash(user.password_hash, password) else None
 

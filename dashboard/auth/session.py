@@ -3,15 +3,21 @@
 - ``HttpOnly`` and ``SameSite=Lax`` always;
 - ``Secure`` whenever the request came over HTTPS (directly, or through a proxy gunicorn
   trusts: ``FORWARDED_ALLOW_IPS``), or always with ``SESSION_COOKIE_SECURE=true``;
-- the session is permanent with a sliding lifetime (``SESSION_LIFETIME_HOURS``): Flask
-  refuses a cookie signed longer ago than that, whatever the browser kept.
+- a session lasts ``SESSION_LIFETIME_HOURS`` from the sign-in, not from the last request:
+  the cookie's expiry and Flask's signature age both enforce it, and :func:`load_user`
+  refuses a session whose sign-in time is older, however often it was used since.
+
+The session lives in the signed cookie only (no server-side store): signing out clears it in
+that browser, while a copy of the cookie stays valid until its lifetime ends. Changing the
+user's password hash, or ``SECRET_KEY``, ends every session at once.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
-from flask import Flask, current_app, has_request_context, request
+from flask import Flask, current_app, has_request_context, request, session
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import LoginManager
 
@@ -31,8 +37,17 @@ def directory_of(app: Flask) -> Directory:
     return app.extensions["jobqueue.directory"]
 
 
+SIGNED_IN_AT = "signed_in_at"  # session key: when the user signed in (Unix seconds)
+
+
 @login_manager.user_loader
 def load_user(session_id: str) -> User | None:
+    """The signed-in user, unless the session outlived ``SESSION_LIFETIME_HOURS`` since the
+    sign-in itself: a session kept alive by polling, or a copied cookie, still ends then."""
+    signed_in_at = session.get(SIGNED_IN_AT)
+    lifetime = current_app.permanent_session_lifetime.total_seconds()
+    if not isinstance(signed_in_at, int) or not 0 <= time.time() - signed_in_at <= lifetime:
+        return None
     return directory_of(current_app).user_for_session(session_id)
 
 

@@ -32,8 +32,11 @@ def now() -> datetime:
 
 
 def safe_next(target: str | None) -> str | None:
-    """A same-site path to go back to after a POST, or ``None`` (no open redirects)."""
+    """A same-site path to go back to after a POST, or ``None`` (no open redirects, and nothing
+    a ``Location`` header cannot carry: control characters would make the redirect fail)."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return None
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in target):
         return None
     parts = urlsplit(target)
     return None if parts.scheme or parts.netloc else target

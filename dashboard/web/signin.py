@@ -10,6 +10,7 @@ every right, and every page carries a banner saying so.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from werkzeug.wrappers import Response
 
 from .. import settings_of
 from ..auth import ANONYMOUS, Actor, Role
-from ..auth.session import directory_of
+from ..auth.session import SIGNED_IN_AT, directory_of
 from . import bp
 from .forms import SignInForm, SignOutForm
 from .rendering import is_htmx, safe_next
@@ -78,7 +79,10 @@ def inject_access() -> dict[str, Any]:
 def _back_here() -> str:
     """The page to return to after signing in: for htmx, the page the user is on."""
     if is_htmx():
-        current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        try:
+            current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        except ValueError:  # a header that is not a URL: start from the overview
+            return url_for("web.overview")
         path = current.path + (f"?{current.query}" if current.query else "")
         return safe_next(path) or url_for("web.overview")
     return request.full_path.rstrip("?")
@@ -128,6 +132,7 @@ def sign_in() -> Response | tuple[str, int]:
             session.clear()  # nothing from before the sign-in carries over
             login_user(user)
             session.permanent = True
+            session[SIGNED_IN_AT] = int(time.time())  # the session ends a lifetime after this
             current_app.logger.info("Signed in: %s (%s)", user.name, user.role)
             return redirect(target, 303)
         current_app.logger.warning(
@@ -135,7 +140,8 @@ def sign_in() -> Response | tuple[str, int]:
         )
         form.form_errors.append("Unknown user name or wrong password.")
     status = 400 if form.is_submitted() else 200
-    return render_template("signin.html", form=form), status
+    has_users = bool(directory_of(current_app).users)
+    return render_template("signin.html", form=form, has_users=has_users), status
 
 
 @bp.post("/logout/")

@@ -12,6 +12,8 @@ import pytest
 
 from dashboard.auth.principals import Directory
 from dashboard.config import Settings
+from dashboard.queue import read, service
+from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,18 +66,32 @@ def test_gunicorn_refuses_to_start_in_production_without_credentials(tmp_path):
 
 
 @pytest.mark.process
-def test_the_worker_command_still_starts_in_that_configuration(libpq_url):
-    """A worker host needs no sign-in settings: only serving is refused."""
+def test_a_worker_runs_jobs_in_that_configuration(app, libpq_url, tmp_path):
+    """A worker host needs no sign-in settings: only serving is refused (and logged)."""
+    job = service.create_job("demo.success").job
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DASHBOARD_", "API_TOKENS", "AUTH_"))}
-    env.update(DEBUG="false", DATABASE_URL=libpq_url, AUTO_MIGRATE="false")
-    result = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "wsgi", "worker", "--help"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "--threads" in result.stdout  # the app was built: the command is one of its own
-    assert "Refusing to serve with DEBUG=false" in result.stderr  # and the refusal is logged
+    env.update(DEBUG="false", SECRET_KEY="", DATABASE_URL=libpq_url, AUTO_MIGRATE="false")
+    env.update(JOB_WORKER_THREADS="1", JOB_WORKER_POLL_INTERVAL_MS="50", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "flask", "--app", "wsgi", "worker"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until(lambda: read.get_job(job.id).status == "succeeded", 30, "the worker to run the job")
+        finally:
+            worker.terminate()
+            worker.wait(20)
+    assert "Refusing to serve with DEBUG=false" in log_path.read_text()
+
+
+@pytest.mark.parametrize(
+    "args", [["new-token", "--name", "a b"], ["hash-password", "--user", "x:y", "--stdin"]]
+)
+def test_commands_refuse_names_the_configuration_would_refuse(app, args):
+    result = app.test_cli_runner().invoke(args=args, input="long-enough-pw\n")
+    assert result.exit_code == 2 and "letters, digits" in result.output

@@ -4,6 +4,7 @@ sign-out, the session cookie's flags."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -109,7 +110,9 @@ def test_sign_in_returns_to_the_page_asked_for(app, anonymous):
     assert anonymous.get("/jobs/").status_code == 200
 
 
-@pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/", "/\\evil.example"])
+@pytest.mark.parametrize(
+    "target", ["https://evil.example/", "//evil.example/", "/\\evil.example", "/\r\nSet-Cookie: x=1", "/\x7f"]
+)
 def test_sign_in_never_redirects_off_site(app, anonymous, target):
     response = sign_in(anonymous, "vera", next=target)
     assert response.headers["Location"] == "/"
@@ -124,7 +127,10 @@ def test_a_failed_sign_in_says_so_inline_and_signs_nobody_in(app, anonymous, nam
     )
     html = response.get_data(as_text=True)
     assert response.status_code == 400
-    assert "Unknown user name or wrong password." in html or "This field is required." in html
+    if password:  # the same words for an unknown name and a wrong password
+        assert "Unknown user name or wrong password." in html
+    else:
+        assert 'id="password-error">This field is required.' in html
     assert anonymous.get("/jobs/").status_code == 303
 
 
@@ -208,3 +214,44 @@ def test_no_banner_once_signed_in(app, viewer):
 def test_sign_in_page_redirects_away_when_sign_in_is_off(app, client):
     response = client.get("/login/?next=/jobs/")
     assert response.status_code == 303 and response.headers["Location"] == "/jobs/"
+
+
+def test_a_next_with_control_characters_is_ignored_not_a_500(app, operator):
+    assert operator.get("/login/?next=/%0D%0Ax").headers["Location"] == "/"
+    job = make_job("failed")
+    token = form_token(operator, "/jobs/")
+    response = operator.post(f"/jobs/{job.id}/retry/", data={"csrf_token": token, "next": "/\r\n"})
+    assert response.status_code == 303 and response.headers["Location"] == f"/jobs/{job.id}/"
+
+
+@pytest.mark.parametrize("current", ["http://[::1", "//[", "not a url", ""])
+def test_an_odd_hx_current_url_falls_back_to_the_overview(app, anonymous, current):
+    response = anonymous.get("/jobs/", headers={**HX, "HX-Current-URL": current})
+    assert response.status_code == 401
+    assert response.headers["HX-Redirect"] == "/login/?next=/"
+
+
+def test_a_session_ends_a_lifetime_after_sign_in_however_often_it_was_used(app, viewer):
+    assert viewer.get("/jobs/").status_code == 200
+    lifetime = viewer.application.permanent_session_lifetime.total_seconds()
+    with viewer.session_transaction() as session:
+        session["signed_in_at"] = int(time.time() - lifetime - 5)
+    assert viewer.get("/jobs/").status_code == 303
+    with viewer.session_transaction() as session:
+        session["signed_in_at"] = "yesterday"  # not a time: no session either
+    assert viewer.get("/jobs/").status_code == 303
+
+
+def test_sign_in_page_says_when_no_user_is_configured(app, database_url):
+    with build(database_url, DASHBOARD_USERS="") as tokens_only:
+        html = tokens_only.test_client().get("/login/").get_data(as_text=True)
+    assert "No dashboard users are configured" in html
+
+
+def test_the_timeline_credits_only_the_events_an_actor_wrote(app, operator):
+    job = service.create_job("demo.success", event_data={"actor": "olga", "source": "dashboard"}).job
+    claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
+    service.record_progress(job.id, "host:1:thread-1:abcd", claimed.attempts, data={"actor": "mallory"})
+    html = operator.get(f"/jobs/{job.id}/").get_data(as_text=True)
+    assert "by <strong>olga</strong>" in html
+    assert "mallory</strong>" not in html

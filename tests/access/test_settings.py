@@ -37,8 +37,9 @@ def test_users_and_tokens_parse_from_lists_and_files(tmp_path):
     [
         ({"DASHBOARD_USERS": "alice:operator"}, "name:role:secret"),
         ({"DASHBOARD_USERS": f"alice:admin:{HASH}"}, "must be viewer or operator"),
-        ({"DASHBOARD_USERS": "alice:operator:hunter22"}, "not a hash"),
-        ({"DASHBOARD_USERS": f"al ice:operator:{HASH}"}, "not a valid name"),
+        ({"DASHBOARD_USERS": "alice:operator:hunter22"}, "not a werkzeug hash"),
+        ({"DASHBOARD_USERS": f"al ice:operator:{HASH}"}, "entry 1: the name is not valid"),
+        ({"API_TOKENS": f"ci:operator:sha256:{'z' * 64}"}, "64 lowercase hex digits"),
         ({"DASHBOARD_USERS": f"a:viewer:{HASH},a:operator:{HASH}"}, "listed twice"),
         ({"API_TOKENS": "ci:operator:short"}, "shorter than 32"),
         ({"API_TOKENS": f"ci:operator:{TOKEN},ci:viewer:{TOKEN}x"}, "listed twice"),
@@ -49,6 +50,21 @@ def test_users_and_tokens_parse_from_lists_and_files(tmp_path):
 def test_bad_access_settings_are_start_up_errors(env, message):
     with pytest.raises(ConfigError, match=message):
         settings(**env)
+
+
+def test_errors_never_quote_a_value_that_may_be_the_secret():
+    for entry in (f"ci:{TOKEN}:operator", f"{TOKEN}x y:operator:ci", f"ci:operator:{TOKEN[:20]}"):
+        with pytest.raises(ConfigError) as refused:
+            settings(API_TOKENS=f"ok:viewer:{'o' * 40},{entry}")
+        assert "entry 2" in str(refused.value)
+        assert TOKEN[:20] not in str(refused.value)
+
+
+def test_unknown_names_cost_the_same_hash_check_as_known_ones():
+    slow = generate_password_hash("pw", method="pbkdf2:sha256:20000")
+    directory = Directory(settings(DASHBOARD_USERS=f"a:viewer:{slow},b:viewer:{slow},c:viewer:{HASH}"))
+    assert directory._dummy_hash.split("$", 1)[0] == "pbkdf2:sha256:20000"
+    assert Directory(settings())._dummy_hash is None  # no users: nothing to compare with
 
 
 @pytest.mark.parametrize(
