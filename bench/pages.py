@@ -42,7 +42,13 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
         found.append((path, {}))
         if not path.startswith("/api/"):
             found.append((path, {"HX-Request": "true"}))
+    # The job list's filters: a type with millions of jobs, a rare combination, no match.
+    for query in FILTERS:
+        found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
     return found
+
+
+FILTERS = ("type=mail", "status=failed&type=report.build", "type=no.such.type")
 
 
 def measure(app: Flask, url: str, *, samples: int) -> dict[str, tuple[float, float, int]]:

@@ -106,12 +106,14 @@ def upgrade_database(app: Flask) -> None:
     from flask_migrate import upgrade
 
     with app.app_context(), db.engine.connect() as conn:
+        # A session-level lock taken in autocommit: a transaction left open here would make
+        # CREATE INDEX CONCURRENTLY in a migration wait for it forever.
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         try:
             upgrade(directory=MIGRATIONS_DIR)
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
-            conn.commit()
 
 
 def _init_debug_toolbar(app: Flask, settings: Settings) -> None:

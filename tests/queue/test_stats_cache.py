@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dashboard.extensions import db
 from dashboard.queue import read, service
 from dashboard.queue.read import StatsPolicy
 from tests.factories import make_job
@@ -71,3 +72,34 @@ def test_job_list_count_on_a_large_table_uses_the_stats_figures(app):
     finally:
         app.extensions["jobqueue.settings"] = settings
     assert read.list_jobs(limit=10, offset=0).count == 3
+
+
+def test_type_filtered_count_on_a_large_table_is_exact_up_to_the_cap_then_estimated(app, monkeypatch):
+    import dataclasses
+
+    for _ in range(4):
+        make_job("queued", type="mail.send")
+    make_job("failed", type="report.build")
+    settings = app.extensions["jobqueue.settings"]
+    app.extensions["jobqueue.settings"] = dataclasses.replace(settings, stats_exact_below_rows=0)
+    try:
+        exact = read.list_jobs(limit=2, offset=0, type="MAIL")
+        assert (exact.count, exact.count_exact, len(exact.results)) == (4, True, 2)
+        monkeypatch.setattr(read, "FILTERED_COUNT_CAP", 2)
+        estimated = read.list_jobs(limit=2, offset=0, type="mail")
+        assert estimated.count_exact is False
+        assert estimated.count >= 3  # never fewer than the rows it did count
+        rare = read.list_jobs(limit=2, offset=0, status="failed", type="report")
+        assert (rare.count, rare.count_exact) == (1, True)
+    finally:
+        app.extensions["jobqueue.settings"] = settings
+
+
+def test_the_type_filter_resolves_to_the_types_containing_it(app):
+    for job_type in ("demo.success", "Demo.Slow", "mail.send", "a_b", "axb"):
+        make_job("queued", type=job_type)
+    with db.engine.connect() as conn:
+        assert set(read.types_matching(conn, "DEMO")) == {"Demo.Slow", "demo.success"}
+        assert read.types_matching(conn, "a_b") == ["a_b"]  # no LIKE wildcards
+        assert read.types_matching(conn, "nothing") == []
+    assert read.list_jobs(limit=10, offset=0, type="nothing").count == 0
