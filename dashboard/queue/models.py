@@ -76,9 +76,10 @@ class Job(db.Model):
         Index("jobs_job_available_at_idx", "available_at"),
         # Job list ordering, newest first (``read.list_jobs``).
         Index("jobs_job_created_at_idx", "created_at"),
-        # The job list's type filter (``read.list_jobs``: one type's jobs newest first) and the
-        # skip scan that lists the distinct types (``read.JOB_TYPES_SQL``).
-        Index("job_type_created_idx", "type", text("created_at DESC"), text("id DESC")),
+        # The job list's type filter (``read.list_jobs``: one type's jobs, or one type's jobs in
+        # one status, newest first) and the skip scan that lists the distinct types
+        # (``read.JOB_TYPES_SQL``).
+        Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
         # The claim (``sql.CLAIM``): only queued rows, so it stays small while finished rows
         # pile up, and in the claim's own order so the first unlocked eligible entry is the
         # answer. The reference lists available_at first; that order makes PostgreSQL sort

@@ -1,9 +1,11 @@
-"""Index jobs by type, newest first: the job list's type filter and the list of job types.
+"""Index jobs by type and status, newest first: the job list's type filter, with or without a
+status, and the list of job types.
 
 The ``type`` filter is a case-insensitive substring. It is resolved to the job types that
 contain it (a skip scan of this index: one descent per distinct type), then read as
-``type IN (...)`` through this index. Without it, a filtered page and its count tested every
-row: seconds at 10M jobs. Built CONCURRENTLY, so writers are not blocked on a large table.
+``type IN (...)`` through this index: one range per type, or per type and status. Without it,
+a filtered page and its count tested every row: seconds at 10M jobs. Built CONCURRENTLY, so
+writers are not blocked on a large table.
 
 Revision ID: 0004
 Revises: 0003
@@ -23,7 +25,7 @@ def upgrade():
         op.create_index(
             "job_type_created_idx",
             "jobs_job",
-            ["type", sa.literal_column("created_at DESC"), sa.literal_column("id DESC")],
+            ["type", "status", sa.literal_column("created_at DESC"), sa.literal_column("id DESC")],
             postgresql_concurrently=True,
             if_not_exists=True,
         )
