@@ -16,6 +16,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,23 +121,30 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture
-def dashboard_server(app: Any, libpq_url: str, tmp_path: Path) -> Iterator[str]:
-    """The dashboard served by gunicorn on a free port; yields its base URL."""
+@contextmanager
+def gunicorn(libpq_url: str, log_dir: Path, **env: str) -> Iterator[str]:
+    """gunicorn serving ``wsgi:app`` on a free port with the test settings and ``env``; yields
+    its base URL once it answers, stops it afterwards."""
     port = _free_port()
-    env = {**_env(libpq_url), "WEB_CONCURRENCY": "1", "WEB_THREADS": "8"}
     server = Process(
         "gunicorn",
         [sys.executable, "-m", "gunicorn", "-b", f"127.0.0.1:{port}", "wsgi:app"],
-        env,
-        tmp_path,
+        {**_env(libpq_url), "WEB_CONCURRENCY": "1", "WEB_THREADS": "8", **env},
+        log_dir,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: server.alive() and _answers(base + "/jobs/"), 30, "gunicorn to answer")
+        wait_until(lambda: server.alive() and _answers(base + "/api/health/"), 30, "gunicorn to answer")
         yield base
     finally:
         server.stop()
+
+
+@pytest.fixture
+def dashboard_server(app: Any, libpq_url: str, tmp_path: Path) -> Iterator[str]:
+    """The dashboard served by gunicorn on a free port; yields its base URL."""
+    with gunicorn(libpq_url, tmp_path) as base:
+        yield base
 
 
 @pytest.fixture

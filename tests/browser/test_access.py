@@ -4,7 +4,6 @@ strict Content-Security-Policy, so a blocked script or style would show as a con
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from dashboard.queue import read
 from tests.access.secured import PASSWORDS, SECURED
 from tests.factories import make_job
 
-from .conftest import ARTIFACTS, Process, _answers, _env, _free_port, wait_until
+from .conftest import ARTIFACTS, gunicorn
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,21 +22,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 @pytest.fixture
 def secured_server(app: Any, libpq_url: str, tmp_path: Path) -> Iterator[str]:
     """gunicorn in production mode with the access tests' users and tokens."""
-    port = _free_port()
     access = {k: SECURED[k] for k in ("SECRET_KEY", "DASHBOARD_USERS", "API_TOKENS", "AUTH_DISABLED")}
-    env = {**_env(libpq_url), **access, "WEB_CONCURRENCY": "1", "WEB_THREADS": "4"}
-    server = Process(
-        "gunicorn-secured",
-        [sys.executable, "-m", "gunicorn", "-b", f"127.0.0.1:{port}", "wsgi:app"],
-        env,
-        tmp_path,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: server.alive() and _answers(base + "/api/health/"), 30, "gunicorn to answer")
+    with gunicorn(libpq_url, tmp_path, **access) as base:
         yield base
-    finally:
-        server.stop()
 
 
 def sign_in(page: Any, name: str) -> None:
