@@ -97,31 +97,29 @@ def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str |
 
     The substring is first resolved to the job types that contain it (:func:`types_matching`),
     so the filter is ``type IN (...)`` and uses job_type_created_idx (type, status,
-    created_at DESC, id DESC) instead of testing every row. Index: jobs_job_created_at_idx for the unfiltered
-    order; jobs_job_status_idx for the status filter.
+    created_at DESC, id DESC) instead of testing every row. Index: jobs_job_created_at_idx for
+    the unfiltered order; jobs_job_status_idx for the status filter.
     """
     where = []
     if status:
         where.append(jobs.c.status == status)
-    newest_first = (jobs.c.created_at.desc(), jobs.c.id.desc())
     with _connect() as conn:
         exact = True
         if not type:
             count = _large_table_count(conn, status)
             if count is None:
                 count = conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
-            query = select(jobs).where(*where).order_by(*newest_first)
         else:
             where.append(jobs.c.type.in_(types_matching(conn, type)))
             count, exact = _filtered_count(conn, where)
-            query = select(jobs).where(*where).order_by(*newest_first)
-            if exact:
-                # Few matches (at most FILTERED_COUNT_CAP): read them all through the type
-                # index and sort them. Left to itself the planner may walk the created_at
-                # index instead, expecting matches to be common (it multiplies the status and
-                # type frequencies); for a rare combination that read all 10M rows.
-                matches = select(jobs).where(*where).offset(0).subquery()  # OFFSET 0: a fence
-                query = select(matches).order_by(matches.c.created_at.desc(), matches.c.id.desc())
+        query = select(jobs).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+        if type and exact and count <= FILTERED_COUNT_CAP:
+            # Few matches: read them all through the type index and sort them. Left to itself
+            # the planner may walk the created_at index instead, expecting matches to be
+            # common (it multiplies the status and type frequencies); for a rare combination
+            # that read all 10M rows.
+            matches = select(jobs).where(*where).offset(0).subquery()  # OFFSET 0: a fence
+            query = select(matches).order_by(matches.c.created_at.desc(), matches.c.id.desc())
         nothing = bool(type) and exact and count == 0  # a live count: no page to read
         rows = [] if nothing else conn.execute(query.limit(limit).offset(offset)).mappings().all()
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows], count_exact=exact)
