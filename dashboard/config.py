@@ -13,7 +13,7 @@ import math
 import os
 import re
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
@@ -126,36 +126,44 @@ class TokenEntry:
     secret: str = field(repr=False)  # the token itself, or "sha256:<hex>" of it
 
 
+def _principals(
+    env: Mapping[str, str], variable: str, check_secret: Callable[[str, str, str], None]
+) -> list[tuple[str, str, str]]:
+    """The ``name:role:secret`` entries of ``variable`` (and its ``_FILE``), each name once."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for where, entry in _entries(env, variable):
+        name, role, secret = _principal(where, entry)
+        check_secret(where, name, secret)
+        if name in found:
+            raise ConfigError(f"{where}: {name!r} is listed twice")
+        found[name] = (name, role, secret)
+    return list(found.values())
+
+
+def _check_password_hash(where: str, name: str, password_hash: str) -> None:
+    if not password_hash.startswith(PASSWORD_HASH_METHODS) or password_hash.count("$") != 2:
+        raise ConfigError(
+            f"{where}: the password of {name!r} is not a werkzeug hash; "
+            "make one with `flask --app wsgi hash-password`"
+        )
+
+
+def _check_token(where: str, name: str, secret: str) -> None:
+    if secret.startswith("sha256:") and not _SHA256.fullmatch(secret):
+        raise ConfigError(f"{where}: the digest of {name!r} must be sha256: and 64 lowercase hex digits")
+    if not _SHA256.fullmatch(secret) and len(secret) < TOKEN_MIN_LENGTH:
+        raise ConfigError(
+            f"{where}: the token of {name!r} is shorter than {TOKEN_MIN_LENGTH} characters; "
+            "make one with `flask --app wsgi new-token`"
+        )
+
+
 def _users(env: Mapping[str, str]) -> tuple[UserEntry, ...]:
-    users: dict[str, UserEntry] = {}
-    for where, entry in _entries(env, "DASHBOARD_USERS"):
-        name, role, password_hash = _principal(where, entry)
-        if not password_hash.startswith(PASSWORD_HASH_METHODS) or password_hash.count("$") != 2:
-            raise ConfigError(
-                f"{where}: the password of {name!r} is not a werkzeug hash; "
-                "make one with `flask --app wsgi hash-password`"
-            )
-        if name in users:
-            raise ConfigError(f"{where}: user {name!r} is listed twice")
-        users[name] = UserEntry(name, role, password_hash)
-    return tuple(users.values())
+    return tuple(UserEntry(*found) for found in _principals(env, "DASHBOARD_USERS", _check_password_hash))
 
 
 def _tokens(env: Mapping[str, str]) -> tuple[TokenEntry, ...]:
-    tokens: dict[str, TokenEntry] = {}
-    for where, entry in _entries(env, "API_TOKENS"):
-        name, role, secret = _principal(where, entry)
-        if secret.startswith("sha256:") and not _SHA256.fullmatch(secret):
-            raise ConfigError(f"{where}: the digest of {name!r} must be sha256: and 64 lowercase hex digits")
-        if not _SHA256.fullmatch(secret) and len(secret) < TOKEN_MIN_LENGTH:
-            raise ConfigError(
-                f"{where}: the token of {name!r} is shorter than {TOKEN_MIN_LENGTH} characters; "
-                "make one with `flask --app wsgi new-token`"
-            )
-        if name in tokens:
-            raise ConfigError(f"{where}: token name {name!r} is listed twice")
-        tokens[name] = TokenEntry(name, role, secret)
-    return tuple(tokens.values())
+    return tuple(TokenEntry(*found) for found in _principals(env, "API_TOKENS", _check_token))
 
 
 @dataclass(frozen=True)

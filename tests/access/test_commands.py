@@ -12,8 +12,6 @@ import pytest
 
 from dashboard.auth.principals import Directory
 from dashboard.config import Settings
-from dashboard.queue import read, service
-from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,30 +61,6 @@ def test_gunicorn_refuses_to_start_in_production_without_credentials(tmp_path):
     assert result.returncode != 0
     assert "Refusing to serve with DEBUG=false" in result.stderr
     assert "SECRET_KEY" in result.stderr and "DASHBOARD_USERS" in result.stderr
-
-
-@pytest.mark.process
-def test_a_worker_runs_jobs_in_that_configuration(app, libpq_url, tmp_path):
-    """A worker host needs no sign-in settings: only serving is refused (and logged)."""
-    job = service.create_job("demo.success").job
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DASHBOARD_", "API_TOKENS", "AUTH_"))}
-    env.update(DEBUG="false", SECRET_KEY="", DATABASE_URL=libpq_url, AUTO_MIGRATE="false")
-    env.update(JOB_WORKER_THREADS="1", JOB_WORKER_POLL_INTERVAL_MS="50", PYTHONUNBUFFERED="1")
-    log_path = tmp_path / "worker.log"
-    with open(log_path, "wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "wsgi", "worker"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_until(lambda: read.get_job(job.id).status == "succeeded", 30, "the worker to run the job")
-        finally:
-            worker.terminate()
-            worker.wait(20)
-    assert "Refusing to serve with DEBUG=false" in log_path.read_text()
 
 
 @pytest.mark.parametrize(

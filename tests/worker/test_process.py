@@ -170,3 +170,12 @@ def test_more_threads_than_the_pool_can_serve_is_refused_with_advice(app, start_
     worker = start_worker("--threads", "200")
     assert worker.wait(30) == 2
     assert "set JOB_WORKER_THREADS=200" in worker.output
+
+
+def test_a_worker_needs_no_sign_in_settings_in_production(app, start_worker):
+    """``DEBUG=false`` without a secret key or credentials refuses to serve (issue 8), but a
+    worker host serves nothing: the worker runs jobs and only logs the refusal."""
+    created = service.create_job("demo.success").job
+    worker = start_worker(SECRET_KEY="")
+    wait_for_status(created.id, "succeeded")
+    assert "Refusing to serve with DEBUG=false" in worker.output
