@@ -388,6 +388,35 @@ def complete_job(
         return _job(conn, sql.COMPLETE, params)
 
 
+def complete_and_claim(
+    job_id: uuid.UUID,
+    worker_id: str,
+    attempt: int,
+    result: Any = None,
+    *,
+    lease_seconds: float,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+) -> tuple[bool, JobRecord | None]:
+    """:func:`complete_job` and :func:`claim_next_job` for the same worker, in one statement.
+
+    Returns whether the success was recorded (``False``: the attempt was no longer ours) and
+    the next job claimed, if any. The two are independent: a fenced-off completion still
+    claims, and an empty queue still completes.
+    """
+    now = _aware(now or utcnow(), "now")
+    params = {
+        **_owner(job_id, worker_id, attempt),
+        "now": now,
+        "locked_until": now + timedelta(seconds=lease_seconds),
+        "result": result,
+    }
+    with _connection(conn) as conn:
+        row = _rows(conn, sql.COMPLETE_AND_CLAIM, params)[0]
+    claimed = JobRecord.from_row(row) if row["id"] is not None else None
+    return bool(row["completed"]), claimed
+
+
 def complete_jobs(
     completions: Sequence[tuple[uuid.UUID, str, int, Any]],
     *,

@@ -164,6 +164,49 @@ COMPLETE = text(
     """
 ).bindparams(bindparam("result", type_=JSONB), bindparam("event_data", type_=JSONB))
 
+# One-job mode's settle-and-claim: a thread that has just run a job records its success and
+# claims its next job in one statement, so a job costs one round trip and one commit instead
+# of two. The two halves are independent: the completion is fenced exactly as COMPLETE (a lost
+# attempt records nothing, and the claim still happens), and the claim is exactly CLAIM for
+# one worker (the job just completed is no longer queued, so it cannot be picked again).
+# Always one row: ``completed`` (0 or 1) and the claimed job's columns, NULL when the queue
+# had nothing eligible.
+# Index: job_claim_idx, as CLAIM.
+COMPLETE_AND_CLAIM = text(
+    f"""
+    WITH done AS (
+        UPDATE jobs_job
+        SET status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL,
+            finished_at = :now, updated_at = :now
+        WHERE {OWNED}
+        RETURNING id, attempts
+    ), done_ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', '{{}}'::jsonb, :now
+        FROM done
+    ), picked AS (
+        SELECT id FROM jobs_job
+        WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE jobs_job AS j
+        SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+            locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
+        FROM picked WHERE j.id = picked.id
+        RETURNING j.*
+    ), claim_ev AS (
+        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
+               jsonb_build_object('locked_until', locked_until), :now
+        FROM claimed
+    )
+    SELECT (SELECT count(*) FROM done) AS completed, claimed.*
+    FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+    """
+).bindparams(bindparam("result", type_=JSONB))
+
 # Batch mode's completer: many successes in one statement, each row still fenced by its own
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
 COMPLETE_MANY = text(

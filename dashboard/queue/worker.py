@@ -128,6 +128,8 @@ class WorkerLoop:
         self._next_cleanup = 0.0  # monotonic time; 0 = clean up on the first step
         self._conn: Connection | None = None
         self._running = False  # inside run(): keep the connection from one step to the next
+        self._chaining = False  # inside run(): a success also claims this loop's next job
+        self._carried: JobRecord | None = None  # claimed with the last success, not yet run
 
     @property
     def connection(self) -> Connection:
@@ -158,7 +160,8 @@ class WorkerLoop:
         """Loop until the worker stops; survive every error by waiting and trying again."""
         log.debug("%s: started", self.worker_id)
         with self.holding_connection():
-            while not self.stopping.is_set():
+            self._chaining = True
+            while not self.stopping.is_set() or self._carried is not None:
                 seen = self.doorbell.rings
                 try:
                     worked = self.step()
@@ -171,6 +174,7 @@ class WorkerLoop:
                         "%s: nothing to claim, sleeping %g ms", self.worker_id, self.settings.poll_interval_ms
                     )
                     self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
+            self._chaining = False
         log.debug("%s: stopped", self.worker_id)
 
     def serve(self, idle: queue.SimpleQueue[WorkerLoop]) -> None:
@@ -225,14 +229,20 @@ class WorkerLoop:
     def step(self) -> bool:
         """One pass: the cleanup tick if due, then claim and run at most one job.
 
+        The job may already be claimed: inside :meth:`run`, recording a success claims the
+        loop's next job in the same statement (``service.complete_and_claim``), and that job
+        runs on the next pass, even once the worker is stopping, since it is already ours.
         Returns whether a job was claimed. Needs an application context.
         """
         try:
             if time.monotonic() >= self._next_cleanup:
                 self.cleanup()
-            if self.stopping.is_set():
+            if self._carried is not None:
+                jobs, self._carried = [self._carried], None
+            elif self.stopping.is_set():
                 return False
-            jobs = self.claim(limit=1)
+            else:
+                jobs = self.claim(limit=1)
             for job in jobs:
                 self.execute(job)
             return bool(jobs)
@@ -269,15 +279,12 @@ class WorkerLoop:
             self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit, conn=self.connection
         )
         for job in jobs:
-            log.debug(
-                "%s: claimed job %s (%s) attempt %d/%d",
-                self.worker_id,
-                job.id,
-                job.type,
-                job.attempts,
-                job.max_attempts,
-            )
+            self._log_claim(job)
         return jobs
+
+    def _log_claim(self, job: JobRecord) -> None:
+        what = (job.id, job.type, job.attempts, job.max_attempts)
+        log.debug("%s: claimed job %s (%s) attempt %d/%d", self.worker_id, *what)
 
     def execute(self, job: JobRecord) -> Outcome:
         """Run the job's handler outside any transaction and settle the attempt."""
@@ -312,9 +319,30 @@ class WorkerLoop:
         return self.complete_now(ctx, result, started)
 
     def complete_now(self, ctx: JobContext, result: Any, started: float) -> Outcome:
-        """Record one success (fenced), retrying through an outage while the lease lasts."""
+        """Record one success (fenced), retrying through an outage while the lease lasts.
 
-        def call() -> JobRecord | None:
+        Inside :meth:`run` (and until the worker stops) the first try also claims this loop's
+        next job, one round trip for both. A retry after an outage only completes: whether
+        the first try's claim committed is unknown, and a job claimed but never run is
+        left to lease recovery, like any claim whose answer was lost.
+        """
+        chain = self._chaining and not self.stopping.is_set()
+
+        def call() -> object | None:
+            nonlocal chain
+            if chain:
+                chain = False
+                completed, self._carried = service.complete_and_claim(
+                    ctx.job_id,
+                    ctx.worker_id,
+                    ctx.attempt,
+                    result,
+                    lease_seconds=self.settings.lease_seconds,
+                    conn=self.connection,
+                )
+                if self._carried is not None:
+                    self._log_claim(self._carried)
+                return completed or None
             return service.complete_job(ctx.job_id, ctx.worker_id, ctx.attempt, result, conn=self.connection)
 
         try:

@@ -8,7 +8,7 @@ hands over to Flask's own command line, exactly as ``flask --app wsgi worker`` w
 | ----------------- | ----------------------------------------------------------------- |
 | `after_claim`     | as soon as a claim has committed, before the handler is looked up |
 | `in_handler`      | inside the handler, at its first lease renewal                    |
-| `before_complete` | after the handler returned, before ``complete_job(s)`` runs       |
+| `before_complete` | after the handler returned, before ``complete_*`` runs            |
 | `before_fail`     | after the handler raised, before ``fail_job`` runs                |
 
 The line ``crash point <POINT> reached`` is written to stderr just before the SIGKILL, so a
@@ -58,14 +58,27 @@ def _die_after_claim(original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _die_after_chained_claim(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        completed, job = original(*args, **kwargs)
+        if job is not None:
+            die("after_claim")
+        return completed, job
+
+    return wrapper
+
+
 def plant(point: str) -> None:
     """Wrap the engine function at ``point`` so that reaching it kills the process."""
-    if point == "after_claim":  # claim_batch: what one-job and batch mode both claim through
+    if point == "after_claim":  # claim_batch, or a success that claims the next job with it
         service.claim_batch = _die_after_claim(service.claim_batch)
+        service.complete_and_claim = _die_after_chained_claim(service.complete_and_claim)
     elif point == "in_handler":
         handlers.JobContext.renew = _die_before(point, handlers.JobContext.renew)  # type: ignore[method-assign]
-    elif point == "before_complete":  # one at a time, or batch mode's completer
+    elif point == "before_complete":  # one at a time (with or without the next claim), or batched
         service.complete_job = _die_before(point, service.complete_job)
+        service.complete_and_claim = _die_before(point, service.complete_and_claim)
         service.complete_jobs = _die_before(point, service.complete_jobs)
     elif point == "before_fail":
         service.fail_job = _die_before(point, service.fail_job)

@@ -324,3 +324,41 @@ def test_bad_worker_options_are_refused_with_a_usage_error(app, args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_running_loop_claims_its_next_job_with_each_success(app):
+    first = service.create_job("demo.success", {"sleep_seconds": 0}, priority=90).job
+    second = service.create_job("demo.success", {"sleep_seconds": 0}, priority=10).job
+    loop = make_loop(app)
+    thread = threading.Thread(target=loop.run)
+    thread.start()
+    try:
+        wait_for_status(second.id, "succeeded")
+    finally:
+        loop.stopping.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    succeeded = next(e for e in events(first.id) if e.type == "succeeded")
+    claimed = next(e for e in events(second.id) if e.type == "claimed")
+    # one statement: the first job's success and the second one's claim share their moment
+    assert claimed.created_at == succeeded.created_at
+    assert claimed.worker_id == succeeded.worker_id == WORKER_ID
+
+
+def test_a_job_claimed_with_a_success_still_runs_when_the_worker_stops(app, monkeypatch):
+    jobs = [
+        service.create_job("demo.success", {"sleep_seconds": 0}, priority=priority).job
+        for priority in (90, 50, 10)
+    ]
+    loop = make_loop(app)
+    original = service.complete_and_claim
+
+    def then_stop(*args: Any, **kwargs: Any):
+        settled = original(*args, **kwargs)
+        loop.stopping.set()  # SIGTERM arrives just after the next job was claimed
+        return settled
+
+    monkeypatch.setattr(service, "complete_and_claim", then_stop)
+    loop.run()  # returns once stopping and nothing claimed is left
+    assert [job(j.id).status for j in jobs] == ["succeeded", "succeeded", "queued"]
+    assert event_types(jobs[2].id) == ["created"]
