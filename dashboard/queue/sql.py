@@ -19,6 +19,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
 
+# A one-job mode worker thread's connection (service.connect_worker) plans its statements once,
+# generically, instead of once per execution. Reset when the connection goes back to the pool.
+GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
+DEFAULT_PLANS = "RESET plan_cache_mode"
+
 # Jobs that become claimable now wake idle workers at once (they LISTEN on this channel);
 # polling stays the fallback, so a lost notification costs at most one poll interval. Jobs
 # queued for later (delays, backoff) send nothing: the poll finds them when they are due.
@@ -89,13 +94,12 @@ FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :
 # an index scan in claim order that stops at the first unlocked row with available_at <= now.
 # FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another claimer has locked instead of
 # waiting on them, so each attempt goes to exactly one worker.
-CLAIM = text(
-    """
+_CLAIM = """
     WITH picked AS (
         SELECT id FROM jobs_job
         WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
         ORDER BY priority DESC, available_at, created_at, id
-        LIMIT cardinality(CAST(:worker_ids AS text[]))
+        LIMIT {limit}
         FOR UPDATE SKIP LOCKED
     ), next AS (
         SELECT id, row_number() OVER () AS n FROM picked
@@ -114,7 +118,12 @@ CLAIM = text(
     )
     SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
     """
-).bindparams(bindparam("worker_ids", type_=ARRAY(Text)))
+CLAIM = text(_CLAIM.format(limit="cardinality(CAST(:worker_ids AS text[]))")).bindparams(
+    bindparam("worker_ids", type_=ARRAY(Text))
+)
+# The same for one worker, the limit spelled out, so that a generic plan (one-job mode,
+# service.connect_worker) knows it fetches one row, as a custom plan would.
+CLAIM_ONE = text(_CLAIM.format(limit="1")).bindparams(bindparam("worker_ids", type_=ARRAY(Text)))
 
 RENEW = text(
     f"""

@@ -8,15 +8,17 @@ and its own application context. One :meth:`WorkerLoop.step`:
 2. the **claim**: one short transaction (``FOR UPDATE SKIP LOCKED``) takes the next job;
 3. the **run**: the handler executes outside any transaction, with a :class:`JobContext`;
 4. the **settle**: ``complete_job`` or ``fail_job``, both fenced by ownership, so an attempt
-   whose lease was recovered meanwhile changes nothing.
+   whose lease was recovered meanwhile changes nothing. Inside :meth:`WorkerLoop.run` a
+   success also claims the thread's next job in the same statement
+   (``service.complete_and_claim``), and the next step runs that job instead of claiming.
 
 Nothing a job or the database does ends a thread: handler errors fail the attempt; database
 errors are logged and the loop waits (capped exponential backoff) and tries again, on a fresh
 connection thanks to ``pool_pre_ping``.
 
 :class:`Worker` owns the threads and shutdown: the first SIGINT/SIGTERM stops claiming and lets
-running handlers finish (exit 0); a second one exits at once, leaving unfinished attempts to
-lease recovery.
+running handlers finish, and any job already claimed with a success (exit 0); a second one exits
+at once, leaving unfinished attempts to lease recovery.
 
 Claiming goes through ``service.claim_jobs(limit=...)`` and execution takes the owner from the
 claimed row, so a batch mode (one claim for every free thread) can replace the per-thread claim
@@ -115,8 +117,10 @@ class WorkerLoop:
         lookup: Callable[[str], Handler | None] = get_handler,
         reconnect: Backoff | None = None,
         doorbell: Doorbell | None = None,
+        generic_plans: bool = False,
     ) -> None:
         self.app = app
+        self.generic_plans = generic_plans  # one-job mode's threads: service.connect_worker
         self.doorbell = doorbell or Doorbell()
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()  # batch mode
         self.completer: Completer | None = None  # batch mode
@@ -135,13 +139,15 @@ class WorkerLoop:
     def connection(self) -> Connection:
         """This thread's own autocommit connection: one round trip per transition."""
         if self._conn is None:
-            self._conn = service.connect()
+            self._conn = service.connect_worker() if self.generic_plans else service.connect()
         return self._conn
 
     def close(self) -> None:
         """Return the connection to the pool (the loop opens another if it is used again)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is not None and self.generic_plans:
+            service.release_worker(conn)
+        elif conn is not None:
             conn.close()
 
     def drop_connection(self) -> None:
@@ -465,7 +471,7 @@ class Worker:
         self.stopping = threading.Event()
         self.doorbell = Doorbell()
 
-        def loop(n: int) -> WorkerLoop:
+        def loop(n: int, *, generic_plans: bool = False) -> WorkerLoop:
             backoff = Backoff(reconnect_base_seconds, reconnect_max_seconds)
             return WorkerLoop(
                 app,
@@ -475,9 +481,11 @@ class Worker:
                 lookup=lookup,
                 reconnect=backoff,
                 doorbell=self.doorbell,
+                generic_plans=generic_plans,
             )
 
-        self.loops = [loop(n) for n in range(1, settings.threads + 1)]
+        one_job = settings.batch_size <= 1
+        self.loops = [loop(n, generic_plans=one_job) for n in range(1, settings.threads + 1)]
         # thread-0 recovers expired leases on schedule; in batch mode two more threads claim
         # for the executors and record their successes.
         self.rescuer = Rescuer(loop(0), self.stopping)

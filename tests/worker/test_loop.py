@@ -362,3 +362,30 @@ def test_a_job_claimed_with_a_success_still_runs_when_the_worker_stops(app, monk
     loop.run()  # returns once stopping and nothing claimed is left
     assert [job(j.id).status for j in jobs] == ["succeeded", "succeeded", "queued"]
     assert event_types(jobs[2].id) == ["created"]
+
+
+def plan_cache_mode(raw) -> str:
+    mode = raw.execute("SHOW plan_cache_mode").fetchone()[0]
+    if not raw.autocommit:  # back in the pool: leave no transaction open behind the pool's back
+        raw.rollback()
+    return mode
+
+
+def test_one_job_threads_plan_generically_and_give_the_setting_back(app):
+    loop = make_loop(app)
+    loop.generic_plans = True
+    with app.app_context():
+        raw = loop.connection.connection.driver_connection
+        assert plan_cache_mode(raw) == "force_generic_plan"
+        loop.close()
+        assert plan_cache_mode(raw) == "auto"  # back in the pool as it came
+
+
+def test_only_one_job_mode_threads_force_generic_plans(app):
+    one_job = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2}))
+    assert [loop.generic_plans for loop in one_job.loops] == [True, True]
+    assert one_job.rescuer.loop.generic_plans is False
+    batch = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2, "batch_size": 4}))
+    assert [loop.generic_plans for loop in batch.loops] == [False, False]
+    assert batch.dispatcher.housekeeper.generic_plans is False
+    assert batch.completer.loop.generic_plans is False
