@@ -7,6 +7,7 @@ Python loop, so ten million rows take minutes, not hours.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -107,6 +108,16 @@ def seed_queued(url: str, count: int, *, job_type: str = "bench.noop") -> None:
             {"type": job_type, "count": count},
         )
         conn.execute("ANALYZE jobs_job")
+        checkpoint(conn)
+
+
+def checkpoint(conn: psycopg.Connection) -> None:
+    """Start the measured run just after a checkpoint, so that the full-page writes after it,
+    and the chance of another one during the run, are alike from run to run (a checkpoint
+    falling inside some runs and not others is one source of their spread). Needs a superuser
+    or ``pg_checkpoint``; without either the run goes on as before."""
+    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+        conn.execute("CHECKPOINT")
 
 
 def seed_finished(url: str, count: int, *, events_per_job: int = 3) -> None:
