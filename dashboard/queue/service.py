@@ -446,6 +446,7 @@ def complete_and_claim(
     now = _aware(now or utcnow(), "now")
     params = {
         **_owner(job_id, worker_id, attempt),
+        "worker_ids": [worker_id],
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
         "result": result,

@@ -94,8 +94,8 @@ FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :
 # an index scan in claim order that stops at the first unlocked row with available_at <= now.
 # FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another claimer has locked instead of
 # waiting on them, so each attempt goes to exactly one worker.
-_CLAIM = """
-    WITH picked AS (
+_CLAIM_STEPS = """
+    picked AS (
         SELECT id FROM jobs_job
         WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
         ORDER BY priority DESC, available_at, created_at, id
@@ -110,14 +110,14 @@ _CLAIM = """
             locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
         FROM next WHERE j.id = next.id
         RETURNING j.*
-    ), ev AS (
+    ), claim_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until), :now
         FROM claimed
     )
-    SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
-    """
+"""
+_CLAIM = "WITH " + _CLAIM_STEPS + "SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id"
 CLAIM = text(_CLAIM.format(limit="cardinality(CAST(:worker_ids AS text[]))")).bindparams(
     bindparam("worker_ids", type_=ARRAY(Text))
 )
@@ -176,8 +176,8 @@ COMPLETE = text(
 # One-job mode's settle-and-claim: a thread that has just run a job records its success and
 # claims its next job in one statement, so a job costs one round trip and one commit instead
 # of two. The two halves are independent: the completion is fenced exactly as COMPLETE (a lost
-# attempt records nothing, and the claim still happens), and the claim is exactly CLAIM for
-# one worker (the job just completed is no longer queued, so it cannot be picked again).
+# attempt records nothing, and the claim still happens), and the claim is CLAIM_ONE's own
+# steps (the job just completed is no longer queued, so it cannot be picked again).
 # Always one row: ``completed`` (0 or 1) and the claimed job's columns, NULL when the queue
 # had nothing eligible.
 # Index: job_claim_idx, as CLAIM.
@@ -193,28 +193,11 @@ COMPLETE_AND_CLAIM = text(
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', '{{}}'::jsonb, :now
         FROM done
-    ), picked AS (
-        SELECT id FROM jobs_job
-        WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
-        ORDER BY priority DESC, available_at, created_at, id
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-        UPDATE jobs_job AS j
-        SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
-            locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
-        FROM picked WHERE j.id = picked.id
-        RETURNING j.*
-    ), claim_ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until), :now
-        FROM claimed
-    )
+    ), {_CLAIM_STEPS.format(limit="1")}
     SELECT (SELECT count(*) FROM done) AS completed, claimed.*
     FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
-).bindparams(bindparam("result", type_=JSONB))
+).bindparams(bindparam("result", type_=JSONB), bindparam("worker_ids", type_=ARRAY(Text)))
 
 # Batch mode's completer: many successes in one statement, each row still fenced by its own
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
