@@ -156,12 +156,16 @@ PROGRESS = text(
     """
 ).bindparams(bindparam("data", type_=JSONB))
 
+# What a success writes: COMPLETE and COMPLETE_AND_CLAIM (COMPLETE_MANY, the same per row).
+SUCCEED = (
+    "status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL, "
+    "finished_at = :now, updated_at = :now"
+)
+
 COMPLETE = text(
     f"""
     WITH done AS (
-        UPDATE jobs_job
-        SET status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL,
-            finished_at = :now, updated_at = :now
+        UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
         RETURNING *
     ), ev AS (
@@ -184,9 +188,7 @@ COMPLETE = text(
 COMPLETE_AND_CLAIM = text(
     f"""
     WITH done AS (
-        UPDATE jobs_job
-        SET status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL,
-            finished_at = :now, updated_at = :now
+        UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
         RETURNING id, attempts
     ), done_ev AS (
