@@ -68,10 +68,10 @@ def connect_worker() -> Connection:
     Such a thread runs a few statements thousands of times with new values: mostly
     ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE`` (``LIMIT 1`` spelled out), the other transitions
     keyed by job id, and the cleanup tick through the small partial ``job_timeout_idx``.
-    psycopg prepares them, but PostgreSQL re-planned them on every execution, and a custom plan
-    of the claim probes the end of ``available_at``'s index for its estimate, which grows with
-    the table: at 10M jobs the claim took 2.1 ms with custom plans and 1.2 ms with the generic
-    one (its plan walks ``job_claim_idx`` in order all the same). Not for batch mode's
+    psycopg prepares them, but PostgreSQL re-planned them on every execution, and planning the
+    claim costs more as the table grows: at 10M jobs a claim took about 1.9 ms with custom plans
+    and 1.1-1.4 ms with the generic one, which walks ``job_claim_idx`` in order all the same
+    (``docs/benchmarks.md``). Not for batch mode's
     statements: with a limit or a row set known only at run time, a generic plan may sort or
     hash where a custom one walks an index. Give the connection back with
     :func:`release_worker`, so the setting does not outlive the thread.
