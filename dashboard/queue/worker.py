@@ -289,8 +289,14 @@ class WorkerLoop:
         return jobs
 
     def _log_claim(self, job: JobRecord) -> None:
-        what = (job.id, job.type, job.attempts, job.max_attempts)
-        log.debug("%s: claimed job %s (%s) attempt %d/%d", self.worker_id, *what)
+        log.debug(
+            "%s: claimed job %s (%s) attempt %d/%d",
+            self.worker_id,
+            job.id,
+            job.type,
+            job.attempts,
+            job.max_attempts,
+        )
 
     def execute(self, job: JobRecord) -> Outcome:
         """Run the job's handler outside any transaction and settle the attempt."""
