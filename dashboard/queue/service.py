@@ -29,6 +29,7 @@ from ..extensions import db
 from . import sql
 from .backoff import delay_table, retry_delay
 from .records import CleanupResult, CreateResult, JobRecord, RetryResult
+from .states import Status
 
 TYPE_MAX_LENGTH = 120
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
@@ -268,8 +269,11 @@ def create_jobs(
 
     Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
     same batch holds, returns that job with ``created=False``. Results follow ``specs``' order.
+    A new job's record is built from its spec, which is what its row was written from (the
+    database returns only the ids it inserted): reading every new row back, and decoding its
+    payload, cost more than the insert itself. Its ``payload`` is the spec's own object.
     """
-    now = _aware(now or utcnow(), "now")
+    now = _aware(now or utcnow(), "now").astimezone(UTC)
     for index, spec in enumerate(specs):
         try:
             _check(spec)
@@ -277,39 +281,56 @@ def create_jobs(
             raise ValueError(f"job {index}: {exc}") from None
     if not specs:
         return []
-    ids = [uuid.uuid4() for _ in specs]
+    new = [_new_record(uuid.uuid4(), spec, now) for spec in specs]
     rows = [
         {
             "n": n,
-            "id": str(job_id),
-            "type": spec.type,
-            "payload": {} if spec.payload is None else spec.payload,
-            "priority": spec.priority,
-            "available_at": (spec.available_at or now).astimezone(UTC).isoformat(),
-            "max_attempts": spec.max_attempts,
-            "idempotency_key": spec.idempotency_key,
+            "id": str(job.id),
+            "type": job.type,
+            "payload": job.payload,
+            "priority": job.priority,
+            "available_at": job.available_at.isoformat(),
+            "max_attempts": job.max_attempts,
+            "idempotency_key": job.idempotency_key,
         }
-        for n, (job_id, spec) in enumerate(zip(ids, specs, strict=True))
+        for n, job in enumerate(new)
     ]
     with _connection(conn) as conn:
-        inserted = {
-            row["id"]: JobRecord.from_row(row)
-            for row in _rows(
-                conn, sql.CREATE_MANY, {"rows": rows, "now": now, "event_data": event_data or {}}
-            )
-        }
-        missing = {s.idempotency_key for i, s in zip(ids, specs, strict=True) if i not in inserted}
+        params = {"rows": rows, "now": now, "event_data": event_data or {}}
+        inserted = {row["id"] for row in _rows(conn, sql.CREATE_MANY, params)}
+        missing = {job.idempotency_key for job in new if job.id not in inserted}
         existing = {}
         if missing:
             found = _rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": sorted(missing)})
             existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
-    results = []
-    for job_id, spec in zip(ids, specs, strict=True):
-        if job_id in inserted:
-            results.append(CreateResult(job=inserted[job_id], created=True))
-        else:
-            results.append(CreateResult(job=existing[spec.idempotency_key], created=False))
-    return results
+    return [
+        CreateResult(job=job, created=True)
+        if job.id in inserted
+        else CreateResult(job=existing[job.idempotency_key], created=False)
+        for job in new
+    ]
+
+
+def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
+    """The row ``sql.CREATE_MANY`` writes for ``spec``, as a record."""
+    return JobRecord(
+        id=job_id,
+        type=spec.type,
+        payload={} if spec.payload is None else spec.payload,
+        status=Status.QUEUED.value,
+        priority=spec.priority,
+        available_at=now if spec.available_at is None else spec.available_at.astimezone(UTC),
+        attempts=0,
+        max_attempts=spec.max_attempts,
+        idempotency_key=spec.idempotency_key,
+        locked_by=None,
+        locked_until=None,
+        last_error="",
+        result=None,
+        created_at=now,
+        updated_at=now,
+        finished_at=None,
+    )
 
 
 def claim_jobs(

@@ -55,7 +55,8 @@ CREATE = text(
 
 # Bulk create: every row of the batch in one statement, read from one jsonb array (one
 # parameter, any batch size). Keys already taken (by an older job or earlier in the same batch)
-# insert nothing; the caller then reads the jobs holding them.
+# insert nothing; the caller then reads the jobs holding them. Only the ids of the new rows
+# come back: the caller already holds everything else they were written from.
 CREATE_MANY = text(
     """
     WITH input AS (
@@ -69,7 +70,7 @@ CREATE_MANY = text(
                max_attempts, idempotency_key, '', :now, :now
         FROM input ORDER BY n
         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-        RETURNING *
+        RETURNING id, type, available_at
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'created', 0, NULL, 'Job created', :event_data || jsonb_build_object('type', type), :now
@@ -77,7 +78,7 @@ CREATE_MANY = text(
     ), wake AS (
         SELECT pg_notify('jobqueue_jobs', '') WHERE EXISTS (SELECT 1 FROM ins WHERE available_at <= :now)
     )
-    SELECT ins.* FROM ins LEFT JOIN wake ON true
+    SELECT ins.id FROM ins LEFT JOIN wake ON true
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 

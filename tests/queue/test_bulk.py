@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta, timezone
+
 import pytest
 
 from dashboard.queue import read, service
@@ -72,3 +74,19 @@ def test_bulk_create_accepts_any_utc_offset(app):
     far_east = at(60).astimezone(timezone(timedelta(hours=20)))  # beyond PostgreSQL's text offsets
     job = service.create_jobs([JobSpec("demo.success", available_at=far_east)], now=T0)[0].job
     assert job.available_at == at(60)
+
+
+def test_bulk_records_are_the_rows_written(app):
+    """The new jobs' records are built from their specs; they equal the rows read back."""
+    elsewhere = timezone(timedelta(hours=5, minutes=30))
+    specs = [
+        JobSpec("demo.success", [1, 2.5, "three", None, {"nested": [True]}]),
+        JobSpec("demo.success", "just a string", available_at=at(90).astimezone(elsewhere)),
+        JobSpec("demo.success", {"b": 1, "a": {"z": 0, "y": -1.25}}, priority=-100, max_attempts=1),
+    ]
+    results = service.create_jobs(specs, now=at(5).astimezone(elsewhere))
+    for result in results:
+        assert result.created
+        assert read.get_job(result.job.id) == result.job
+    assert results[1].job.available_at.utcoffset() == timedelta(0)
+    assert results[0].job.created_at == results[0].job.updated_at == at(5)
