@@ -95,10 +95,10 @@ def pgqueuer_throughput(admin_url: str, *, jobs: int, timeout: float = 600) -> f
     ``admin_url`` is a libpq URL of the server's ``postgres`` database (``bench.db.server_url()``).
     The rate comes from pgqueuer's own log table (``pgqueuer_log``): the jobs completed after
     the first completion (pgqueuer records completions in groups, one timestamp each), over
-    the span from the earliest ``successful`` row to the latest. Both are
-    written by pgqueuer in its completion statement with ``now()``, i.e. server clock, like our
-    ``finished_at``. Starting at the first completion rather than the first ``picked`` row
-    leaves out the start-up stall described above. Raises if any job did not end ``successful``.
+    the span from the earliest ``successful`` row to the latest. pgqueuer writes those rows in
+    its completion statement with ``now()``, i.e. server clock, like our ``finished_at``.
+    Starting at the first completion rather than the first ``picked`` row leaves out the
+    start-up stall described above. Raises if any job did not end ``successful``.
     """
     url = _fresh_database(admin_url, DATABASE)
     subprocess.run(_pgq(url, "install"), check=True, capture_output=True, text=True, timeout=120)

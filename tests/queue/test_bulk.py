@@ -69,8 +69,6 @@ def test_bulk_create_of_many(app):
 
 
 def test_bulk_create_accepts_any_utc_offset(app):
-    from datetime import timedelta, timezone
-
     far_east = at(60).astimezone(timezone(timedelta(hours=20)))  # beyond PostgreSQL's text offsets
     job = service.create_jobs([JobSpec("demo.success", available_at=far_east)], now=T0)[0].job
     assert job.available_at == at(60)
