@@ -12,6 +12,7 @@ from sqlalchemy import text
 from .config import ConfigError, Settings
 from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
 from .extensions import csrf, db, migrate
+from .queue import jsonb
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIGRATIONS_DIR = os.path.join(PROJECT_ROOT, "migrations")
@@ -53,6 +54,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     debug_toolbar = settings.debug and settings.enable_debug_toolbar and not app.testing
 
     db.init_app(app)
+    jsonb.install()
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)
 

@@ -27,6 +27,10 @@ class ResultRejected(ValueError):
     """The database refused the handler's result."""
 
 
+class UnreadablePayload(ValueError):
+    """The job's payload is nested too deeply for this worker to decode (``jsonb.py``)."""
+
+
 def describe(error: BaseException) -> str:
     """``ExceptionType: message``, the form ``last_error`` takes."""
     message = str(error).strip()

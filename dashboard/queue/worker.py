@@ -53,12 +53,14 @@ from .dispatch import Completer, Dispatcher
 from .failures import (
     ResultRejected,
     UnknownJobType,
+    UnreadablePayload,
     check_result,
     describe,
     first_line,
     is_connection_error,
 )
 from .handlers import Handler, JobContext, get_handler
+from .jsonb import UnreadableJson
 from .records import CleanupResult, JobRecord
 from .rescuer import Rescuer
 from .wakeup import Doorbell, Listener
@@ -311,6 +313,9 @@ class WorkerLoop:
         fn = self.lookup(job.type)
         if fn is None:
             error = UnknownJobType(f"no handler is registered for job type {job.type!r}")
+            return self._fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
+        if isinstance(job.payload, UnreadableJson):  # a handler must never see the stand-in
+            error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")
             return self._fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
         log.debug("%s: executing job %s (%s) attempt %d", ctx.worker_id, job.id, job.type, job.attempts)
         try:
