@@ -71,10 +71,11 @@ def connect_worker() -> Connection:
     keyed by job id, and the cleanup tick through the small partial ``job_timeout_idx``.
     psycopg prepares them, but PostgreSQL re-planned them on every execution, and planning the
     claim costs more as the table grows: at 10M jobs a claim took about 1.9 ms with custom plans
-    and 1.1-1.4 ms with the generic one, which walks ``job_claim_idx`` in order all the same
-    (``docs/benchmarks.md``). Not for batch mode's statements: with a limit or a row set known
-    only at run time, a generic plan may sort or hash where a custom one walks an index. Give
-    the connection back with :func:`release_worker`, so the setting does not outlive the thread.
+    and 1.1-1.4 ms with the generic one in one run, 1.0-1.1 and 0.8-1.1 ms in another; the
+    generic plan walks ``job_claim_idx`` in order all the same (``docs/benchmarks.md``). Not
+    for batch mode's statements: with a limit or a row set known only at run time, a generic
+    plan may sort or hash where a custom one walks an index. Give the connection back with
+    :func:`release_worker`, so the setting does not outlive the thread.
     """
     conn = connect()
     try:
