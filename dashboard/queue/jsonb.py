@@ -27,7 +27,7 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     try:
         return json.loads(data)
     except RecursionError:
-        return UnreadableJson(f"(JSON value nested too deeply to decode here: {len(data):,} characters long)")
+        return UnreadableJson(f"(JSON value nested too deeply to decode here: {len(data):,} bytes)")
 
 
 def install() -> None:

@@ -20,7 +20,7 @@ def test_too_deep_a_value_becomes_a_stand_in_that_still_serialises():
     deep = b"[" * 5000 + b"]" * 5000
     value = loads(deep)
     assert isinstance(value, UnreadableJson)
-    assert value == "(JSON value nested too deeply to decode here: 10,000 characters long)"
+    assert value == "(JSON value nested too deeply to decode here: 10,000 bytes)"
     assert json.loads(json.dumps(value)) == value
 
 
