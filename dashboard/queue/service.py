@@ -87,8 +87,9 @@ def connect_worker() -> Connection:
 
 
 def release_worker(conn: Connection) -> None:
-    """Undo :func:`connect_worker`'s setting and give the connection back to the pool (or,
-    if the connection broke, discard it)."""
+    """Give a worker thread's connection back to the pool (or, if it broke, discard it),
+    undoing :func:`connect_worker`'s setting; on a connection from :func:`connect` the reset
+    changes nothing, so every worker connection goes back the same way."""
     try:
         _raw(conn).execute(sql.DEFAULT_PLANS)
     except psycopg.Error:

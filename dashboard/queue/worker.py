@@ -147,10 +147,8 @@ class WorkerLoop:
     def close(self) -> None:
         """Return the connection to the pool (the loop opens another if it is used again)."""
         conn, self._conn = self._conn, None
-        if conn is not None and self.generic_plans:
+        if conn is not None:
             service.release_worker(conn)
-        elif conn is not None:
-            conn.close()
 
     def drop_connection(self) -> None:
         """Forget the connection after an error; the next call opens a fresh one."""
