@@ -22,7 +22,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from dashboard import upgrade_database
-from dashboard.queue import read
+from dashboard.store import read
 
 from . import ceiling, claim, drain, enqueue, pages
 from .db import ROOT, fresh_database, make_app, seed_finished, server_url

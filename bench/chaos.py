@@ -29,9 +29,9 @@ from pathlib import Path
 
 import psycopg
 
-from dashboard.queue import service
-from dashboard.queue.models import ATTEMPTS_SQL, STATUS_SHAPE_SQL
-from dashboard.queue.service import JobSpec
+from dashboard.store import service
+from dashboard.store.models import ATTEMPTS_SQL, STATUS_SHAPE_SQL
+from dashboard.store.service import JobSpec
 
 from .db import ROOT, embedded_server, fresh_database, libpq, make_app
 

@@ -8,7 +8,7 @@ import time
 import psycopg
 from flask import Flask
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .db import seed_queued
 

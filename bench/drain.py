@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import psycopg
 from flask import Flask
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .db import ROOT, seed_queued, truncate
 

@@ -6,7 +6,7 @@ import time
 
 from flask import Flask
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .db import truncate
 

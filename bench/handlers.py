@@ -3,7 +3,7 @@
 Loaded into workers with ``JOB_HANDLER_MODULES=bench.handlers``.
 """
 
-from dashboard.queue.handlers import handler
+from dashboard.runtime.handlers import handler
 
 
 @handler("bench.noop")

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from .config import ConfigError, Settings
 from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
 from .extensions import csrf, db, migrate
-from .queue import jsonb
+from .store import jsonb
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIGRATIONS_DIR = os.path.join(PROJECT_ROOT, "migrations")
@@ -59,8 +59,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
 
     from . import api, auth, cli, web
-    from .queue import models  # noqa: F401  (registers the tables on db.metadata)
-    from .queue.handlers import load_handler_modules
+    from .runtime.handlers import load_handler_modules
+    from .store import models  # noqa: F401  (registers the tables on db.metadata)
 
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(web.bp)

@@ -107,8 +107,8 @@ def worker_command(**options: Any) -> None:
     """
     from . import settings_of
     from .extensions import db
-    from .queue.handlers import registered_types
-    from .queue.worker import Worker, settings_banner
+    from .runtime.handlers import registered_types
+    from .runtime.worker import Worker, settings_banner
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     overrides = {name: value for name, value in options.items() if value is not None}
@@ -118,7 +118,7 @@ def worker_command(**options: Any) -> None:
     _check_pool(app, settings.threads)
 
     configure_logging(settings.log_level)
-    log = logging.getLogger("dashboard.queue.worker")
+    log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
 

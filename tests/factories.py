@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import insert
 
 from dashboard.extensions import db
-from dashboard.queue import read
-from dashboard.queue.models import Job
-from dashboard.queue.records import JobRecord
-from dashboard.queue.service import utcnow
+from dashboard.store import read
+from dashboard.store.models import Job
+from dashboard.store.records import JobRecord
+from dashboard.store.service import utcnow
 
 
 def make_job(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> JobRecord:

@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from dashboard import create_app
-    from dashboard.queue import read, service
+    from dashboard.store import read, service
     app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
     with app.app_context():
         if sys.argv[1] == "create":

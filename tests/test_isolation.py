@@ -1,6 +1,6 @@
 """Canary: data committed by one test is gone in the next (``clean_tables``)."""
 
-from dashboard.queue import read, service
+from dashboard.store import read, service
 
 
 def test_isolation_first_writes(app):

@@ -16,8 +16,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..queue.handlers import registered_types
-from ..queue.service import (
+from ..runtime.handlers import registered_types
+from ..store.service import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
@@ -25,7 +25,7 @@ from ..queue.service import (
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
 )
-from ..queue.states import EventType, Status
+from ..store.states import EventType, Status
 from . import cursor as cursors
 from .fields import AwareDatetime, Integer, JsonObject, Text
 

@@ -22,7 +22,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from ..queue.states import EventType, Status
+from ..store.states import EventType, Status
 
 
 def _iso(value: datetime, info: SerializationInfo) -> str:

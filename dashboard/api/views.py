@@ -1,7 +1,7 @@
 """The endpoints: validate (done by the registry), call the engine, serialise.
 
-No view writes job state or builds a query: state changes go through ``queue.service``,
-reads through ``queue.read``.
+No view writes job state or builds a query: state changes go through ``store.service``,
+reads through ``store.read``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 from .. import settings_of
-from ..queue import read, service
-from ..queue.handlers import registered_types
+from ..runtime.handlers import registered_types
+from ..store import read, service
 from . import outputs, registry, routes
 from .access import audit_data
 from .cursor import BIGINT_MAX, Cursor

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
-from . import service
+from ..store import service
 from .wakeup import Doorbell
 
 if TYPE_CHECKING:

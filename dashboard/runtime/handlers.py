@@ -24,14 +24,14 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from . import service
-from .records import JobRecord
+from ..store import service
+from ..store.records import JobRecord
 
 Handler = Callable[["JobContext"], Any]  # called with the job's context; returns a JSON-able result
 
 _registry: dict[str, Handler] = {}
 
-BUILTIN_MODULES = ("dashboard.queue.demo",)
+BUILTIN_MODULES = ("dashboard.runtime.demo",)
 
 
 def handler(job_type: str) -> Callable[[Handler], Handler]:

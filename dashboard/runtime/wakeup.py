@@ -15,7 +15,7 @@ import threading
 import psycopg
 from sqlalchemy.engine import URL
 
-from .sql import NOTIFY_CHANNEL
+from ..store.sql import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
 

@@ -48,8 +48,10 @@ from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
 from ..extensions import db
-from . import service
-from .dispatch import Completer, Dispatcher
+from ..store import service
+from ..store.jsonb import UnreadableJson
+from ..store.records import CleanupResult, JobRecord
+from .batch import Completer, Dispatcher
 from .failures import (
     ResultRejected,
     UnknownJobType,
@@ -60,8 +62,6 @@ from .failures import (
     is_connection_error,
 )
 from .handlers import Handler, JobContext, get_handler
-from .jsonb import UnreadableJson
-from .records import CleanupResult, JobRecord
 from .rescuer import Rescuer
 from .wakeup import Doorbell, Listener
 

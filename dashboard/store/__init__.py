@@ -1,5 +1,5 @@
-"""The queue engine: models, state transitions, reads, backoff, handlers and the worker.
+"""The store: models, statements, state transitions and reads of the job queue.
 
-Nothing in this package imports ``flask.request``, ``g``, sessions or templates: the API,
-the dashboard and the ``flask worker`` command are adapters over it.
+Nothing in this package imports ``flask.request``, ``g``, sessions, templates or threads of
+the worker: the API, the dashboard, the CLI and the worker runtime are adapters over it.
 """

@@ -2,7 +2,7 @@
 
 Every page works as plain HTML links and forms; a request carrying ``HX-Request`` gets only
 the fragment that changes (polling and in-place swaps). The views read through
-``queue.read`` and change state only through ``queue.service``.
+``store.read`` and change state only through ``store.service``.
 """
 
 from flask import Blueprint

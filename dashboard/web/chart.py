@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..queue.read import MinuteCount
+from ..store.read import MinuteCount
 
 WIDTH, HEIGHT = 600, 140
 MINUTES = 60

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import render_template, request
 
-from ..queue import read
-from ..queue.states import EVENT_TYPES
+from ..store import read
+from ..store.states import EVENT_TYPES
 from . import bp
 from .params import EventFilters, event_filters
 from .rendering import page_or_fragment

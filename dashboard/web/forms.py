@@ -24,7 +24,7 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
-from ..queue.service import (
+from ..store.service import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,

@@ -9,9 +9,10 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 from werkzeug.wrappers import Response
 
 from .. import settings_of
-from ..queue import handlers, read, service
-from ..queue.records import JobRecord
-from ..queue.states import LIVE, STATUSES, Status
+from ..runtime import handlers
+from ..store import read, service
+from ..store.records import JobRecord
+from ..store.states import LIVE, STATUSES, Status
 from . import bp
 from .forms import CreateJobForm, RetryForm
 from .params import job_filters

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from flask import current_app
 
 from .. import settings_of
-from ..queue import read
+from ..store import read
 from . import bp
 from .chart import build_chart, window
 from .forms import RetryForm

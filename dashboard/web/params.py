@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..queue.states import EVENT_TYPES, STATUSES
+from ..store.states import EVENT_TYPES, STATUSES
 
 JOB_PAGE_SIZE, JOB_PAGE_MAX = 25, 100
 EVENT_PAGE_SIZE, EVENT_PAGE_MAX = 50, 200

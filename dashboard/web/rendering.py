@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from flask import current_app, g, render_template, request
 
 from .. import settings_of
-from ..queue.service import utcnow
+from ..store.service import utcnow
 from . import bp, timefmt
 
 

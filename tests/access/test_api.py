@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from dashboard.api import routes
-from dashboard.queue import read
+from dashboard.store import read
 from tests.api.helpers import table_snapshot
 from tests.factories import make_job
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.queue import read
+from dashboard.store import read
 from tests.factories import make_job
 
 from .secured import OPERATOR_TOKEN, bearer, form_token

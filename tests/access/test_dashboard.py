@@ -9,8 +9,8 @@ import time
 import pytest
 
 from dashboard.auth.session import directory_of
-from dashboard.queue import read, service
-from dashboard.queue.records import JobRecord
+from dashboard.store import read, service
+from dashboard.store.records import JobRecord
 from tests.factories import make_job
 
 from .secured import PASSWORDS, build, fast_hash, form_token, sign_in

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from dashboard.auth.headers import POLICY, render_policy, script_hash
-from dashboard.queue import read
+from dashboard.store import read
 from tests.factories import make_job
 
 from .secured import build, form_token

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dashboard.queue import handlers
+from dashboard.runtime import handlers
 
 from .helpers import TEST_TYPE
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dashboard.api.inputs import BULK_MAX_JOBS
-from dashboard.queue import read, service
+from dashboard.store import read, service
 from tests.open_access import ANONYMOUS_API
 
 from .helpers import JOB_FIELDS, TEST_TYPE, create, table_snapshot

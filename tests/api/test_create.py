@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dashboard import settings_of
-from dashboard.queue import read
+from dashboard.store import read
 from tests.open_access import ANONYMOUS_API
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .helpers import EVENT_FIELDS, create
 

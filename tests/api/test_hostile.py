@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .helpers import TEST_TYPE, table_snapshot
 

@@ -70,7 +70,7 @@ def test_cors_headers_only_on_the_api(client):
 
 
 def test_unexpected_errors_under_api_are_json_500_without_traceback(app, client, monkeypatch):
-    from dashboard.queue import read
+    from dashboard.store import read
 
     def explode(now):
         raise RuntimeError("secret internals")

@@ -13,8 +13,8 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from dashboard.api.cursor import Cursor
 from dashboard.api.inputs import BULK_MAX_JOBS
-from dashboard.queue.handlers import registered_types
-from dashboard.queue.states import EVENT_TYPES, STATUSES
+from dashboard.runtime.handlers import registered_types
+from dashboard.store.states import EVENT_TYPES, STATUSES
 from tests.factories import make_job
 
 from .helpers import create

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard import settings_of
-from dashboard.queue import handlers, read
+from dashboard.runtime import handlers
+from dashboard.store import read
 from tests.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot

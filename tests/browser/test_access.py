@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.queue import read
+from dashboard.store import read
 from tests.access.secured import PASSWORDS, SECURED
 from tests.factories import make_job
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.queue import read, service
+from dashboard.store import read, service
 
 from .conftest import ARTIFACTS, Process, wait_until
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from dashboard.queue import read, service
-from dashboard.queue.records import JobRecord
+from dashboard.store import read, service
+from dashboard.store.records import JobRecord
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 LEASE = 30.0

@@ -6,8 +6,8 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from dashboard.queue import read, service
-from dashboard.queue.service import JobSpec
+from dashboard.store import read, service
+from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
 

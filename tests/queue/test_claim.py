@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from flask import Flask
 
-from dashboard.queue import service
+from dashboard.store import service
 from tests.factories import make_job
 
 from .helpers import LEASE, T0, at, claim, event_types, fresh
@@ -103,7 +103,7 @@ def test_many_threads_claim_each_job_exactly_once(app: Flask):
     assert len(counts) == jobs
     assert set(counts.values()) == {1}
     assert len({w for w, _ in claimed}) > 1  # the work really was shared
-    from dashboard.queue import read
+    from dashboard.store import read
 
     stats = read.stats(at(1))
     assert stats.by_status["running"] == jobs and stats.by_status["queued"] == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.queue import service
+from dashboard.store import service
 from tests.factories import make_job
 
 from .helpers import LEASE, T0, at, fresh
@@ -42,7 +42,7 @@ def test_batch_claim_takes_fewer_when_fewer_are_eligible(app):
 
 
 def service_events(job_id):
-    from dashboard.queue import read
+    from dashboard.store import read
 
     return read.job_events(job_id)
 

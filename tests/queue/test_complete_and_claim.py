@@ -7,7 +7,7 @@ with its own event, and neither depending on the other.
 
 from __future__ import annotations
 
-from dashboard.queue import service
+from dashboard.store import service
 from tests.factories import make_job
 
 from .helpers import LEASE, T0, at, claim, event_types, fresh

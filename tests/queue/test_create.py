@@ -8,8 +8,8 @@ from datetime import datetime
 import pytest
 from flask import Flask
 
-from dashboard.queue import read, service
-from dashboard.queue.records import CreateResult
+from dashboard.store import read, service
+from dashboard.store.records import CreateResult
 
 from .helpers import T0, at, event_types
 

@@ -7,7 +7,7 @@ import json
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.queue.jsonb import UnreadableJson, loads
+from dashboard.store.jsonb import UnreadableJson, loads
 
 
 def test_ordinary_values_decode_as_json_does():

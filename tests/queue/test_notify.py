@@ -8,9 +8,9 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from dashboard.queue import service
-from dashboard.queue.service import JobSpec, utcnow
-from dashboard.queue.sql import NOTIFY_CHANNEL
+from dashboard.store import service
+from dashboard.store.service import JobSpec, utcnow
+from dashboard.store.sql import NOTIFY_CHANNEL
 
 from .helpers import claim, fail
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard.queue import read, service
+from dashboard.store import read, service
 from tests.factories import make_job
 
 from .helpers import T0, at, claim

@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.queue import sql
+from dashboard.store import sql
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

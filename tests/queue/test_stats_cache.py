@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dashboard.extensions import db
-from dashboard.queue import read, service
-from dashboard.queue.read import StatsPolicy
+from dashboard.store import read, service
+from dashboard.store.read import StatsPolicy
 from tests.factories import make_job
 from tests.waiting import wait_until
 

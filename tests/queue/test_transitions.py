@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.queue import read, service
+from dashboard.store import read, service
 
 from .helpers import BACKOFF, LEASE, T0, at, claim, cleanup, event_types, fail, fresh
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from flask.cli import main as flask_main
 
-from dashboard.queue import handlers, service
+from dashboard.runtime import handlers
+from dashboard.store import service
 
 POINTS = ("after_claim", "in_handler", "before_complete", "before_fail")
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.queue import read
-from dashboard.queue.records import EventRecord, JobRecord
+from dashboard.store import read
+from dashboard.store.records import EventRecord, JobRecord
 from tests.waiting import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from dashboard.queue import service
-from dashboard.queue.records import EventRecord
+from dashboard.store import service
+from dashboard.store.records import EventRecord
 
 from .conftest import WorkerProcess
 from .helpers import job, story, timeline, wait_until

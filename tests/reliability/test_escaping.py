@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from dashboard.queue import service
+from dashboard.store import service
 from tests.factories import make_job
 
 SCRIPT = "<script>alert('xss')</script>"

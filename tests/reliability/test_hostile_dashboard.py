@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from werkzeug.datastructures import FileStorage
 from wtforms.validators import ValidationError
 
-from dashboard.queue import read, service
+from dashboard.store import read, service
 from dashboard.web.forms import CreateJobForm
 from tests.factories import make_job
 

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.queue import service
-from dashboard.queue.worker import WorkerLoop
+from dashboard.runtime.worker import WorkerLoop
+from dashboard.store import service
 from tests.worker.helpers import SETTINGS
 
 from .helpers import job, story, timeline

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .conftest import HX
 

@@ -6,8 +6,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.queue import read
-from dashboard.queue.service import utcnow
+from dashboard.store import read
+from dashboard.store.service import utcnow
 from tests.factories import make_job
 
 from .conftest import HX, csrf_token

@@ -6,8 +6,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.queue import service
-from dashboard.queue.service import utcnow
+from dashboard.store import service
+from dashboard.store.service import utcnow
 from tests.factories import make_job
 
 from .conftest import HX

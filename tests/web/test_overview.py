@@ -7,8 +7,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.queue import service
-from dashboard.queue.service import utcnow
+from dashboard.store import service
+from dashboard.store.service import utcnow
 from tests.factories import make_job
 
 from .conftest import HX
@@ -114,7 +114,7 @@ def test_a_retried_job_leaves_the_failure_list(app, client):
 
 
 def test_overview_says_how_old_cached_finished_counts_are(app, client):
-    from dashboard.queue import read
+    from dashboard.store import read
 
     make_job("succeeded")
     read.refresh_finished_counts()
@@ -132,7 +132,7 @@ def test_overview_says_how_old_cached_finished_counts_are(app, client):
 def test_a_panel_whose_query_times_out_is_left_out_and_the_page_still_renders(app, client, monkeypatch):
     from sqlalchemy import text
 
-    from dashboard.queue import read
+    from dashboard.store import read
 
     make_job("failed", last_error="still shown elsewhere")
 

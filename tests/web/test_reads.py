@@ -1,10 +1,10 @@
-"""The reads the dashboard added to ``queue.read``: chart, workers, failures, feed notice, progress."""
+"""The reads the dashboard added to ``store.read``: chart, workers, failures, feed notice, progress."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dashboard.queue import read, service
+from dashboard.store import read, service
 from tests.factories import make_job
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -6,8 +6,8 @@ import uuid
 from datetime import datetime
 
 from dashboard.config import WorkerSettings
-from dashboard.queue import read
-from dashboard.queue.records import EventRecord, JobRecord
+from dashboard.store import read
+from dashboard.store.records import EventRecord, JobRecord
 from tests.waiting import wait_until
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dashboard.queue.handlers import JobContext, handler
+from dashboard.runtime.handlers import JobContext, handler
 
 
 @handler("sample.echo")

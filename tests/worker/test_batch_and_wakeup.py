@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.queue import read, service
-from dashboard.queue.service import JobSpec
+from dashboard.store import read, service
+from dashboard.store.service import JobSpec
 
 from .helpers import wait_until
 

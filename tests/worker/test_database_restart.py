@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
-from dashboard.queue import service
+from dashboard.store import service
 from tests.open_access import OPEN_ACCESS
 
 from .helpers import job, wait_for_status

@@ -16,10 +16,10 @@ from flask import Flask
 from dashboard import create_app
 from dashboard.config import WorkerSettings
 from dashboard.extensions import db
-from dashboard.queue import service
-from dashboard.queue.failures import ResultNotSerialisable, check_result, describe
-from dashboard.queue.handlers import Handler, JobContext, get_handler
-from dashboard.queue.worker import Backoff, Worker, WorkerLoop, make_worker_id
+from dashboard.runtime.failures import ResultNotSerialisable, check_result, describe
+from dashboard.runtime.handlers import Handler, JobContext, get_handler
+from dashboard.runtime.worker import Backoff, Worker, WorkerLoop, make_worker_id
+from dashboard.store import service
 from tests.factories import make_job
 from tests.open_access import OPEN_ACCESS
 
@@ -287,7 +287,7 @@ def unreachable_app(tmp_path) -> Iterator[Flask]:
 
 
 def test_a_thread_survives_a_database_that_refuses_connections(unreachable_app, caplog):
-    caplog.set_level(logging.WARNING, logger="dashboard.queue.worker")
+    caplog.set_level(logging.WARNING, logger="dashboard.runtime.worker")
     worker = Worker(unreachable_app, SETTINGS, reconnect_base_seconds=0.01, reconnect_max_seconds=0.04)
     worker.start()
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .helpers import event_types, events, instant, job, wait_for_status
 

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from dashboard.queue import service
+from dashboard.store import service
 
 from .helpers import event_types, job, wait_for_status
 
