@@ -8,7 +8,7 @@ import time
 import psycopg
 from flask import Flask
 
-from dashboard.store import service
+from dashboard.store import connection, service
 
 from .db import seed_queued
 
@@ -16,10 +16,10 @@ from .db import seed_queued
 def claim_ms(app: Flask, samples: int = 200, *, generic: bool = True) -> tuple[float, float]:
     """p50 and p95 of ``service.claim_next_job`` in milliseconds (each claims a new job), on
     one held connection: with generic plans, as a one-job mode worker thread claims
-    (``service.connect_worker``), or with PostgreSQL's default choice of plans."""
+    (``connection.connect_worker``), or with PostgreSQL's default choice of plans."""
     times: list[float] = []
     with app.app_context():
-        conn = service.connect_worker() if generic else service.connect()
+        conn = connection.connect_worker() if generic else connection.connect()
         for _ in range(6):  # psycopg prepares a statement on its fifth execution
             service.claim_next_job("bench:claim", lease_seconds=30, conn=conn)
         for _ in range(samples):
@@ -27,7 +27,7 @@ def claim_ms(app: Flask, samples: int = 200, *, generic: bool = True) -> tuple[f
             job = service.claim_next_job("bench:claim", lease_seconds=30, conn=conn)
             times.append((time.perf_counter() - start) * 1000)
             assert job is not None, "the queue ran dry during the claim benchmark"
-        service.release_worker(conn)
+        connection.release_worker(conn)
     times.sort()
     return statistics.median(times), times[int(len(times) * 0.95) - 1]
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import psycopg
 from flask import Flask
 
-from dashboard.store import service
+from dashboard.store import connection, service
 
 from .db import ROOT, seed_queued, truncate
 
@@ -93,7 +93,7 @@ def pickup_latency(app: Flask, url: str, *, samples: int, **env: str) -> tuple[f
         worker(url, threads=4, **env),
         app.app_context(),
         psycopg.connect(url, autocommit=True) as conn,
-        service.connect() as client,  # the producer holds its connection, as a script would
+        connection.connect() as client,  # the producer holds its connection, as a script would
     ):
         time.sleep(2.0)  # let the worker start and go idle; this is setup, not synchronisation
         for i in range(samples):

@@ -6,7 +6,7 @@ import time
 
 from flask import Flask
 
-from dashboard.store import service
+from dashboard.store import connection, service
 
 from .db import truncate
 
@@ -14,12 +14,12 @@ from .db import truncate
 def single(app: Flask, url: str, *, jobs: int, held: bool = False) -> float:
     """Jobs per second through ``service.create_job``, one transaction each.
 
-    ``held``: on one connection from ``service.connect()`` kept for the whole run, as a script
+    ``held``: on one connection from ``connection.connect()`` kept for the whole run, as a script
     that enqueues in a loop would (and as pgqueuer's client does); otherwise every call checks
     a connection out of the pool, with its pre-ping.
     """
     truncate(url)
-    with app.app_context(), service.connect() as conn:
+    with app.app_context(), connection.connect() as conn:
         client = conn if held else None
         service.create_job("bench.noop", conn=client)  # warm the pool and the prepared statement
         start = time.perf_counter()

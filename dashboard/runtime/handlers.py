@@ -84,7 +84,7 @@ class JobContext:
         conn: Connection | None = None,
     ) -> None:
         self.job = job
-        self._conn = conn  # the worker thread's connection (service.connect()), if it has one
+        self._conn = conn  # the worker thread's connection (connection.connect()), if it has one
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         self.locked_until: datetime | None = job.locked_until

@@ -48,7 +48,7 @@ from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
 from ..extensions import db
-from ..store import service
+from ..store import connection, service
 from ..store.jsonb import UnreadableJson
 from ..store.records import CleanupResult, JobRecord
 from .batch import Completer, Dispatcher
@@ -122,7 +122,7 @@ class WorkerLoop:
         generic_plans: bool = False,
     ) -> None:
         self.app = app
-        self.generic_plans = generic_plans  # one-job mode's threads: service.connect_worker
+        self.generic_plans = generic_plans  # one-job mode's threads: connection.connect_worker
         self.doorbell = doorbell or Doorbell()
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()  # batch mode
         self.completer: Completer | None = None  # batch mode
@@ -141,14 +141,14 @@ class WorkerLoop:
     def connection(self) -> Connection:
         """This thread's own autocommit connection: one round trip per transition."""
         if self._conn is None:
-            self._conn = service.connect_worker() if self.generic_plans else service.connect()
+            self._conn = connection.connect_worker() if self.generic_plans else connection.connect()
         return self._conn
 
     def close(self) -> None:
         """Return the connection to the pool (the loop opens another if it is used again)."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            service.release_worker(conn)
+            connection.release_worker(conn)
 
     def drop_connection(self) -> None:
         """Forget the connection after an error; the next call opens a fresh one."""

@@ -82,8 +82,8 @@ class Job(db.Model):
         Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
         # The claim (``sql.CLAIM``): only queued rows, so it stays small while finished rows
         # pile up, and in the claim's own order so the first unlocked eligible entry is the
-        # answer. The reference lists available_at first; that order makes PostgreSQL sort
-        # every queued row on each claim (1.3 s at 1M queued against 0.4 ms, bench/).
+        # answer. Priority must come first: with available_at first PostgreSQL sorts every
+        # queued row on each claim (figures: docs/benchmarks.md).
         Index(
             "job_claim_idx",
             text("priority DESC"),

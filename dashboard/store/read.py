@@ -71,7 +71,7 @@ class JobPage:
 
 
 # The distinct job types, by a skip scan of job_type_created_idx: one index descent per type
-# instead of reading every row (a few milliseconds at 10M jobs with a handful of types).
+# instead of reading every row (cost: docs/benchmarks.md).
 JOB_TYPES_SQL = text(
     """
     WITH RECURSIVE types AS (
@@ -116,8 +116,8 @@ def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str |
         if type and exact and count <= FILTERED_COUNT_CAP:
             # Few matches: read them all through the type index and sort them. Left to itself
             # the planner may walk the created_at index instead, expecting matches to be
-            # common (it multiplies the status and type frequencies); for a rare combination
-            # that read all 10M rows.
+            # common (it multiplies the status and type frequencies), and for a rare
+            # combination reads the whole table.
             matches = select(jobs).where(*where).offset(0).subquery()  # OFFSET 0: a fence
             query = select(matches).order_by(matches.c.created_at.desc(), matches.c.id.desc())
         nothing = bool(type) and exact and count == 0  # a live count: no page to read

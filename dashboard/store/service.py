@@ -12,22 +12,16 @@ cookie, no template.
 from __future__ import annotations
 
 import uuid
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
-from sqlalchemy import Connection, Engine, TextClause
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Connection
 
-from ..extensions import db
 from . import sql
 from .backoff import delay_table, retry_delay
+from .connection import autocommit, fetch_job, fetch_rows
 from .records import CleanupResult, CreateResult, JobRecord, RetryResult
 from .states import Status
 
@@ -40,77 +34,6 @@ DEFAULT_PRIORITY = 50
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-_autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
-
-
-def _autocommit_engine() -> Engine:
-    engine = db.engine
-    autocommit = _autocommit_engines.get(engine)
-    if autocommit is None:
-        autocommit = _autocommit_engines[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
-    return autocommit
-
-
-def connect() -> Connection:
-    """A connection for many engine calls in a row (a worker thread keeps one).
-
-    Every transition is a single statement (``sql.py``), atomic on its own, so it runs in
-    autocommit mode: one round trip, with no BEGIN and no COMMIT around it. Holding the
-    connection also saves the pool checkout and its pre-ping on every call.
-    """
-    return _autocommit_engine().connect()
-
-
-def connect_worker() -> Connection:
-    """:func:`connect` for a one-job mode worker thread: its statements get the generic plan.
-
-    Such a thread runs a few statements thousands of times with new values: mostly
-    ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE`` (``LIMIT 1`` spelled out), the other transitions
-    keyed by job id, and the cleanup tick through the small partial ``job_timeout_idx``.
-    psycopg prepares them, but PostgreSQL re-planned them on every execution, and planning the
-    claim costs more as the table grows: at 10M jobs a claim took about 1.9 ms with custom plans
-    and 1.1-1.4 ms with the generic one in one run, 1.0-1.1 and 0.8-1.1 ms in another; the
-    generic plan walks ``job_claim_idx`` in order all the same (``docs/benchmarks.md``). Not
-    for batch mode's statements: with a limit or a row set known only at run time, a generic
-    plan may sort or hash where a custom one walks an index. Give the connection back with
-    :func:`release_worker`, so the setting does not outlive the thread.
-    """
-    conn = connect()
-    try:
-        _raw(conn).execute(sql.GENERIC_PLANS)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def release_worker(conn: Connection) -> None:
-    """Give a worker thread's connection back to the pool (or, if it broke, discard it),
-    undoing :func:`connect_worker`'s setting; on a connection from :func:`connect` the reset
-    changes nothing, so every worker connection goes back the same way."""
-    try:
-        _raw(conn).execute(sql.DEFAULT_PLANS)
-    except psycopg.Error:
-        conn.invalidate()
-    finally:
-        conn.close()
-
-
-def _raw(conn: Connection) -> psycopg.Connection[Any]:
-    return conn.connection.driver_connection
-
-
-@contextmanager
-def _connection(conn: Connection | None) -> Iterator[Connection]:
-    if conn is None:
-        with connect() as fresh:
-            yield fresh
-        return
-    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
-        raise ValueError("pass a connection from service.connect(): statements must autocommit")
-    yield conn
 
 
 def _aware(value: datetime, name: str) -> datetime:
@@ -132,66 +55,6 @@ def pg_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [pg_safe(v) for v in value]
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    sql: str  # psycopg's %(name)s placeholders
-    jsonb: frozenset[str]  # parameters to send as jsonb
-
-
-_compiled: dict[int, _Compiled] = {}
-_PSYCOPG = postgresql.psycopg.dialect()
-
-
-def _compile(statement: TextClause) -> _Compiled:
-    compiled = _compiled.get(id(statement))
-    if compiled is None:
-        jsonb = frozenset(
-            name for name, bind in statement._bindparams.items() if isinstance(bind.type, postgresql.JSONB)
-        )
-        compiled = _compiled[id(statement)] = _Compiled(str(statement.compile(dialect=_PSYCOPG)), jsonb)
-    return compiled
-
-
-def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[str, Any]]:
-    """psycopg's ``dict_row`` without ``cursor.description``: that builds a ``Column`` object
-    per column on every statement, a tenth of a worker's Python time per job."""
-    result = cursor.pgresult
-    names = [result.fname(i).decode() for i in range(result.nfields)] if result is not None else []
-
-    def make(values: Sequence[Any]) -> dict[str, Any]:
-        return dict(zip(names, values, strict=True))
-
-    return make
-
-
-def _rows(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run one of ``sql.py``'s statements on the psycopg connection under ``conn``.
-
-    The transitions are the hot path of every worker thread: SQLAlchemy's result machinery
-    (column metadata rebuilt on every call for a text statement) cost a third of a job's time,
-    so they go to the driver directly, compiled once. Errors come back as SQLAlchemy's
-    exception classes, so callers tell an outage from a refusal the same way everywhere.
-    """
-    compiled = _compile(statement)
-    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
-    raw = _raw(conn)
-    if not raw.autocommit:  # a statement outside autocommit would hold a transaction open
-        raise RuntimeError("engine statements run on autocommit connections (service.connect())")
-    try:
-        with raw.cursor(row_factory=_dict_rows) as cursor:
-            cursor.execute(compiled.sql, args)
-            result = cursor.pgresult
-            return cursor.fetchall() if result is not None and result.nfields else []
-    except psycopg.Error as error:
-        raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
-
-
-def _job(conn: Connection, statement: TextClause, params: dict[str, Any]) -> JobRecord | None:
-    rows = _rows(conn, statement, params)
-    row = rows[0] if rows else None
-    return JobRecord.from_row(row) if row is not None else None
 
 
 def create_job(
@@ -224,11 +87,11 @@ def create_job(
         "event_data": {"type": type, **(event_data or {})},
         "now": now,
     }
-    with _connection(conn) as conn:
-        job = _job(conn, sql.CREATE, params)
+    with autocommit(conn) as conn:
+        job = fetch_job(conn, sql.CREATE, params)
         if job is not None:
             return CreateResult(job=job, created=True)
-        existing = _job(conn, sql.FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
+        existing = fetch_job(conn, sql.FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
     if existing is None:  # the conflicting row vanished between the two statements
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
     return CreateResult(job=existing, created=False)
@@ -297,13 +160,13 @@ def create_jobs(
         }
         for n, job in enumerate(new)
     ]
-    with _connection(conn) as conn:
+    with autocommit(conn) as conn:
         params = {"rows": rows, "now": now, "event_data": event_data or {}}
-        inserted = {row["id"] for row in _rows(conn, sql.CREATE_MANY, params)}
+        inserted = {row["id"] for row in fetch_rows(conn, sql.CREATE_MANY, params)}
         missing = {job.idempotency_key for job in new if job.id not in inserted}
         existing = {}
         if missing:
-            found = _rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": sorted(missing)})
+            found = fetch_rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": sorted(missing)})
             existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
     return [
         CreateResult(job=job, created=True)
@@ -368,8 +231,8 @@ def claim_batch(
         "locked_until": now + timedelta(seconds=lease_seconds),
     }
     statement = sql.CLAIM_ONE if len(worker_ids) == 1 else sql.CLAIM
-    with _connection(conn) as conn:
-        rows = _rows(conn, statement, params)
+    with autocommit(conn) as conn:
+        rows = fetch_rows(conn, statement, params)
     return [JobRecord.from_row(row) for row in rows]
 
 
@@ -401,8 +264,8 @@ def renew_lease(
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
     }
-    with _connection(conn) as conn:
-        found = _rows(conn, sql.RENEW, params)
+    with autocommit(conn) as conn:
+        found = fetch_rows(conn, sql.RENEW, params)
         return found[0]["locked_until"] if found else None
 
 
@@ -423,8 +286,8 @@ def record_progress(
         "message": pg_safe(message),
         "data": pg_safe(data or {}),
     }
-    with _connection(conn) as conn:
-        found = _rows(conn, sql.PROGRESS, params)
+    with autocommit(conn) as conn:
+        found = fetch_rows(conn, sql.PROGRESS, params)
         return found[0]["id"] if found else None
 
 
@@ -445,8 +308,8 @@ def complete_job(
         "result": result,
         "event_data": event_data or {},
     }
-    with _connection(conn) as conn:
-        return _job(conn, sql.COMPLETE, params)
+    with autocommit(conn) as conn:
+        return fetch_job(conn, sql.COMPLETE, params)
 
 
 def complete_and_claim(
@@ -473,8 +336,8 @@ def complete_and_claim(
         "locked_until": now + timedelta(seconds=lease_seconds),
         "result": result,
     }
-    with _connection(conn) as conn:
-        row = _rows(conn, sql.COMPLETE_AND_CLAIM, params)[0]
+    with autocommit(conn) as conn:
+        row = fetch_rows(conn, sql.COMPLETE_AND_CLAIM, params)[0]
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 
@@ -496,8 +359,8 @@ def complete_jobs(
         {"id": str(job_id), "worker_id": worker_id, "attempt": attempt, "result": result}
         for job_id, worker_id, attempt, result in completions
     ]
-    with _connection(conn) as conn:
-        found = _rows(conn, sql.COMPLETE_MANY, {"rows": rows, "now": _aware(now or utcnow(), "now")})
+    with autocommit(conn) as conn:
+        found = fetch_rows(conn, sql.COMPLETE_MANY, {"rows": rows, "now": _aware(now or utcnow(), "now")})
         return {row["id"] for row in found}
 
 
@@ -529,8 +392,8 @@ def fail_job(
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
     }
-    with _connection(conn) as conn:
-        return _job(conn, sql.FAIL, params)
+    with autocommit(conn) as conn:
+        return fetch_job(conn, sql.FAIL, params)
 
 
 def cleanup_expired_jobs(
@@ -554,8 +417,8 @@ def cleanup_expired_jobs(
         "delays": delay_table(backoff_base_seconds, backoff_max_seconds),
         "max_delay": float(backoff_max_seconds),
     }
-    with _connection(conn) as conn:
-        rows = _rows(conn, sql.CLEANUP_EXPIRED, params)
+    with autocommit(conn) as conn:
+        rows = fetch_rows(conn, sql.CLEANUP_EXPIRED, params)
     return CleanupResult(
         requeued=[row["id"] for row in rows if row["status"] == "queued"],
         failed=[row["id"] for row in rows if row["status"] == "failed"],
@@ -575,11 +438,11 @@ def retry_job(
         "now": _aware(now or utcnow(), "now"),
         "event_data": event_data or {},
     }
-    with _connection(conn) as conn:
-        job = _job(conn, sql.RETRY, params)
+    with autocommit(conn) as conn:
+        job = fetch_job(conn, sql.RETRY, params)
         if job is not None:
             return RetryResult(job=job)
-        found = _rows(conn, sql.JOB_STATUS, {"id": job_id})
+        found = fetch_rows(conn, sql.JOB_STATUS, {"id": job_id})
         status = found[0]["status"] if found else None
     if status is None:
         return RetryResult(job=None, reason="not_found")

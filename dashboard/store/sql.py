@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
 
-# A one-job mode worker thread's connection (service.connect_worker) plans its statements once,
+# A one-job mode worker thread's connection (connection.connect_worker) plans its statements once,
 # generically, instead of once per execution. Reset when the connection goes back to the pool.
 GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
 DEFAULT_PLANS = "RESET plan_cache_mode"
@@ -123,7 +123,7 @@ CLAIM = text(_CLAIM.format(limit="cardinality(CAST(:worker_ids AS text[]))")).bi
     bindparam("worker_ids", type_=ARRAY(Text))
 )
 # The same for one worker, the limit spelled out, so that a generic plan (one-job mode,
-# service.connect_worker) knows it fetches one row, as a custom plan would.
+# connection.connect_worker) knows it fetches one row, as a custom plan would.
 CLAIM_ONE = text(_CLAIM.format(limit="1")).bindparams(bindparam("worker_ids", type_=ARRAY(Text)))
 
 RENEW = text(

@@ -1,0 +1,158 @@
+"""The psycopg execution layer under the transitions: connections, compiled statements, rows.
+
+- :func:`connect` / :func:`connect_worker` / :func:`release_worker`: autocommit connections,
+  the engine cached per Flask-SQLAlchemy engine;
+- :func:`fetch_rows` / :func:`fetch_job`: run one of ``sql.py``'s statements on the driver
+  connection, compiled once, rows as plain dicts;
+- errors come back as SQLAlchemy's exception classes (``DBAPIError.instance``), so callers tell
+  an outage from a refusal the same way everywhere.
+
+Needs an application context (for the engine) and nothing else.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from sqlalchemy import Connection, Engine, TextClause
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql
+
+from ..extensions import db
+from . import sql
+from .records import JobRecord
+
+_autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+
+
+def autocommit_engine() -> Engine:
+    engine = db.engine
+    autocommit = _autocommit_engines.get(engine)
+    if autocommit is None:
+        autocommit = _autocommit_engines[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return autocommit
+
+
+def connect() -> Connection:
+    """A connection for many engine calls in a row (a worker thread keeps one).
+
+    Every transition is a single statement (``sql.py``), atomic on its own, so it runs in
+    autocommit mode: one round trip, with no BEGIN and no COMMIT around it. Holding the
+    connection also saves the pool checkout and its pre-ping on every call.
+    """
+    return autocommit_engine().connect()
+
+
+def connect_worker() -> Connection:
+    """:func:`connect` for a one-job mode worker thread: its statements get the generic plan.
+
+    Such a thread runs a few statements thousands of times with new values: mostly
+    ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE`` (``LIMIT 1`` spelled out), the other transitions
+    keyed by job id, and the cleanup tick through the small partial ``job_timeout_idx``.
+    psycopg prepares them; without this setting PostgreSQL re-plans them on every execution, and
+    planning the claim costs more as the table grows. The generic plan walks ``job_claim_idx``
+    in order all the same (figures: ``docs/benchmarks.md``). Not for batch mode's statements:
+    with a limit or a row set known only at run time, a generic
+    plan may sort or hash where a custom one walks an index. Give the connection back with
+    :func:`release_worker`, so the setting does not outlive the thread.
+    """
+    conn = connect()
+    try:
+        raw_connection(conn).execute(sql.GENERIC_PLANS)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def release_worker(conn: Connection) -> None:
+    """Give a worker thread's connection back to the pool (or, if it broke, discard it),
+    undoing :func:`connect_worker`'s setting; on a connection from :func:`connect` the reset
+    changes nothing, so every worker connection goes back the same way."""
+    try:
+        raw_connection(conn).execute(sql.DEFAULT_PLANS)
+    except psycopg.Error:
+        conn.invalidate()
+    finally:
+        conn.close()
+
+
+def raw_connection(conn: Connection) -> psycopg.Connection[Any]:
+    return conn.connection.driver_connection
+
+
+@contextmanager
+def autocommit(conn: Connection | None) -> Iterator[Connection]:
+    if conn is None:
+        with connect() as fresh:
+            yield fresh
+        return
+    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        raise ValueError("pass a connection from connection.connect(): statements must autocommit")
+    yield conn
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    sql: str  # psycopg's %(name)s placeholders
+    jsonb: frozenset[str]  # parameters to send as jsonb
+
+
+_compiled: dict[int, _Compiled] = {}
+_PSYCOPG = postgresql.psycopg.dialect()
+
+
+def _compile(statement: TextClause) -> _Compiled:
+    compiled = _compiled.get(id(statement))
+    if compiled is None:
+        jsonb = frozenset(
+            name for name, bind in statement._bindparams.items() if isinstance(bind.type, postgresql.JSONB)
+        )
+        compiled = _compiled[id(statement)] = _Compiled(str(statement.compile(dialect=_PSYCOPG)), jsonb)
+    return compiled
+
+
+def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """psycopg's ``dict_row`` without ``cursor.description``: that builds a ``Column`` object
+    per column on every statement, measurable on a worker's hot path (docs/benchmarks.md)."""
+    result = cursor.pgresult
+    names = [result.fname(i).decode() for i in range(result.nfields)] if result is not None else []
+
+    def make(values: Sequence[Any]) -> dict[str, Any]:
+        return dict(zip(names, values, strict=True))
+
+    return make
+
+
+def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run one of ``sql.py``'s statements on the psycopg connection under ``conn``.
+
+    The transitions are the hot path of every worker thread: SQLAlchemy's result machinery
+    (column metadata rebuilt on every call for a text statement) is too slow for that path,
+    so they go to the driver directly, compiled once. Errors come back as SQLAlchemy's
+    exception classes, so callers tell an outage from a refusal the same way everywhere.
+    """
+    compiled = _compile(statement)
+    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+    raw = raw_connection(conn)
+    if not raw.autocommit:  # a statement outside autocommit would hold a transaction open
+        raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
+    try:
+        with raw.cursor(row_factory=_dict_rows) as cursor:
+            cursor.execute(compiled.sql, args)
+            result = cursor.pgresult
+            return cursor.fetchall() if result is not None and result.nfields else []
+    except psycopg.Error as error:
+        raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
+
+
+def fetch_job(conn: Connection, statement: TextClause, params: dict[str, Any]) -> JobRecord | None:
+    rows = fetch_rows(conn, statement, params)
+    row = rows[0] if rows else None
+    return JobRecord.from_row(row) if row is not None else None
