@@ -22,7 +22,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from dashboard import upgrade_database
-from dashboard.store import read
+from dashboard.store import stats_refresh
 
 from . import ceiling, claim, drain, enqueue, pages
 from .db import ROOT, fresh_database, make_app, seed_finished, server_url
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             row(f"claim with {label}, {sizes.page_jobs:,} finished, p50 / p95", f"{p50:.2f} / {p95:.2f} ms")
     if "pages" in wanted:
         with large_app.app_context():
-            read.refresh_finished_counts()
+            stats_refresh.refresh_finished_counts()
         measured = pages.measure(large_app, large_url, samples=sizes.page_samples)
         results["pages_ms"] = measured
         for path, (p50, p95, status) in measured.items():

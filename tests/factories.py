@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from dashboard.extensions import db
-from dashboard.store import read
+from dashboard.store import read_jobs
 from dashboard.store.models import Job
 from dashboard.store.records import JobRecord
 from dashboard.store.service import utcnow
@@ -45,6 +45,6 @@ def make_job(status: str = "queued", *, now: datetime | None = None, **fields: A
     row.update(fields)
     with db.engine.begin() as conn:
         conn.execute(insert(Job.__table__).values(**row))
-    job = read.get_job(row["id"])
+    job = read_jobs.get_job(row["id"])
     assert job is not None
     return job

@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .. import settings_of
 from ..runtime.handlers import registered_types
-from ..store import read, service
+from ..store import read_jobs, read_stats, service, stats_refresh
 from . import outputs, registry, routes
 from .access import audit_data
 from .cursor import BIGINT_MAX, Cursor
@@ -35,7 +35,7 @@ def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] |
 
 
 def job_or_404(job_id: uuid.UUID) -> outputs.Job:
-    job = read.get_job(job_id)
+    job = read_jobs.get_job(job_id)
     if job is None:
         raise ApiError(404, "Not found.")
     return outputs.Job.model_validate(job)
@@ -76,7 +76,7 @@ route = routes.route
 def health() -> Response:
     """200 when the database answers a trivial query, 503 with the reason when it does not."""
     try:
-        read.database_ok()
+        read_stats.database_ok()
     except SQLAlchemyError as exc:
         current_app.logger.warning("Health check: database unreachable: %s", exc)
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
@@ -175,7 +175,10 @@ def job_list(query: JobListQuery) -> Response:
     """Limit-offset pages, newest first. `limit` defaults to 25; a larger `limit` than 100 is
     reduced to 100, as in the reference's pagination."""
     limit, offset = query.page_size, query.offset
-    page = read.list_jobs(limit=limit, offset=offset, status=query.status, type=query.type)
+    policy = stats_refresh.policy_of(settings_of(current_app))
+    page = read_jobs.list_jobs(
+        limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
+    )
     next_url = (
         page_url(JobListQuery, limit=limit, offset=offset + limit) if offset + limit < page.count else None
     )
@@ -200,7 +203,11 @@ def job_list(query: JobListQuery) -> Response:
 def job_stats() -> Response:
     """Counts by status (all four always present), expired leases, queued retries and the
     oldest queued job's creation time."""
-    return json_response(outputs.Stats.model_validate(read.stats(service.utcnow()).as_dict()))
+    return json_response(
+        outputs.Stats.model_validate(
+            read_stats.stats(service.utcnow(), stats_refresh.policy_of(settings_of(current_app))).as_dict()
+        )
+    )
 
 
 @route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", outputs.Job)})
@@ -218,7 +225,7 @@ def job_detail(job_id: uuid.UUID) -> Response:
 def job_events(job_id: uuid.UUID) -> Response:
     """Every event of the job, ascending by id."""
     job_or_404(job_id)
-    events = [outputs.JobEvent.model_validate(e) for e in read.job_events(job_id)]
+    events = [outputs.JobEvent.model_validate(e) for e in read_jobs.job_events(job_id)]
     return json_response(outputs.JobEventList(events))
 
 
@@ -257,7 +264,9 @@ def event_feed(query: EventFeedQuery) -> Response:
     limit, position = query.page_size, query.cursor
     before = position.position if position and position.direction == "before" else None
     after = position.position if position and position.direction == "after" else None
-    page = read.list_events(limit=limit, before=before, after=after, type=query.type, job_id=query.job_id)
+    page = read_jobs.list_events(
+        limit=limit, before=before, after=after, type=query.type, job_id=query.job_id
+    )
     ids = [event.id for event in page.results]
     older = newer = None
     if ids:

@@ -71,14 +71,14 @@ class Job(db.Model):
     __table_args__ = (
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
         CheckConstraint(ATTEMPTS_SQL, name="job_attempts_valid"),
-        # Job list filtered by status (``read.list_jobs``).
+        # Job list filtered by status (``read_jobs.list_jobs``).
         Index("jobs_job_status_idx", "status"),
         Index("jobs_job_available_at_idx", "available_at"),
-        # Job list ordering, newest first (``read.list_jobs``).
+        # Job list ordering, newest first (``read_jobs.list_jobs``).
         Index("jobs_job_created_at_idx", "created_at"),
-        # The job list's type filter (``read.list_jobs``: one type's jobs, or one type's jobs in
+        # The job list's type filter (``read_jobs.list_jobs``: one type's jobs, or one type's jobs in
         # one status, newest first) and the skip scan that lists the distinct types
-        # (``read.JOB_TYPES_SQL``).
+        # (``read_jobs.JOB_TYPES_SQL``).
         Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
         # The claim (``sql.CLAIM``): only queued rows, so it stays small while finished rows
         # pile up, and in the claim's own order so the first unlocked eligible entry is the
@@ -122,11 +122,11 @@ class JobEvent(db.Model):
 
     __table_args__ = (
         CheckConstraint(EVENT_TYPE_SQL, name="job_event_type_valid"),
-        # Global feed filtered by type (``read.list_events``).
+        # Global feed filtered by type (``read_jobs.list_events``).
         Index("jobs_jobevent_type_idx", "type"),
         Index("jobs_jobevent_created_at_idx", "created_at"),
-        # One job's timeline in id order (``read.job_events``).
+        # One job's timeline in id order (``read_jobs.job_events``).
         Index("job_event_job_id_idx", "job_id", "id"),
-        # Global feed, newest first by id, cursor-paginated (``read.list_events``).
+        # Global feed, newest first by id, cursor-paginated (``read_jobs.list_events``).
         Index("job_event_id_idx", "id"),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..store.read import MinuteCount
+from ..store.read_stats import MinuteCount
 
 WIDTH, HEIGHT = 600, 140
 MINUTES = 60

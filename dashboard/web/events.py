@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import render_template, request
 
-from ..store import read
+from ..store import read_jobs
 from ..store.states import EVENT_TYPES
 from . import bp
 from .params import EventFilters, event_filters
@@ -13,7 +13,7 @@ from .rendering import page_or_fragment
 NEW_EVENTS_CAP = 100
 
 
-def _newest_shown(filters: EventFilters, page: read.EventPage | None) -> int:
+def _newest_shown(filters: EventFilters, page: read_jobs.EventPage | None) -> int:
     """The id the live notice counts from: the newest event on the page, or the cursor."""
     if page and page.results:
         return page.results[0].id
@@ -29,7 +29,7 @@ def events() -> str:
     filters = event_filters(request.args)
     page = None
     if not filters.errors:
-        page = read.list_events(
+        page = read_jobs.list_events(
             limit=filters.limit,
             before=filters.before,
             after=filters.after,
@@ -54,7 +54,7 @@ def newer_events() -> str:
     after = filters.after or 0
     count = 0
     if not filters.errors:
-        count = read.count_events_after(
+        count = read_jobs.count_events_after(
             after, type=filters.type or None, job_id=filters.job_id, cap=NEW_EVENTS_CAP
         )
     return render_template(

@@ -10,8 +10,8 @@ from werkzeug.wrappers import Response
 
 from .. import settings_of
 from ..runtime import handlers
-from ..store import read, service
-from ..store.records import JobRecord
+from ..store import read_jobs, service, stats_refresh
+from ..store.records import EventRecord
 from ..store.states import LIVE, STATUSES, Status
 from . import bp
 from .forms import CreateJobForm, RetryForm
@@ -30,11 +30,11 @@ def _job_id(raw: str) -> uuid.UUID:
         abort(404, description="No job has that id.")
 
 
-def _job_or_404(job_id: uuid.UUID) -> JobRecord:
-    job = read.get_job(job_id)
-    if job is None:
+def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
+    timeline = read_jobs.job_timeline(job_id)
+    if timeline is None:
         abort(404, description="No job has that id.")
-    return job
+    return timeline
 
 
 @bp.get("/jobs/")
@@ -42,20 +42,20 @@ def job_list() -> str:
     filters = job_filters(request.args)
     page = None
     if not filters.errors:
-        page = read.list_jobs(
+        page = read_jobs.list_jobs(
             limit=filters.limit,
             offset=filters.offset,
             status=filters.status or None,
             type=filters.type or None,
+            policy=stats_refresh.policy_of(settings_of(current_app)),
         )
     return page_or_fragment(
         "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
     )
 
 
-def _progress_percent(job: JobRecord) -> float | None:
+def _progress_percent(event: EventRecord | None) -> float | None:
     """The running attempt's progress in percent, from its newest ``progress`` event."""
-    event = read.latest_progress(job.id, job.attempts)
     if event is None or not isinstance(event.data, dict):
         return None
     value = event.data.get("percent")
@@ -64,15 +64,18 @@ def _progress_percent(job: JobRecord) -> float | None:
     return max(0.0, min(100.0, float(value)))
 
 
-def detail_context(job: JobRecord, notices: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+def detail_context(
+    timeline: read_jobs.JobTimeline, notices: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    job = timeline.job
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
     return {
         "job": job,
-        "events": read.job_events(job.id),
+        "events": timeline.events,
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
-        "progress": _progress_percent(job) if running else None,
+        "progress": _progress_percent(timeline.progress) if running else None,
         "retry_form": RetryForm(),
         "notices": notices or [],
     }
@@ -80,8 +83,8 @@ def detail_context(job: JobRecord, notices: list[tuple[str, str]] | None = None)
 
 @bp.get("/jobs/<job_id>/")
 def job_detail(job_id: str) -> str:
-    job = _job_or_404(_job_id(job_id))
-    return page_or_fragment("jobs/detail.html", "fragments/job_detail.html", **detail_context(job))
+    timeline = _timeline_or_404(_job_id(job_id))
+    return page_or_fragment("jobs/detail.html", "fragments/job_detail.html", **detail_context(timeline))
 
 
 @bp.post("/jobs/<job_id>/retry/")
@@ -99,8 +102,8 @@ def job_retry(job_id: str) -> str | Response:
         notice = ("warning", f"Nothing changed: the job is {outcome.status} now, not failed.")
     if is_htmx():
         if request.headers.get("HX-Target") == DETAIL_TARGET:
-            job = _job_or_404(job_uuid)
-            return render_template("fragments/job_detail.html", **detail_context(job, [notice]))
+            timeline = _timeline_or_404(job_uuid)  # one read: the job, its events, its progress
+            return render_template("fragments/job_detail.html", **detail_context(timeline, [notice]))
         return render_template("fragments/retry_result.html", job_id=job_uuid, notice=notice)
     flash(notice[1], notice[0])
     target = safe_next(form.next.data) or url_for("web.job_detail", job_id=job_uuid)

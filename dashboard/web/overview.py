@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from flask import current_app
 
 from .. import settings_of
-from ..store import read
+from ..store import read_stats, read_timeout, stats_refresh
 from . import bp
 from .chart import build_chart, window
 from .forms import RetryForm
@@ -28,11 +28,13 @@ def overview_context() -> dict[str, Any]:
     query runs too long on a huge table shows as unavailable, the others still render."""
     current = now()
     start, until = window(current)
-    with read.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
-        stats = _panel(lambda: read.stats(current))
-        minutes = _panel(lambda: read.finished_per_minute(start, until))
-        workers = _panel(lambda: read.recent_workers(current - WORKERS_WINDOW))
-        failures = _panel(lambda: read.latest_failures(FAILURES_SHOWN))
+    settings = settings_of(current_app)
+    policy = stats_refresh.policy_of(settings)
+    with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
+        stats = _panel(lambda: read_stats.stats(current, policy))
+        minutes = _panel(lambda: read_stats.finished_per_minute(start, until))
+        workers = _panel(lambda: read_stats.recent_workers(current - WORKERS_WINDOW))
+        failures = _panel(lambda: read_stats.latest_failures(FAILURES_SHOWN))
     return {
         "stats": stats,
         "oldest_queued_seconds": (
@@ -49,7 +51,7 @@ def overview_context() -> dict[str, Any]:
 def _panel(load: Callable[[], T]) -> T | None:
     try:
         return load()
-    except read.QueryTimeout:
+    except read_timeout.QueryTimeout:
         log.warning("an overview panel timed out", exc_info=True)
         return None
 

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from dashboard.api import routes
-from dashboard.store import read
+from dashboard.store import read_jobs
 from tests.api.helpers import table_snapshot
 from tests.factories import make_job
 
@@ -107,7 +107,7 @@ def test_a_refused_write_changes_nothing(app, secured_app):
         client.post("/api/jobs/bulk/", json={"jobs": [{"type": "demo.success"}]}, headers=headers)
         client.post(f"/api/jobs/{job.id}/retry/", headers=headers)
     assert table_snapshot() == before
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"
 
 
 def test_cors_preflight_passes_without_a_token(app, database_url):

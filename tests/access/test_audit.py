@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dashboard.store import read
+from dashboard.store import read_jobs
 from tests.factories import make_job
 
 from .secured import OPERATOR_TOKEN, bearer, form_token
 
 
 def created_event(job_id):
-    [event] = [e for e in read.job_events(job_id) if e.type == "created"]
+    [event] = [e for e in read_jobs.job_events(job_id) if e.type == "created"]
     return event
 
 
@@ -24,7 +24,7 @@ def test_api_create_bulk_and_retry_record_the_token_name(app, secured_app):
     assert created_event(bulk["results"][0]["job"]["id"]).data == {**audit, "type": "demo.fail"}
     failed = make_job("failed")
     assert client.post(f"/api/jobs/{failed.id}/retry/", headers=bearer(OPERATOR_TOKEN)).status_code == 200
-    [manual] = [e for e in read.job_events(failed.id) if e.type == "manual_retry"]
+    [manual] = [e for e in read_jobs.job_events(failed.id) if e.type == "manual_retry"]
     assert manual.data == audit
 
 
@@ -32,7 +32,7 @@ def test_dashboard_retry_and_create_record_the_user_and_the_timeline_shows_them(
     failed = make_job("failed")
     token = form_token(operator, "/jobs/")
     operator.post(f"/jobs/{failed.id}/retry/", data={"csrf_token": token})
-    [manual] = [e for e in read.job_events(failed.id) if e.type == "manual_retry"]
+    [manual] = [e for e in read_jobs.job_events(failed.id) if e.type == "manual_retry"]
     assert manual.data == {
         "source": "dashboard",
         "actor": "olga",
@@ -53,7 +53,7 @@ def test_with_sign_in_off_the_actor_is_anonymous(app, client):
     html = client.get(f"/jobs/{failed.id}/").get_data(as_text=True)
     token = html.split('"X-CSRFToken": "', 1)[1].split('"', 1)[0]
     client.post(f"/jobs/{failed.id}/retry/", data={"csrf_token": token})
-    [manual] = [e for e in read.job_events(failed.id) if e.type == "manual_retry"]
+    [manual] = [e for e in read_jobs.job_events(failed.id) if e.type == "manual_retry"]
     assert manual.data == {"source": "dashboard", "actor": "anonymous", "role": None, "credential": "none"}
     html = client.get(f"/jobs/{failed.id}/").get_data(as_text=True)
     assert "by <strong>anonymous</strong> via dashboard" in html

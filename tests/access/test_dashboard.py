@@ -9,7 +9,7 @@ import time
 import pytest
 
 from dashboard.auth.session import directory_of
-from dashboard.store import read, service
+from dashboard.store import read_jobs, service
 from dashboard.store.records import JobRecord
 from tests.factories import make_job
 
@@ -24,7 +24,7 @@ def failed_job() -> JobRecord:
     job = service.create_job("demo.fail", max_attempts=1).job
     assert service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30).id == job.id
     service.fail_job(job.id, "host:1:thread-1:abcd", 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1)
-    failed = read.get_job(job.id)
+    failed = read_jobs.get_job(job.id)
     assert failed.status == "failed"
     return failed
 
@@ -49,7 +49,7 @@ def test_anonymous_is_sent_to_sign_in_from_every_page_and_action(app, anonymous)
         assert response.headers["Location"].startswith("/login/?next=")
     response = anonymous.post(f"/jobs/{job.id}/retry/", data={"csrf_token": form_token(anonymous)})
     assert response.status_code == 303 and response.headers["Location"].startswith("/login/")
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"
 
 
 def test_an_htmx_poll_without_a_session_navigates_to_sign_in(app, anonymous):
@@ -82,8 +82,8 @@ def test_viewer_is_refused_create_and_retry_on_the_server(app, viewer):
     assert "viewer role" in created.get_data(as_text=True)
     retried = viewer.post(f"/jobs/{job.id}/retry/", data={"csrf_token": token}, headers=HX)
     assert retried.status_code == 403
-    assert read.get_job(job.id).status == "failed"
-    assert read.list_jobs(limit=10, offset=0).count == 1
+    assert read_jobs.get_job(job.id).status == "failed"
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
 
 
 def test_operator_sees_and_uses_the_controls(app, operator):
@@ -95,7 +95,7 @@ def test_operator_sees_and_uses_the_controls(app, operator):
     token = form_token(operator, "/jobs/new/")
     response = operator.post(f"/jobs/{job.id}/retry/", data={"csrf_token": token})
     assert response.status_code == 303
-    assert read.get_job(job.id).status == "queued"
+    assert read_jobs.get_job(job.id).status == "queued"
     created = operator.post("/jobs/new/", data=create_form(token))
     assert created.status_code == 303
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from dashboard.auth.headers import POLICY, render_policy, script_hash
-from dashboard.store import read
+from dashboard.store import read_jobs
 from tests.factories import make_job
 
 from .secured import build, form_token
@@ -68,11 +68,11 @@ def test_a_cross_site_post_is_refused_even_with_a_valid_token(app, operator):
         )
         assert response.status_code == 403
         assert "another site" in response.get_data(as_text=True)
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"
     same = operator.post(
         f"/jobs/{job.id}/retry/", data={"csrf_token": token}, headers={"Sec-Fetch-Site": "same-origin"}
     )
-    assert same.status_code == 303 and read.get_job(job.id).status == "queued"
+    assert same.status_code == 303 and read_jobs.get_job(job.id).status == "queued"
 
 
 def test_a_cross_site_sign_in_is_refused(app, anonymous):

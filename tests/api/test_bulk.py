@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dashboard.api.inputs import BULK_MAX_JOBS
-from dashboard.store import read, service
+from dashboard.store import read_jobs, read_stats, service
 from tests.open_access import ANONYMOUS_API
 
 from .helpers import JOB_FIELDS, TEST_TYPE, create, table_snapshot
@@ -59,7 +59,7 @@ def test_idempotency_keys_are_honoured_per_job(client, job_type):
     assert [r["created"] for r in results] == [False, True, False, True]
     assert results[0]["job"] == old
     assert results[2]["job"] == results[1]["job"] and results[2]["job"]["priority"] == 50
-    assert read.list_jobs(limit=10, offset=0).count == 3
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 3
 
 
 def test_replaying_a_request_creates_nothing_and_answers_200(client, job_type):
@@ -81,7 +81,7 @@ def test_the_most_jobs_a_request_may_carry(client, job_type):
     assert response.status_code == 201
     results = response.get_json()["results"]
     assert [r["job"]["payload"]["i"] for r in results] == list(range(BULK_MAX_JOBS))
-    assert read.stats(service.utcnow()).by_status["queued"] == BULK_MAX_JOBS
+    assert read_stats.stats(service.utcnow()).by_status["queued"] == BULK_MAX_JOBS
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_html_in_strings_is_stored_and_returned_as_data(client, job_type):
     assert response.status_code == 201
     job = response.get_json()["results"][0]["job"]
     assert (job["payload"], job["idempotency_key"]) == ({"note": script}, script)
-    assert read.get_job(uuid.UUID(job["id"])).payload == {"note": script}
+    assert read_jobs.get_job(uuid.UUID(job["id"])).payload == {"note": script}
 
 
 @pytest.mark.parametrize("method", ["get", "put", "delete", "patch"])

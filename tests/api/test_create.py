@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dashboard import settings_of
-from dashboard.store import read
+from dashboard.store import read_jobs
 from tests.open_access import ANONYMOUS_API
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot
@@ -78,7 +78,7 @@ def test_known_idempotency_key_returns_the_existing_job_with_200(client, job_typ
     again = client.post("/api/jobs/", json={"type": job_type, "idempotency_key": "same", "payload": {"n": 2}})
     assert again.status_code == 200
     assert again.get_json() == first
-    assert read.list_jobs(limit=10, offset=0).count == 1
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
 
 
 def test_json_with_charset_parameter_is_accepted(client, job_type):
@@ -177,7 +177,7 @@ def test_wrong_content_type_gets_415(client, job_type, content_type):
     response = client.post("/api/jobs/", **kwargs)
     assert response.status_code == 415
     assert "application/json" in response.get_json()["detail"]
-    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_body_over_the_size_limit_gets_413(client, app, job_type):
@@ -185,12 +185,12 @@ def test_body_over_the_size_limit_gets_413(client, app, job_type):
     response = client.post("/api/jobs/", json={"type": job_type, "payload": {"blob": "x" * limit}})
     assert response.status_code == 413
     assert response.get_json() == {"detail": f"Request body too large (limit {limit} bytes)."}
-    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_service_and_api_agree_on_the_created_job(client, job_type):
     job = create(client, job_type, priority=-5)
-    record = read.get_job(uuid.UUID(job["id"]))
+    record = read_jobs.get_job(uuid.UUID(job["id"]))
     assert record is not None and record.priority == -5
     assert datetime.fromisoformat(job["created_at"]) == record.created_at
     assert record.available_at == record.created_at  # omitted available_at: the creation instant

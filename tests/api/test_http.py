@@ -70,12 +70,12 @@ def test_cors_headers_only_on_the_api(client):
 
 
 def test_unexpected_errors_under_api_are_json_500_without_traceback(app, client, monkeypatch):
-    from dashboard.store import read
+    from dashboard.store import read_stats
 
     def explode(now):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(read, "stats", explode)
+    monkeypatch.setattr(read_stats, "stats", explode)
     response = client.get("/api/jobs/stats/")
     assert response.status_code == 500
     assert response.get_json() == {"detail": "Internal server error."}

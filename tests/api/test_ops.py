@@ -9,7 +9,7 @@ import pytest
 
 from dashboard import settings_of
 from dashboard.runtime import handlers
-from dashboard.store import read
+from dashboard.store import read_jobs
 from tests.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot
@@ -117,4 +117,4 @@ def test_retry_of_unknown_or_malformed_id_is_404(client):
 
 def test_api_create_is_seen_by_the_engine(client, job_type):
     job = create(client, job_type)
-    assert read.get_job(uuid.UUID(job["id"])) is not None
+    assert read_jobs.get_job(uuid.UUID(job["id"])) is not None

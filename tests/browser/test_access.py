@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import read
+from dashboard.store import read_jobs
 from tests.access.secured import PASSWORDS, SECURED
 from tests.factories import make_job
 
@@ -50,7 +50,7 @@ def test_operator_signs_in_and_retries_a_job(app, secured_server: str, browser_p
     expect(page.locator("[data-event-type=manual_retry] [data-field=actor]")).to_contain_text(
         "by olga (operator) via dashboard"
     )
-    assert read.get_job(job.id).status == "queued"
+    assert read_jobs.get_job(job.id).status == "queued"
     page.screenshot(path=str(ARTIFACTS / "signed-in-operator.png"), full_page=True)
 
     page.click("header.site button:has-text('Sign out')")
@@ -80,4 +80,4 @@ def test_viewer_sees_pages_but_no_retry_button(app, secured_server: str, browser
     # the server refuses the form page too, whatever the page showed
     response = page.goto(f"{secured_server}/jobs/new/")
     assert response is not None and response.status == 403
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"

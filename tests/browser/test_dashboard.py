@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, service
 
 from .conftest import ARTIFACTS, Process, wait_until
 
@@ -44,13 +44,13 @@ def test_create_watch_retry_and_screenshots(
     # the payload is shown as text, never run
     expect(page.locator("pre.json").first).to_contain_text("<script>window.pwned = 1</script>")
     assert page.evaluate("window.pwned") is None
-    assert read.get_job(job_id).status == "succeeded"
+    assert read_jobs.get_job(job_id).status == "succeeded"
     page.screenshot(path=str(ARTIFACTS / "job-detail.png"), full_page=True)
 
     # A job that fails for good, then a retry with the button.
     failing = service.create_job("demo.fail", {"error": "disk <full>"}, max_attempts=1).job
     wait_until(
-        lambda: worker.alive() and read.get_job(failing.id).status == "failed", 30, "demo.fail to fail"
+        lambda: worker.alive() and read_jobs.get_job(failing.id).status == "failed", 30, "demo.fail to fail"
     )
     page.goto(f"{dashboard_server}/jobs/{failing.id}/")
     expect(page.locator("pre.error-text")).to_contain_text("disk <full>")
@@ -58,11 +58,11 @@ def test_create_watch_retry_and_screenshots(
     page.click("#job-detail button:has-text('Retry')")
     expect(page.locator("#job-detail .notice-success")).to_contain_text("Job queued again")
     wait_until(
-        lambda: [e.type for e in read.job_events(failing.id)].count("failed") == 2,
+        lambda: [e.type for e in read_jobs.job_events(failing.id)].count("failed") == 2,
         30,
         "the retried job to fail",
     )
-    manual = [e for e in read.job_events(failing.id) if e.type == "manual_retry"]
+    manual = [e for e in read_jobs.job_events(failing.id) if e.type == "manual_retry"]
     assert len(manual) == 1 and manual[0].data.get("source") == "dashboard"
     # the detail polled while the job was live again, and stopped when it failed
     expect(page.locator("[data-event-type=manual_retry]")).to_have_count(1)

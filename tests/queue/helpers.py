@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, service
 from dashboard.store.records import JobRecord
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -30,10 +30,10 @@ def cleanup(now: datetime, worker: str = "cleaner", batch: int = 100):
 
 
 def event_types(job_id: uuid.UUID) -> list[str]:
-    return [e.type for e in read.job_events(job_id)]
+    return [e.type for e in read_jobs.job_events(job_id)]
 
 
 def fresh(job_id: uuid.UUID) -> JobRecord:
-    job = read.get_job(job_id)
+    job = read_jobs.get_job(job_id)
     assert job is not None
     return job

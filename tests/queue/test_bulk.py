@@ -6,7 +6,7 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, read_stats, service
 from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
@@ -27,9 +27,9 @@ def test_bulk_create_keeps_order_fields_and_events(app):
     assert jobs[0].available_at == T0 and jobs[0].status == "queued" and jobs[0].attempts == 0
     assert jobs[2].idempotency_key == "bulk-a"
     for job in jobs:
-        assert read.get_job(job.id) == job
+        assert read_jobs.get_job(job.id) == job
         assert event_types(job.id) == ["created"]
-    event = read.job_events(jobs[1].id)[0]
+    event = read_jobs.job_events(jobs[1].id)[0]
     assert event.data == {"source": "test", "type": "demo.fail"}
 
 
@@ -47,14 +47,14 @@ def test_bulk_create_honours_idempotency_keys_per_job(app):
     assert [r.created for r in results] == [False, True, False, True]
     assert results[0].job == old
     assert results[2].job == results[1].job and results[2].job.type == "demo.success"
-    assert read.list_jobs(limit=10, offset=0).count == 3
-    assert len(read.list_events(limit=10, type="created").results) == 3
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 3
+    assert len(read_jobs.list_events(limit=10, type="created").results) == 3
 
 
 def test_bulk_create_checks_everything_before_writing(app):
     with pytest.raises(ValueError, match="job 2"):
         service.create_jobs([JobSpec("a"), JobSpec("b"), JobSpec("c", priority=99999)])
-    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_bulk_create_of_nothing(app):
@@ -65,7 +65,7 @@ def test_bulk_create_of_many(app):
     results = service.create_jobs([JobSpec("demo.success", {"i": i}) for i in range(2500)], now=T0)
     assert len({r.job.id for r in results}) == 2500
     assert [r.job.payload["i"] for r in results] == list(range(2500))
-    assert read.stats(T0).by_status["queued"] == 2500
+    assert read_stats.stats(T0).by_status["queued"] == 2500
 
 
 def test_bulk_create_accepts_any_utc_offset(app):
@@ -85,6 +85,6 @@ def test_bulk_records_are_the_rows_written(app):
     results = service.create_jobs(specs, now=at(5).astimezone(elsewhere))
     for result in results:
         assert result.created
-        assert read.get_job(result.job.id) == result.job
+        assert read_jobs.get_job(result.job.id) == result.job
     assert results[1].job.available_at.utcoffset() == timedelta(0)
     assert results[0].job.created_at == results[0].job.updated_at == at(5)

@@ -103,8 +103,8 @@ def test_many_threads_claim_each_job_exactly_once(app: Flask):
     assert len(counts) == jobs
     assert set(counts.values()) == {1}
     assert len({w for w, _ in claimed}) > 1  # the work really was shared
-    from dashboard.store import read
+    from dashboard.store import read_jobs, read_stats
 
-    stats = read.stats(at(1))
+    stats = read_stats.stats(at(1))
     assert stats.by_status["running"] == jobs and stats.by_status["queued"] == 0
-    assert read.list_events(limit=1, type="claimed").results[0].type == "claimed"
+    assert read_jobs.list_events(limit=1, type="claimed").results[0].type == "claimed"

@@ -42,9 +42,9 @@ def test_batch_claim_takes_fewer_when_fewer_are_eligible(app):
 
 
 def service_events(job_id):
-    from dashboard.store import read
+    from dashboard.store import read_jobs
 
-    return read.job_events(job_id)
+    return read_jobs.job_events(job_id)
 
 
 def test_grouped_completion_fences_each_job(app):

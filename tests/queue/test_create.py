@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 from flask import Flask
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, service
 from dashboard.store.records import CreateResult
 
 from .helpers import T0, at, event_types
@@ -22,7 +22,7 @@ def test_create_sets_defaults_and_emits_created(app):
     assert job.available_at == T0 and job.created_at == T0 and job.updated_at == T0
     assert job.payload == {"sleep_seconds": 1}
     assert job.last_error == "" and job.result is None and job.finished_at is None
-    events = read.job_events(job.id)
+    events = read_jobs.job_events(job.id)
     assert [(e.type, e.attempt, e.worker_id, e.message, e.data) for e in events] == [
         ("created", 0, None, "Job created", {"type": "demo.success"})
     ]
@@ -37,7 +37,7 @@ def test_idempotency_key_returns_the_existing_job(app):
     second = service.create_job("demo.fail", {"b": 2}, idempotency_key="k-1", now=at(5))
     assert first.created is True and second.created is False
     assert second.job == first.job
-    assert read.list_jobs(limit=10, offset=0).count == 1
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
     assert event_types(first.job.id) == ["created"]
 
 
@@ -62,8 +62,8 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
     assert len(results) == threads
     assert sum(r.created for r in results) == 1
     assert len({r.job.id for r in results}) == 1
-    assert read.list_jobs(limit=100, offset=0).count == 1
-    assert len(read.list_events(limit=100, type="created").results) == 1
+    assert read_jobs.list_jobs(limit=100, offset=0).count == 1
+    assert len(read_jobs.list_events(limit=100, type="created").results) == 1
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
 def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
     with pytest.raises(ValueError):
         service.create_job(**kwargs)
-    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_naive_now_is_refused(app):

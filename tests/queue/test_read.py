@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, read_stats, read_timeout, service
 from tests.factories import make_job
 
 from .helpers import T0, at, claim
@@ -12,8 +12,8 @@ from .helpers import T0, at, claim
 
 def test_job_list_limit_offset_newest_first(app):
     ids = [service.create_job("demo.success", now=at(i)).job.id for i in range(7)]
-    page1 = read.list_jobs(limit=3, offset=0)
-    page3 = read.list_jobs(limit=3, offset=6)
+    page1 = read_jobs.list_jobs(limit=3, offset=0)
+    page3 = read_jobs.list_jobs(limit=3, offset=6)
     assert page1.count == 7
     assert [j.id for j in page1.results] == ids[::-1][:3]
     assert [j.id for j in page3.results] == [ids[0]]
@@ -24,41 +24,41 @@ def test_job_list_filters_status_exactly_and_type_by_substring(app):
     service.create_job("Demo.Slow", now=T0)
     service.create_job("mail.send", now=T0)
     make_job("failed", type="demo.fail")
-    assert read.list_jobs(limit=10, offset=0, type="DEMO").count == 3
-    assert read.list_jobs(limit=10, offset=0, status="queued", type="demo").count == 2
-    assert read.list_jobs(limit=10, offset=0, status="failed").count == 1
+    assert read_jobs.list_jobs(limit=10, offset=0, type="DEMO").count == 3
+    assert read_jobs.list_jobs(limit=10, offset=0, status="queued", type="demo").count == 2
+    assert read_jobs.list_jobs(limit=10, offset=0, status="failed").count == 1
     # LIKE wildcards in the filter are literal characters
-    assert read.list_jobs(limit=10, offset=0, type="%").count == 0
-    assert read.list_jobs(limit=10, offset=0, type="_").count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0, type="%").count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0, type="_").count == 0
 
 
 def test_event_feed_walk_visits_each_older_event_once_while_new_ones_arrive(app):
     for i in range(10):
         service.create_job("demo.success", now=at(i))
     seen: list[int] = []
-    page = read.list_events(limit=3)
+    page = read_jobs.list_events(limit=3)
     while True:
         seen.extend(e.id for e in page.results)
         service.create_job("demo.success", now=at(100))  # new events between pages
         if not page.has_older:
             break
-        page = read.list_events(limit=3, before=page.results[-1].id)
+        page = read_jobs.list_events(limit=3, before=page.results[-1].id)
     assert seen == list(range(10, 0, -1))
 
 
 def test_event_feed_previous_page_and_filters(app):
     jobs = [service.create_job("demo.success", now=T0).job for _ in range(3)]
     claim("w", now=at(1))
-    newer = read.list_events(limit=2, after=1)
+    newer = read_jobs.list_events(limit=2, after=1)
     assert [e.id for e in newer.results] == [3, 2] and newer.has_newer is True
-    only_claimed = read.list_events(limit=10, type="claimed")
+    only_claimed = read_jobs.list_events(limit=10, type="claimed")
     assert [e.type for e in only_claimed.results] == ["claimed"]
-    for_job = read.list_events(limit=10, job_id=jobs[1].id)
+    for_job = read_jobs.list_events(limit=10, job_id=jobs[1].id)
     assert {e.job_id for e in for_job.results} == {jobs[1].id}
 
 
 def test_stats(app):
-    assert read.stats(T0).as_dict() == {
+    assert read_stats.stats(T0).as_dict() == {
         "total": 0,
         "by_status": {"queued": 0, "running": 0, "succeeded": 0, "failed": 0},
         "overdue_running": 0,
@@ -71,7 +71,7 @@ def test_stats(app):
     make_job("running", locked_until=at(60))
     make_job("succeeded")
     make_job("failed")
-    stats = read.stats(T0)
+    stats = read_stats.stats(T0)
     assert stats.total == 6
     assert stats.by_status == {"queued": 2, "running": 2, "succeeded": 1, "failed": 1}
     assert stats.overdue_running == 1
@@ -85,9 +85,13 @@ def test_time_limit_cancels_a_slow_read_and_leaves_the_pool_clean(app):
 
     from dashboard.extensions import db
 
-    with read.time_limit(50), pytest.raises(read.QueryTimeout), read._connect() as conn:
+    with (
+        read_timeout.time_limit(50),
+        pytest.raises(read_timeout.QueryTimeout),
+        read_timeout.reading() as conn,
+    ):
         conn.execute(text("SELECT pg_sleep(2)"))
-    with read._connect() as conn:  # no limit outside: SET LOCAL ended with that transaction
+    with read_timeout.reading() as conn:  # no limit outside: SET LOCAL ended with that transaction
         assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"
     with db.engine.connect() as conn:
         assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, service
 
 from .helpers import BACKOFF, LEASE, T0, at, claim, cleanup, event_types, fail, fresh
 
@@ -44,7 +44,7 @@ def test_failure_schedules_retry_with_exponential_backoff(app):
         assert after.locked_by is None and after.finished_at is None
         assert claim("w", now=now + timedelta(seconds=delay - 0.001)) is None
         now = now + timedelta(seconds=delay)
-    event = read.job_events(job.id)[-1]
+    event = read_jobs.job_events(job.id)[-1]
     assert event.type == "retry_scheduled"
     assert event.data["retry_in_seconds"] == 20
     assert event.data["error"] == "error 3"
@@ -81,7 +81,7 @@ def test_failure_data_is_kept_on_the_event(running):
         now=at(1),
         **BACKOFF,
     )
-    event = read.job_events(running.id)[-1]
+    event = read_jobs.job_events(running.id)[-1]
     assert event.data["traceback"] == "Traceback..." and event.message == "ValueError: bad"
 
 
@@ -102,7 +102,7 @@ def test_progress_by_owner_is_recorded(running):
         running.id, "owner", 1, message="half", data={"percent": 50}, now=at(1)
     )
     assert event_id is not None
-    event = read.job_events(running.id)[-1]
+    event = read_jobs.job_events(running.id)[-1]
     assert (event.id, event.type, event.data, event.attempt) == (event_id, "progress", {"percent": 50}, 1)
 
 
@@ -116,13 +116,13 @@ NON_OWNERS = {
 @pytest.mark.parametrize(("worker", "attempt"), NON_OWNERS.values(), ids=NON_OWNERS.keys())
 def test_non_owner_changes_nothing(running, worker, attempt):
     before = fresh(running.id)
-    events_before = read.job_events(running.id)
+    events_before = read_jobs.job_events(running.id)
     assert service.renew_lease(running.id, worker, attempt, lease_seconds=LEASE, now=at(1)) is None
     assert service.record_progress(running.id, worker, attempt, message="x", now=at(1)) is None
     assert service.complete_job(running.id, worker, attempt, {"stolen": True}, now=at(1)) is None
     assert service.fail_job(running.id, worker, attempt, "x", now=at(1), **BACKOFF) is None
     assert fresh(running.id) == before
-    assert read.job_events(running.id) == events_before
+    assert read_jobs.job_events(running.id) == events_before
 
 
 def test_finished_job_cannot_be_touched_by_its_former_owner(running):
@@ -167,7 +167,7 @@ def test_cleanup_fails_a_job_whose_attempts_are_exhausted(app):
     failed = fresh(job.id)
     assert failed.status == "failed" and failed.finished_at == at(LEASE + 1)
     assert failed.last_error.startswith("Lease expired at 2026-06-01T12:00:30")
-    event = read.job_events(job.id)[-1]
+    event = read_jobs.job_events(job.id)[-1]
     assert event.type == "failed" and event.data["expired_worker_id"] == "w"
 
 
@@ -218,7 +218,7 @@ def test_manual_retry_of_a_failed_job(app):
     assert retried.available_at == at(10)
     assert retried.last_error == "" and retried.result is None and retried.finished_at is None
     assert retried.locked_by is None and retried.locked_until is None
-    event = read.job_events(job.id)[-1]
+    event = read_jobs.job_events(job.id)[-1]
     assert event.type == "manual_retry" and event.data == {"actor": "test"}
     again = claim("w", now=at(10))
     assert again is not None and again.attempts == 1
@@ -232,7 +232,7 @@ def test_manual_retry_only_for_failed_jobs(app, status):
     result = service.retry_job(job.id, now=at(1))
     assert result.job is None and result.reason == "not_failed" and result.status == status
     assert fresh(job.id) == job
-    assert read.job_events(job.id) == []
+    assert read_jobs.job_events(job.id) == []
 
 
 def test_manual_retry_of_unknown_job(app):

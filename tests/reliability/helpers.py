@@ -8,19 +8,19 @@ from typing import Any
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read
+from dashboard.store import read_jobs
 from dashboard.store.records import EventRecord, JobRecord
 from tests.waiting import wait_until  # noqa: F401  (re-exported for this folder's tests)
 
 
 def job(job_id: uuid.UUID) -> JobRecord:
-    found = read.get_job(job_id)
+    found = read_jobs.get_job(job_id)
     assert found is not None, f"job {job_id} is gone"
     return found
 
 
 def timeline(job_id: uuid.UUID) -> list[EventRecord]:
-    return read.job_events(job_id)
+    return read_jobs.job_events(job_id)
 
 
 def story(job_id: uuid.UUID) -> list[tuple[str, int]]:

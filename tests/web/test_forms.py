@@ -6,7 +6,7 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import read
+from dashboard.store import read_jobs
 from dashboard.store.service import utcnow
 from tests.factories import make_job
 
@@ -21,7 +21,7 @@ def test_retry_without_a_csrf_token_is_refused(app, client):
     html = response.get_data(as_text=True)
     assert response.status_code == 400
     assert "security token" in html and "<html" in html
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"
 
 
 def test_retry_with_a_wrong_token_is_refused(app, client):
@@ -29,7 +29,7 @@ def test_retry_with_a_wrong_token_is_refused(app, client):
     csrf_token(client)  # a session exists, but the token sent is not its token
     response = client.post(f"/jobs/{job.id}/retry/", data={"csrf_token": "forged"})
     assert response.status_code == 400
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"
 
 
 def test_plain_retry_requeues_flashes_and_redirects_to_the_job(app, client, token):
@@ -37,9 +37,9 @@ def test_plain_retry_requeues_flashes_and_redirects_to_the_job(app, client, toke
     response = client.post(f"/jobs/{job.id}/retry/", data={"csrf_token": token})
     assert response.status_code == 303
     assert response.headers["Location"] == f"/jobs/{job.id}/"
-    retried = read.get_job(job.id)
+    retried = read_jobs.get_job(job.id)
     assert retried.status == "queued" and retried.attempts == 0
-    manual = [e for e in read.job_events(job.id) if e.type == "manual_retry"]
+    manual = [e for e in read_jobs.job_events(job.id) if e.type == "manual_retry"]
     assert len(manual) == 1 and manual[0].data.get("source") == "dashboard"
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Job queued again" in html
@@ -61,7 +61,7 @@ def test_retry_of_a_job_that_is_no_longer_failed_says_so(app, client, token):
     html = response.get_data(as_text=True)
     assert response.status_code == 200
     assert "Nothing changed: the job is running now, not failed." in html
-    assert read.get_job(job.id).status == "running"
+    assert read_jobs.get_job(job.id).status == "running"
 
 
 def test_htmx_retry_from_the_detail_page_swaps_the_detail(app, client, token):
@@ -89,7 +89,7 @@ def test_htmx_retry_needs_the_header_token_too(app, client):
     response = client.post(f"/jobs/{job.id}/retry/", headers={**HX, "HX-Target": "job-detail"})
     assert response.status_code == 400
     assert "<html" not in response.get_data(as_text=True)
-    assert read.get_job(job.id).status == "failed"
+    assert read_jobs.get_job(job.id).status == "failed"
 
 
 def test_retry_of_unknown_or_malformed_ids_is_404(app, client, token):
@@ -124,7 +124,7 @@ def test_create_without_csrf_is_refused(app, client):
     del data["csrf_token"]
     response = client.post("/jobs/new/", data=data)
     assert response.status_code == 400
-    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_create_makes_a_queued_job_and_redirects_to_it(app, client, token):
@@ -132,32 +132,32 @@ def test_create_makes_a_queued_job_and_redirects_to_it(app, client, token):
     data = _form(token, payload=payload, priority="70", max_attempts="5", idempotency_key=" key-1 ")
     response = client.post("/jobs/new/", data=data)
     assert response.status_code == 303
-    [job] = read.list_jobs(limit=10, offset=0).results
+    [job] = read_jobs.list_jobs(limit=10, offset=0).results
     assert response.headers["Location"] == f"/jobs/{job.id}/"
     assert (job.type, job.status, job.priority, job.max_attempts) == ("demo.success", "queued", 70, 5)
     assert job.payload == {"sleep_seconds": 2, "note": "<script>x</script>"}
     assert job.idempotency_key == "key-1"
-    [created] = read.job_events(job.id)
+    [created] = read_jobs.job_events(job.id)
     assert created.data["source"] == "dashboard"
     html = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Job created." in html and "<script>x</script>" not in html
     # the same key again returns the same job
     again = client.post("/jobs/new/", data=data)
     assert again.headers["Location"] == f"/jobs/{job.id}/"
-    assert read.list_jobs(limit=10, offset=0).count == 1
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
     assert "already exists" in client.get(again.headers["Location"]).get_data(as_text=True)
 
 
 def test_create_with_a_delay_or_an_available_time(app, client, token):
     before = utcnow()
     client.post("/jobs/new/", data=_form(token, delay="120"))
-    [delayed] = read.list_jobs(limit=10, offset=0).results
+    [delayed] = read_jobs.list_jobs(limit=10, offset=0).results
     assert before + timedelta(seconds=119) < delayed.available_at < utcnow() + timedelta(seconds=121)
     client.post("/jobs/new/", data=_form(token, available_at="2030-01-02T03:04"))
-    at = read.list_jobs(limit=1, offset=0).results[0].available_at
+    at = read_jobs.list_jobs(limit=1, offset=0).results[0].available_at
     assert at.isoformat() == "2030-01-02T03:04:00+00:00"  # TIME_ZONE is UTC in tests
     client.post("/jobs/new/", data=_form(token, available_at="2030-01-02T03:04:00+02:00"))
-    at = read.list_jobs(limit=1, offset=0).results[0].available_at
+    at = read_jobs.list_jobs(limit=1, offset=0).results[0].available_at
     assert at.isoformat() == "2030-01-02T01:04:00+00:00"
 
 
@@ -184,7 +184,7 @@ def test_create_shows_inline_errors_and_keeps_the_input(app, client, token):
         assert response.status_code == 400, fields
         error = re.search(rf'<p class="error" id="{name}-error">([^<]*)</p>', html)
         assert error and message in error.group(1), (fields, html[-2000:])
-    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
     kept = client.post("/jobs/new/", data=_form(token, payload='{"keep": "<me>"')).get_data(as_text=True)
     assert "{&#34;keep&#34;: &#34;&lt;me&gt;&#34;" in kept
 
@@ -196,5 +196,5 @@ def test_htmx_create_swaps_errors_in_place_and_redirects_on_success(app, client,
     html = bad.get_data(as_text=True)
     assert html.lstrip().startswith('<form id="job-form"') and "Not valid JSON" in html
     good = client.post("/jobs/new/", data=_form(token), headers=headers)
-    [job] = read.list_jobs(limit=10, offset=0).results
+    [job] = read_jobs.list_jobs(limit=10, offset=0).results
     assert good.headers["HX-Redirect"] == f"/jobs/{job.id}/"

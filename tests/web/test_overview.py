@@ -114,10 +114,10 @@ def test_a_retried_job_leaves_the_failure_list(app, client):
 
 
 def test_overview_says_how_old_cached_finished_counts_are(app, client):
-    from dashboard.store import read
+    from dashboard.store import stats_refresh
 
     make_job("succeeded")
-    read.refresh_finished_counts()
+    stats_refresh.refresh_finished_counts()
     settings = app.extensions["jobqueue.settings"]
     exact = client.get("/").get_data(as_text=True)
     assert "data-counted-at" not in exact  # a small table is counted exactly
@@ -132,16 +132,16 @@ def test_overview_says_how_old_cached_finished_counts_are(app, client):
 def test_a_panel_whose_query_times_out_is_left_out_and_the_page_still_renders(app, client, monkeypatch):
     from sqlalchemy import text
 
-    from dashboard.store import read
+    from dashboard.store import read_stats, read_timeout
 
     make_job("failed", last_error="still shown elsewhere")
 
     def slow_failures(limit: int):
-        with read._connect() as conn:
+        with read_timeout.reading() as conn:
             conn.execute(text("SELECT pg_sleep(5)"))
         return []
 
-    monkeypatch.setattr(read, "latest_failures", slow_failures)
+    monkeypatch.setattr(read_stats, "latest_failures", slow_failures)
     settings = app.extensions["jobqueue.settings"]
     app.extensions["jobqueue.settings"] = dataclasses.replace(settings, dashboard_query_timeout_ms=100)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, read_stats, service
 from tests.factories import make_job
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -25,7 +25,7 @@ def test_finished_per_minute_counts_finishing_events_in_the_window(app):
     _run("a", "w1", T0 + timedelta(minutes=1, seconds=1), error="x")
     _run("a", "w1", T0 + timedelta(minutes=1, seconds=2), error="y", max_attempts=2)  # retry, not failed
     _run("a", "w1", T0 - timedelta(seconds=1))  # before the window
-    counts = read.finished_per_minute(T0, T0 + timedelta(minutes=60))
+    counts = read_stats.finished_per_minute(T0, T0 + timedelta(minutes=60))
     assert [(c.minute, c.succeeded, c.failed) for c in counts] == [
         (T0, 2, 0),
         (T0 + timedelta(minutes=1), 0, 1),
@@ -38,7 +38,7 @@ def test_recent_workers_from_events_and_locks(app):
     _run("a", "w2", T0 + timedelta(seconds=5))
     make_job("running", locked_by="w2")
     make_job("running", locked_by="silent")
-    workers = read.recent_workers(T0 - timedelta(minutes=5))
+    workers = read_stats.recent_workers(T0 - timedelta(minutes=5))
     assert [(w.worker_id, w.running) for w in workers] == [("w2", 1), ("w1", 0), ("silent", 1)]
     assert workers[0].last_seen == T0 + timedelta(seconds=5) and workers[0].events == 2
     assert workers[2].last_seen is None
@@ -52,18 +52,18 @@ def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
     assert service.claim_next_job("w", lease_seconds=30, now=T0 + timedelta(seconds=4)).id == first.id
     service.fail_job(first.id, "w", 1, "one again", now=T0 + timedelta(seconds=6), **BACKOFF)
     service.retry_job(retried.id, now=T0 + timedelta(seconds=7))  # failed, but no longer
-    failures = read.latest_failures(10)
+    failures = read_stats.latest_failures(10)
     assert [(f.job.id, f.job.last_error) for f in failures] == [(first.id, "one again"), (second.id, "two")]
     assert failures[0].failed_at == T0 + timedelta(seconds=6)
-    assert len(read.latest_failures(1)) == 1
+    assert len(read_stats.latest_failures(1)) == 1
 
 
 def test_count_events_after_is_filtered_and_capped(app):
     jobs = [service.create_job("a", now=T0).job for _ in range(5)]
-    assert read.count_events_after(2) == 3
-    assert read.count_events_after(0, cap=4) == 4
-    assert read.count_events_after(0, type="claimed") == 0
-    assert read.count_events_after(0, job_id=jobs[0].id) == 1
+    assert read_jobs.count_events_after(2) == 3
+    assert read_jobs.count_events_after(0, cap=4) == 4
+    assert read_jobs.count_events_after(0, type="claimed") == 0
+    assert read_jobs.count_events_after(0, job_id=jobs[0].id) == 1
 
 
 def test_latest_progress_is_of_the_current_attempt(app):
@@ -71,5 +71,5 @@ def test_latest_progress_is_of_the_current_attempt(app):
     service.claim_next_job("w", lease_seconds=30, now=T0)
     service.record_progress(job.id, "w", 1, data={"percent": 10}, now=T0)
     service.record_progress(job.id, "w", 1, data={"percent": 20}, now=T0)
-    assert read.latest_progress(job.id, 1).data == {"percent": 20}
-    assert read.latest_progress(job.id, 2) is None
+    assert read_jobs.latest_progress(job.id, 1).data == {"percent": 20}
+    assert read_jobs.latest_progress(job.id, 2) is None

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dashboard.store.read import MinuteCount
+from dashboard.store.read_stats import MinuteCount
 from dashboard.web import timefmt
 from dashboard.web.chart import HEIGHT, MINUTES, build_chart, window
 from dashboard.web.forms import parse_available_at, parse_payload

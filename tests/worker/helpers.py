@@ -6,23 +6,23 @@ import uuid
 from datetime import datetime
 
 from dashboard.config import WorkerSettings
-from dashboard.store import read
+from dashboard.store import read_jobs
 from dashboard.store.records import EventRecord, JobRecord
 from tests.waiting import wait_until
 
 
 def job(job_id: uuid.UUID) -> JobRecord:
-    found = read.get_job(job_id)
+    found = read_jobs.get_job(job_id)
     assert found is not None
     return found
 
 
 def events(job_id: uuid.UUID) -> list[EventRecord]:
-    return read.job_events(job_id)
+    return read_jobs.job_events(job_id)
 
 
 def event_types(job_id: uuid.UUID) -> list[str]:
-    return [e.type for e in read.job_events(job_id)]
+    return [e.type for e in read_jobs.job_events(job_id)]
 
 
 def wait_for_status(job_id: uuid.UUID, *statuses: str, timeout: float = 15.0) -> JobRecord:

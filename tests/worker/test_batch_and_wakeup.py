@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.store import read, service
+from dashboard.store import read_jobs, read_stats, service
 from dashboard.store.service import JobSpec
 
 from .helpers import wait_until
@@ -19,13 +19,13 @@ def test_batch_mode_runs_every_job_on_the_thread_that_claimed_it(app, start_work
     start_worker(JOB_WORKER_THREADS="4", JOB_WORKER_BATCH_SIZE="4")
 
     def all_succeeded() -> bool:
-        return read.stats(service.utcnow()).by_status["succeeded"] == len(ids)
+        return read_stats.stats(service.utcnow()).by_status["succeeded"] == len(ids)
 
     wait_until(all_succeeded, 60, "every job succeeded")
     executors = set()
     claimed_at = {}
     for job_id in ids:
-        events = read.job_events(job_id)
+        events = read_jobs.job_events(job_id)
         claims = {e.attempt: e for e in events if e.type == "claimed"}
         done = [e for e in events if e.type == "succeeded"]
         assert len(done) == 1
@@ -35,7 +35,7 @@ def test_batch_mode_runs_every_job_on_the_thread_that_claimed_it(app, start_work
     assert len(executors) > 1
     assert not any(":thread-0:" in w for w in executors)  # thread-0 is the rescuer
     # higher priority is never claimed after lower priority (all were queued before the start)
-    jobs = {job_id: read.get_job(job_id) for job_id in ids}
+    jobs = {job_id: read_jobs.get_job(job_id) for job_id in ids}
     for a in ids:
         for b in ids:
             if jobs[a].priority > jobs[b].priority:
@@ -47,12 +47,12 @@ def test_batch_mode_recovers_expired_leases(app, start_worker):
     start_worker(JOB_WORKER_THREADS="2", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="1")
 
     def failed():
-        current = read.get_job(job.id)
+        current = read_jobs.get_job(job.id)
         return current if current.status == "failed" else None
 
     recovered = wait_until(failed, 30, "the expired lease recovered")
     assert recovered.last_error.startswith("Lease expired")
-    event = read.job_events(job.id)[-1]
+    event = read_jobs.job_events(job.id)[-1]
     assert event.type == "failed" and ":thread-0:" in event.worker_id  # the rescuer recovered it
 
 
@@ -67,7 +67,7 @@ def test_an_idle_worker_is_woken_by_notify_not_by_polling(app, start_worker, bat
     job = service.create_job("demo.success", {"sleep_seconds": 0}).job
 
     def succeeded() -> bool:
-        return read.get_job(job.id).status == "succeeded"
+        return read_jobs.get_job(job.id).status == "succeeded"
 
     wait_until(succeeded, 30, "the job picked up without a poll")
 
@@ -79,15 +79,15 @@ def test_the_rescuer_recovers_expired_leases_while_every_thread_is_busy(app, sta
 
     slow = service.create_job("demo.slow", {"sleep_seconds": 6}).job
     worker = start_worker(JOB_WORKER_THREADS="1")  # its only thread will sit in demo.slow
-    wait_until(lambda: read.get_job(slow.id).status == "running", 15, "the slow job running")
+    wait_until(lambda: read_jobs.get_job(slow.id).status == "running", 15, "the slow job running")
     dead = make_job(  # a job whose worker died: running, lease long over
         "running", locked_by="ghost:1:thread-1:dead", locked_until=service.utcnow() - timedelta(seconds=5)
     )
 
     def recovered():
-        return [e for e in read.job_events(dead.id) if e.type == "timeout_requeued"]
+        return [e for e in read_jobs.job_events(dead.id) if e.type == "timeout_requeued"]
 
     event = wait_until(recovered, 15, "the dead worker's job recovered")[0]
     assert ":thread-0:" in event.worker_id  # by the rescuer, not the busy thread
-    assert read.get_job(slow.id).status == "running"  # ...while the only thread was still busy
+    assert read_jobs.get_job(slow.id).status == "running"  # ...while the only thread was still busy
     worker.kill()

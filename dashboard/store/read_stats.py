@@ -1,0 +1,275 @@
+"""What the overview and ``/api/jobs/stats/`` read: status counts, finishes per minute,
+recent workers and failures.
+
+Each function names the index it relies on. Counting policy (exact below a size, cached
+finished totals above it) comes in as an argument, :class:`StatsPolicy`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from ..config import Settings
+from .read_timeout import reading
+from .records import JobRecord
+from .states import STATUSES
+
+
+@dataclass(frozen=True)
+class Stats:
+    total: int
+    by_status: dict[str, int]
+    overdue_running: int
+    retries_pending: int
+    oldest_queued_at: datetime | None
+    # When the succeeded/failed figures (and so the total) were counted; None when exact.
+    finished_counted_at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API's ``/api/jobs/stats/`` shape (without ``finished_counted_at``)."""
+        return {
+            "total": self.total,
+            "by_status": dict(self.by_status),
+            "overdue_running": self.overdue_running,
+            "retries_pending": self.retries_pending,
+            "oldest_queued_at": self.oldest_queued_at,
+        }
+
+
+@dataclass(frozen=True)
+class StatsPolicy:
+    """Exact counts below ``exact_below_rows`` (estimated); above, cached finished totals.
+
+    ``on_stale`` is called when the cached totals are older than ``refresh_seconds``
+    (``stats_refresh.policy_of`` points it at the background recount); reads never write.
+    """
+
+    exact_below_rows: int
+    refresh_seconds: float
+    on_stale: Callable[[], object] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, on_stale: Callable[[], object] | None = None) -> StatsPolicy:
+        return cls(settings.stats_exact_below_rows, settings.stats_refresh_seconds, on_stale)
+
+
+DEFAULT_POLICY = StatsPolicy.from_settings(Settings())  # the defaults, written once in config.py
+
+
+# Exact, in one pass over jobs_job: cheap on a small table, O(rows) on a large one.
+STATS_SQL = text(
+    """
+    SELECT
+        count(*) AS total,
+        count(*) FILTER (WHERE status = 'queued') AS queued,
+        count(*) FILTER (WHERE status = 'running') AS running,
+        count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+        count(*) FILTER (WHERE status = 'failed') AS failed,
+        count(*) FILTER (WHERE status = 'running' AND locked_until < :now) AS overdue_running,
+        count(*) FILTER (WHERE status = 'queued' AND attempts > 0) AS retries_pending,
+        min(created_at) FILTER (WHERE status = 'queued') AS oldest_queued_at
+    FROM jobs_job
+    """
+)
+
+# Large tables: live figures exact through the partial indexes (job_claim_idx for queued,
+# job_timeout_idx for running and overdue), finished totals from jobs_finished_counts.
+LIVE_STATS_SQL = text(
+    """
+    SELECT
+        (SELECT count(*) FROM jobs_job WHERE status = 'queued') AS queued,
+        (SELECT count(*) FROM jobs_job WHERE status = 'running') AS running,
+        (SELECT count(*) FROM jobs_job WHERE status = 'running' AND locked_until < :now)
+            AS overdue_running,
+        (SELECT count(*) FROM jobs_job WHERE status = 'queued' AND attempts > 0) AS retries_pending,
+        (SELECT min(created_at) FROM jobs_job WHERE status = 'queued') AS oldest_queued_at,
+        f.succeeded, f.failed, f.counted_at
+    FROM jobs_finished_counts AS f
+    """
+)
+
+
+# The planner's row estimate (kept by autovacuum's ANALYZE): free, and plenty to choose by.
+ESTIMATED_ROWS_SQL = text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs_job'::regclass")
+
+
+def stats(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> Stats:
+    """Counts by status, overdue leases, pending retries and the oldest queued job, without
+    reading every finished row of a large table.
+
+    Below ``policy.exact_below_rows`` (the planner's estimate; unknown counts as small) every
+    figure is exact. Above it, succeeded and failed (and so the total) come from
+    ``jobs_finished_counts``, refreshed in the background once older than
+    ``policy.refresh_seconds`` (``policy.on_stale``); :attr:`Stats.finished_counted_at` says
+    how old they are.
+    """
+    with reading() as conn:
+        if is_large(conn, policy):
+            return large_table_stats(conn, now, policy)
+        row = conn.execute(STATS_SQL, {"now": now}).mappings().one()
+    return Stats(
+        total=row["total"],
+        by_status={status: row[status] for status in STATUSES},
+        overdue_running=row["overdue_running"],
+        retries_pending=row["retries_pending"],
+        oldest_queued_at=row["oldest_queued_at"],
+    )
+
+
+def is_large(conn: Connection, policy: StatsPolicy) -> bool:
+    estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
+    return max(estimated, 0) >= policy.exact_below_rows  # -1: never analysed, so small
+
+
+def large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> Stats:
+    row = conn.execute(LIVE_STATS_SQL, {"now": now}).mappings().one()
+    if (now - row["counted_at"]).total_seconds() > policy.refresh_seconds and policy.on_stale:
+        policy.on_stale()
+    by_status = {status: row[status] for status in STATUSES}
+    return Stats(
+        total=sum(by_status.values()),
+        by_status=by_status,
+        overdue_running=row["overdue_running"],
+        retries_pending=row["retries_pending"],
+        oldest_queued_at=row["oldest_queued_at"],
+        finished_counted_at=row["counted_at"],
+    )
+
+
+def database_ok() -> None:
+    """Raise if the database cannot answer a trivial query."""
+    with reading() as conn:
+        conn.execute(text("SELECT 1"))
+
+
+@dataclass(frozen=True)
+class MinuteCount:
+    minute: datetime  # start of the minute, UTC
+    succeeded: int
+    failed: int
+
+
+FINISHED_PER_MINUTE_SQL = text(
+    """
+    SELECT date_trunc('minute', created_at) AS minute,
+           count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE type = 'failed') AS failed
+    FROM jobs_jobevent
+    WHERE created_at >= :since AND created_at < :until AND type IN ('succeeded', 'failed')
+    GROUP BY 1
+    ORDER BY 1
+    """
+)
+
+
+def finished_per_minute(since: datetime, until: datetime) -> list[MinuteCount]:
+    """Jobs that reached ``succeeded`` or ``failed`` per minute in ``[since, until)``.
+
+    Read from the ``succeeded`` and ``failed`` events, not from ``jobs_job.finished_at``:
+    a retried job loses its ``finished_at``, its events stay. Minutes without finishes are
+    absent. Index: jobs_jobevent_created_at_idx (a range over the window only).
+    """
+    with reading() as conn:
+        rows = conn.execute(FINISHED_PER_MINUTE_SQL, {"since": since, "until": until}).mappings().all()
+    return [MinuteCount(minute=r["minute"], succeeded=r["succeeded"], failed=r["failed"]) for r in rows]
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    worker_id: str
+    last_seen: datetime | None  # newest event of this worker in the window; None: only a lock
+    events: int  # events in the window
+    running: int  # jobs it holds a lease on now
+
+
+RECENT_WORKER_EVENTS_SQL = text(
+    """
+    SELECT worker_id, max(created_at) AS last_seen, count(*) AS events
+    FROM jobs_jobevent
+    WHERE created_at >= :since AND worker_id IS NOT NULL
+    GROUP BY worker_id
+    """
+)
+
+LOCK_HOLDERS_SQL = text(
+    """
+    SELECT locked_by AS worker_id, count(*) AS running
+    FROM jobs_job
+    WHERE status = 'running'
+    GROUP BY locked_by
+    """
+)
+
+
+def recent_workers(since: datetime, *, limit: int = 50) -> list[WorkerSeen]:
+    """Workers that wrote an event since ``since`` or hold a lease now, newest first.
+
+    There is no worker table: a worker is known by the ``worker_id`` on its events and the
+    ``locked_by`` of the jobs it runs. An idle worker writes nothing and so is not listed.
+    Indexes: jobs_jobevent_created_at_idx (the window), job_timeout_idx (its predicate is
+    ``status = 'running'``, so it covers exactly the running jobs).
+    """
+    with reading() as conn:
+        seen = conn.execute(RECENT_WORKER_EVENTS_SQL, {"since": since}).mappings().all()
+        holders = conn.execute(LOCK_HOLDERS_SQL).mappings().all()
+    running = {r["worker_id"]: r["running"] for r in holders}
+    workers = {
+        r["worker_id"]: WorkerSeen(
+            worker_id=r["worker_id"],
+            last_seen=r["last_seen"],
+            events=r["events"],
+            running=running.get(r["worker_id"], 0),
+        )
+        for r in seen
+    }
+    for worker_id, count in running.items():
+        workers.setdefault(worker_id, WorkerSeen(worker_id, None, 0, count))
+    ordered = sorted(
+        workers.values(),
+        key=lambda w: (w.last_seen is not None, w.last_seen or datetime.min.replace(tzinfo=since.tzinfo)),
+        reverse=True,
+    )
+    return ordered[:limit]
+
+
+LATEST_FAILURES_SQL = text(
+    """
+    SELECT j.*, e.id AS failed_event_id, e.created_at AS failed_at
+    FROM (
+        SELECT id, job_id, created_at FROM jobs_jobevent
+        WHERE type = 'failed'
+        ORDER BY id DESC
+        LIMIT :scan
+    ) AS e
+    JOIN jobs_job AS j ON j.id = e.job_id AND j.status = 'failed'
+    ORDER BY e.id DESC
+    """
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    job: JobRecord
+    failed_at: datetime
+
+
+def latest_failures(limit: int = 10) -> list[Failure]:
+    """The jobs that failed most recently and are still failed, newest failure first.
+
+    Walks the newest ``failed`` events (a bounded scan, not every failed job) and keeps the
+    jobs still in ``failed``; a job that failed twice is listed once. Index: job_event_id_idx
+    read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
+    """
+    with reading() as conn:
+        rows = conn.execute(LATEST_FAILURES_SQL, {"scan": limit * 4}).mappings().all()
+    failures: dict[uuid.UUID, Failure] = {}
+    for row in rows:
+        if row["id"] not in failures:
+            failures[row["id"]] = Failure(job=JobRecord.from_row(row), failed_at=row["failed_at"])
+    return list(failures.values())[:limit]

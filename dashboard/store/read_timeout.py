@@ -1,0 +1,47 @@
+"""Read connections for the pages and the API, under an optional statement timeout."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import psycopg
+from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError
+
+from ..extensions import db
+
+_time_limit_ms: ContextVar[int | None] = ContextVar("read_time_limit_ms", default=None)
+
+
+class QueryTimeout(RuntimeError):
+    """A read ran past the time limit of :func:`time_limit` and was cancelled."""
+
+
+@contextmanager
+def time_limit(milliseconds: int | None) -> Iterator[None]:
+    """Run the reads inside with ``statement_timeout``: a slow query fails, fast.
+
+    The dashboard reads each panel under a limit, so a query that a huge table makes slow
+    costs one panel (:class:`QueryTimeout`), not the whole page or a stuck web worker.
+    """
+    token = _time_limit_ms.set(milliseconds)
+    try:
+        yield
+    finally:
+        _time_limit_ms.reset(token)
+
+
+@contextmanager
+def reading() -> Iterator[Connection]:
+    with db.engine.connect() as conn:
+        limit = _time_limit_ms.get()
+        if limit:  # SET LOCAL: this read's transaction only, never a pooled connection's default
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {int(limit)}")
+        try:
+            yield conn
+        except OperationalError as error:
+            if isinstance(error.orig, psycopg.errors.QueryCanceled):
+                raise QueryTimeout(f"query cancelled after {limit} ms") from error
+            raise
