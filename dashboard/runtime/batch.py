@@ -3,11 +3,11 @@
 The :class:`Dispatcher` is the process's producer. It waits until executor threads are idle,
 claims up to ``batch_size`` jobs in one statement (``service.claim_batch``: each job locked
 by the executor that will run it, with its own attempt and lease), and hands each job to its
-executor. Executors run their handlers exactly as in one-job mode (``WorkerLoop``); failures
-are recorded at once, successes go to the :class:`Completer`, which records everything that
-arrived meanwhile in one statement (``service.complete_jobs``), each row fenced by its own
-owner and attempt. Expired leases are recovered by the process's rescuer
-(``rescuer.py``).
+:class:`BatchExecutor`. Executors run their handlers exactly as in one-job mode
+(``execution.JobRunner``); failures are recorded at once, successes go to the
+:class:`Completer`, which records everything that arrived meanwhile in one statement
+(``service.complete_jobs``), each row fenced by its own owner and attempt. Expired leases are
+recovered by the process's rescuer (``rescuer.py``).
 """
 
 from __future__ import annotations
@@ -15,49 +15,87 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
 from ..store import service
+from ..store.records import JobRecord
+from .execution import JobRunner, Outcome
+from .handlers import JobContext
+from .threads import ThreadRuntime
 from .wakeup import Doorbell
-
-if TYPE_CHECKING:
-    from .handlers import JobContext
-    from .worker import WorkerLoop
 
 log = logging.getLogger(__name__)
 
 
+class BatchExecutor(JobRunner):
+    """A batch-mode thread: runs the jobs the dispatcher hands over; successes go to the
+    completer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
+        self.completer: Completer | None = None
+
+    def serve(self, idle: queue.SimpleQueue[BatchExecutor]) -> None:
+        """Run the jobs the dispatcher hands over until it sends ``None``."""
+        log.debug("%s: started (batch mode)", self.worker_id)
+        with self.holding_connection():
+            while True:
+                idle.put(self)
+                job = self.inbox.get()
+                if job is None:
+                    break
+                try:
+                    self.execute(job)
+                except Exception:  # execute() settles every handler outcome; this is the database
+                    self.drop_connection()
+                    log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
+        if self.completer is not None:
+            self.completer.executor_done()
+        log.debug("%s: stopped", self.worker_id)
+
+    def record_success(self, ctx: JobContext, result: Any, started: float) -> Outcome:
+        """Recorded with other successes in one statement by the completer."""
+        if self.completer is None:
+            return self.complete_now(ctx, result, started)
+        self.completer.submit(ctx, result, started)
+        return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, "submitted", "", time.monotonic() - started)
+
+
 class Dispatcher:
+    """Batch mode's producer: one claim statement for every idle executor."""
+
     def __init__(
         self,
         settings: WorkerSettings,
-        housekeeper: WorkerLoop,
-        executors: list[WorkerLoop],
+        runtime: ThreadRuntime,
+        executors: list[BatchExecutor],
         stopping: threading.Event,
         doorbell: Doorbell,
     ) -> None:
         self.settings = settings
-        self.housekeeper = housekeeper  # a loop that is never an executor: its connection, backoff
+        self.runtime = runtime  # its own worker id, connection and outage backoff
         self.executors = executors
         self.stopping = stopping
         self.doorbell = doorbell
-        self.idle: queue.SimpleQueue[WorkerLoop] = queue.SimpleQueue()
+        self.idle: queue.SimpleQueue[BatchExecutor] = queue.SimpleQueue()
 
     def run(self) -> None:
         """Claim for idle executors until the worker stops, then release the executors."""
-        loop = self.housekeeper
-        with loop.holding_connection():
+        runtime = self.runtime
+        with runtime.holding_connection():
             try:
                 while not self.stopping.is_set():
                     try:
                         self._dispatch()
-                        loop.backoff.reset()
+                        runtime.backoff.reset()
                     except Exception as error:
-                        loop.recover(error)
+                        runtime.recover(error)
             finally:
                 for executor in self.executors:
                     executor.inbox.put(None)
@@ -71,7 +109,7 @@ class Dispatcher:
             jobs = service.claim_batch(
                 [executor.worker_id for executor in idle],
                 lease_seconds=self.settings.lease_seconds,
-                conn=self.housekeeper.connection,
+                conn=self.runtime.connection,
             )
         except BaseException:
             for executor in idle:
@@ -86,13 +124,13 @@ class Dispatcher:
         if len(jobs) < len(idle):  # the queue is drained: wait for a ring or the poll interval
             log.debug(
                 "%s: nothing to claim for %d idle thread(s), sleeping %g ms",
-                self.housekeeper.worker_id,
+                self.runtime.worker_id,
                 len(idle) - len(jobs),
                 self.settings.poll_interval_ms,
             )
             self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
 
-    def _take_idle(self) -> list[WorkerLoop]:
+    def _take_idle(self) -> list[BatchExecutor]:
         """Idle executors, up to the batch size; waits briefly for the first one."""
         try:
             first = self.idle.get(timeout=0.1)
@@ -119,8 +157,8 @@ class Completer:
 
     MAX_PER_STATEMENT = 500
 
-    def __init__(self, loop: WorkerLoop, *, executors: int) -> None:
-        self.loop = loop  # its connection, logging and one-by-one fallback
+    def __init__(self, runner: JobRunner, *, executors: int) -> None:
+        self.runner = runner  # its own connection, and the one-by-one fallback
         self.pending: queue.SimpleQueue[Success | None] = queue.SimpleQueue()
         self._executors = executors
         self._lock = threading.Lock()
@@ -136,7 +174,7 @@ class Completer:
                 self.pending.put(None)
 
     def run(self) -> None:
-        with self.loop.holding_connection():
+        with self.runner.holding_connection():
             finished = False
             while not finished:
                 first = self.pending.get()
@@ -158,18 +196,18 @@ class Completer:
         try:
             done = service.complete_jobs(
                 [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
-                conn=self.loop.connection,
+                conn=self.runner.connection,
             )
         except sa_exc.SQLAlchemyError:
             # A database outage, or one result the database refuses spoiling the statement:
             # record them one by one, with the per-job retry and refusal handling.
-            self.loop.drop_connection()
+            self.runner.drop_connection()
             for success in batch:
                 try:
-                    self.loop.complete_now(success.ctx, success.result, success.started)
+                    self.runner.complete_now(success.ctx, success.result, success.started)
                 except Exception:
                     log.exception("could not record job %s; lease recovery will", success.ctx.job_id)
             return
         for success in batch:
             status = "succeeded" if success.ctx.job_id in done else "lost"
-            self.loop.finish(success.ctx, status, "", success.started)
+            self.runner.finish(success.ctx, status, "", success.started)

@@ -1,34 +1,63 @@
-"""The rescuer: recovers expired leases on schedule, whatever the worker threads are doing.
+"""Lease recovery: the cleanup tick, and the rescuer thread that runs it on schedule.
 
-Each worker thread also runs the cleanup tick between jobs (the reference's behaviour), but a
-thread inside a long handler ticks nothing; if every thread of every worker is busy, expired
-leases would wait for a free thread. One rescuer thread per process runs the tick every
-``cleanup_interval_seconds`` regardless, so a dead worker's job is recovered within about
-lease + cleanup interval. ``SKIP LOCKED`` keeps it and the threads from stepping on each other.
+Each one-job thread also runs the tick between jobs, but a thread inside a long handler ticks
+nothing; if every thread of every worker is busy, expired leases would wait for a free thread.
+One rescuer thread per process runs the tick every ``cleanup_interval_seconds`` regardless, so
+a dead worker's job is recovered within about lease + cleanup interval. ``SKIP LOCKED`` keeps
+it and the threads from stepping on each other.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .worker import WorkerLoop
+from ..store import service
+from ..store.records import CleanupResult
+from .threads import ThreadRuntime
+
+log = logging.getLogger(__name__)
+
+
+def recover_expired(runtime: ThreadRuntime) -> CleanupResult:
+    """Recover up to ``cleanup_batch_size`` expired leases (any worker's) on ``runtime``'s
+    connection: requeued with a backoff, or failed when out of attempts."""
+    settings = runtime.settings
+    result = service.cleanup_expired_jobs(
+        runtime.worker_id,
+        batch_size=settings.cleanup_batch_size,
+        backoff_base_seconds=settings.backoff_base_seconds,
+        backoff_max_seconds=settings.backoff_max_seconds,
+        conn=runtime.connection,
+    )
+    if result.count:
+        log.info(
+            "%s: cleanup recovered %d expired lease(s): %d requeued, %d failed",
+            runtime.worker_id,
+            result.count,
+            len(result.requeued),
+            len(result.failed),
+        )
+    else:
+        log.debug("%s: cleanup found no expired lease", runtime.worker_id)
+    return result
 
 
 class Rescuer:
-    def __init__(self, loop: WorkerLoop, stopping: threading.Event) -> None:
-        self.loop = loop  # its worker id, connection, logging and outage backoff
+    """The process's lease-recovery thread."""
+
+    def __init__(self, runtime: ThreadRuntime, stopping: threading.Event) -> None:
+        self.runtime = runtime  # its own worker id, connection and outage backoff
         self.stopping = stopping
 
     def run(self) -> None:
-        loop = self.loop
-        with loop.holding_connection():
+        runtime = self.runtime
+        with runtime.holding_connection():
             while not self.stopping.is_set():
                 try:
-                    loop.cleanup()
-                    loop.backoff.reset()
+                    recover_expired(runtime)
+                    runtime.backoff.reset()
                 except Exception as error:
-                    loop.recover(error)
+                    runtime.recover(error)
                     continue
-                self.stopping.wait(loop.settings.cleanup_interval_seconds)
+                self.stopping.wait(runtime.settings.cleanup_interval_seconds)

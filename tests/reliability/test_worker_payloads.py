@@ -1,6 +1,6 @@
 """Payloads a demo handler cannot use fail the attempt with a clear ``PayloadError``.
 
-Driven in-process, one :meth:`WorkerLoop.step` at a time: each hostile job is claimed, its
+Driven in-process, one :meth:`OneJobLoop.step` at a time: each hostile job is claimed, its
 handler refuses the payload, the attempt is recorded as failed (retry scheduled, or failed for
 good on its last attempt) with the field and the reason in ``last_error``, and the same loop
 goes on to run the next job: a payload never ends a worker thread.
@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.runtime.worker import WorkerLoop
+from dashboard.runtime.one_job import OneJobLoop
 from dashboard.store import service
 from tests.worker.helpers import SETTINGS
 
@@ -96,11 +96,11 @@ REJECTED = [
 ]
 
 
-def make_loop(app: Any) -> WorkerLoop:
-    return WorkerLoop(app, SETTINGS, WORKER_ID, threading.Event())
+def make_loop(app: Any) -> OneJobLoop:
+    return OneJobLoop(app, SETTINGS, WORKER_ID, threading.Event())
 
 
-def assert_goes_on(loop: WorkerLoop) -> None:
+def assert_goes_on(loop: OneJobLoop) -> None:
     """The same loop claims and runs the next job to success."""
     following = service.create_job("demo.success", {"sleep_seconds": 0}).job
     assert loop.step() is True

@@ -18,7 +18,9 @@ from dashboard.config import WorkerSettings
 from dashboard.extensions import db
 from dashboard.runtime.failures import ResultNotSerialisable, check_result, describe
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
-from dashboard.runtime.worker import Backoff, Worker, WorkerLoop, make_worker_id
+from dashboard.runtime.one_job import OneJobLoop
+from dashboard.runtime.threads import Backoff, make_worker_id
+from dashboard.runtime.worker import Worker
 from dashboard.store import service
 from tests.factories import make_job
 from tests.open_access import OPEN_ACCESS
@@ -28,14 +30,14 @@ from .helpers import SETTINGS, event_types, events, job, wait_for_status, wait_u
 WORKER_ID = "testhost:1:thread-1:0badcafe"
 
 
-def make_loop(app: Flask, handlers: dict[str, Handler] | None = None, **settings: Any) -> WorkerLoop:
+def make_loop(app: Flask, handlers: dict[str, Handler] | None = None, **settings: Any) -> OneJobLoop:
     """A loop whose extra handlers live only in this loop, not in the global registry."""
     extra = handlers or {}
 
     def lookup(job_type: str) -> Handler | None:
         return extra.get(job_type) or get_handler(job_type)
 
-    return WorkerLoop(
+    return OneJobLoop(
         app, WorkerSettings(**{**SETTINGS.__dict__, **settings}), WORKER_ID, threading.Event(), lookup=lookup
     )
 
@@ -287,7 +289,7 @@ def unreachable_app(tmp_path) -> Iterator[Flask]:
 
 
 def test_a_thread_survives_a_database_that_refuses_connections(unreachable_app, caplog):
-    caplog.set_level(logging.WARNING, logger="dashboard.runtime.worker")
+    caplog.set_level(logging.WARNING, logger="dashboard.runtime")
     worker = Worker(unreachable_app, SETTINGS, reconnect_base_seconds=0.01, reconnect_max_seconds=0.04)
     worker.start()
 
@@ -384,8 +386,8 @@ def test_one_job_threads_plan_generically_and_give_the_setting_back(app):
 def test_only_one_job_mode_threads_force_generic_plans(app):
     one_job = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2}))
     assert [loop.generic_plans for loop in one_job.loops] == [True, True]
-    assert one_job.rescuer.loop.generic_plans is False
+    assert one_job.rescuer.runtime.generic_plans is False
     batch = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2, "batch_size": 4}))
     assert [loop.generic_plans for loop in batch.loops] == [False, False]
-    assert batch.dispatcher.housekeeper.generic_plans is False
-    assert batch.completer.loop.generic_plans is False
+    assert batch.dispatcher.runtime.generic_plans is False
+    assert batch.completer.runner.generic_plans is False

@@ -1,0 +1,123 @@
+"""What every worker thread has, whatever it does: a worker id, an application context, one
+database connection kept for its life, and a capped backoff for database outages.
+
+:class:`ThreadRuntime` is that state. The one-job loops, the batch executors, the dispatcher,
+the completer and the rescuer each own one; none borrows another's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from flask import Flask
+from sqlalchemy import Connection
+
+from ..config import WorkerSettings
+from ..store import connection
+from .failures import first_line, is_connection_error
+
+log = logging.getLogger(__name__)
+
+RECONNECT_BASE_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 10.0
+
+
+def make_worker_id(thread_number: int, *, hostname: str | None = None, pid: int | None = None) -> str:
+    """``hostname:pid:thread-N:shortrandom``: unique per thread and per process start."""
+    host = hostname or socket.gethostname()
+    return f"{host}:{pid or os.getpid()}:thread-{thread_number}:{secrets.token_hex(4)}"
+
+
+class Backoff:
+    """Capped exponential wait between attempts to reach the database again."""
+
+    def __init__(self, base: float = RECONNECT_BASE_SECONDS, cap: float = RECONNECT_MAX_SECONDS) -> None:
+        self.base, self.cap, self.failures = base, cap, 0
+
+    def next(self) -> float:
+        delay = min(self.base * 2 ** min(self.failures, 32), self.cap)
+        self.failures += 1
+        return delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class ThreadRuntime:
+    """One worker thread's id, settings, connection and outage backoff."""
+
+    def __init__(
+        self,
+        app: Flask,
+        settings: WorkerSettings,
+        worker_id: str,
+        stopping: threading.Event,
+        *,
+        reconnect: Backoff | None = None,
+        generic_plans: bool = False,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.worker_id = worker_id
+        self.stopping = stopping
+        self.backoff = reconnect or Backoff()
+        self.generic_plans = generic_plans  # one-job mode's threads: connection.connect_worker
+        self.holding = False  # inside holding_connection(): keep the connection between calls
+        self._conn: Connection | None = None
+
+    @property
+    def connection(self) -> Connection:
+        """This thread's own autocommit connection: one round trip per transition."""
+        if self._conn is None:
+            self._conn = connection.connect_worker() if self.generic_plans else connection.connect()
+        return self._conn
+
+    def close(self) -> None:
+        """Return the connection to the pool (the runtime opens another if it is used again)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            connection.release_worker(conn)
+
+    def drop_connection(self) -> None:
+        """Forget the connection after an error; the next call opens a fresh one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # a broken connection may fail to close; it is gone either way
+                log.debug("%s: closing a broken connection failed", self.worker_id, exc_info=True)
+
+    @contextmanager
+    def holding_connection(self) -> Iterator[None]:
+        """A thread's whole life: an app context, and the connection kept from one call to the
+        next (closed at the end) instead of given back after every step."""
+        self.holding = True
+        with self.app.app_context():
+            try:
+                yield
+            finally:
+                self.holding = False
+                self.close()
+
+    def recover(self, error: Exception) -> None:
+        """After an error: forget the (maybe broken) connection and wait, capped exponentially."""
+        self.drop_connection()
+        delay = self.backoff.next()
+        if is_connection_error(error):
+            log.warning(
+                "%s: database unavailable (%s: %s); retrying in %gs",
+                self.worker_id,
+                type(error).__name__,
+                first_line(error),
+                delay,
+            )
+        else:
+            log.exception("%s: unexpected error in the worker loop; retrying in %gs", self.worker_id, delay)
+        self.stopping.wait(delay)
