@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-BIGINT_MAX = 2**63 - 1
+from ..limits import BIGINT_MAX
+
 _AFTER = 1 << 63
 # 8 bytes are 64 bits = 11 base64 characters; the last one carries 4 bits and 2 zero bits.
 PATTERN = "^[A-Za-z0-9_-]{10}[AEIMQUYcgkosw048]$"

@@ -8,7 +8,6 @@ instant is unknowable), non-finite numbers and absurdly deep documents.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -25,18 +24,18 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-MAX_JSON_DEPTH = 100
+from ..limits import MAX_JSON_DEPTH, json_problem, text_kind
+
+TEXT_PROBLEMS = {
+    "nul": "Must not contain NUL characters.",
+    "surrogate": "Must be valid Unicode (unpaired surrogate).",
+}
 
 
 def text_problem(value: str) -> str | None:
     """Why PostgreSQL could not store ``value``, or ``None`` if it can."""
-    if "\x00" in value:
-        return "Must not contain NUL characters."
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "Must be valid Unicode (unpaired surrogate)."
-    return None
+    kind = text_kind(value)
+    return TEXT_PROBLEMS[kind] if kind else None
 
 
 def _storable_text(value: str) -> str:
@@ -92,31 +91,23 @@ def _aware_datetime(value: Any) -> Any:
 
 
 def _storable_json(value: Any) -> Any:
-    """Walk the document (iteratively: depth is the thing being checked) for unstorable parts."""
-    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
-    while stack:
-        node, depth, where = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            raise PydanticCustomError(
-                "json_depth", "Nested deeper than {limit} levels.", {"limit": MAX_JSON_DEPTH}
-            )
-        if isinstance(node, dict):
-            for key, child in node.items():
-                problem = text_problem(key)
-                if problem:
-                    raise PydanticCustomError("unstorable_text", "Key '{key}': " + problem, {"key": key})
-                stack.append((child, depth + 1, f"{where}.{key}" if where else key))
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1, f"{where}[{i}]") for i, child in enumerate(node))
-        elif isinstance(node, str):
-            problem = text_problem(node)
-            if problem:
-                raise PydanticCustomError(
-                    "unstorable_text", "At {where}: " + problem, {"where": where or "/"}
-                )
-        elif isinstance(node, float) and not math.isfinite(node):
-            raise PydanticCustomError("json_number", "Numbers must be finite.")
-    return value
+    """Refuse what ``jsonb`` cannot store (``limits.json_problem``), naming where it is."""
+    problem = json_problem(value)
+    if problem is None:
+        return value
+    if problem.kind == "depth":
+        raise PydanticCustomError(
+            "json_depth", "Nested deeper than {limit} levels.", {"limit": MAX_JSON_DEPTH}
+        )
+    if problem.kind == "number":
+        raise PydanticCustomError("json_number", "Numbers must be finite.")
+    if problem.key is not None:
+        raise PydanticCustomError(
+            "unstorable_text", "Key '{key}': " + TEXT_PROBLEMS[problem.kind], {"key": problem.key}
+        )
+    raise PydanticCustomError(
+        "unstorable_text", "At {where}: " + TEXT_PROBLEMS[problem.kind], {"where": problem.where or "/"}
+    )
 
 
 def _integral_number(value: Any) -> Any:

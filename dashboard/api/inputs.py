@@ -16,22 +16,26 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..runtime.handlers import registered_types
-from ..store.service import (
+from ..limits import (
+    BIGINT_MAX,
     DEFAULT_PRIORITY,
+    EVENT_PAGE_MAX,
+    EVENT_PAGE_SIZE,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
+    JOB_PAGE_MAX,
+    JOB_PAGE_SIZE,
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
 )
+from ..runtime.handlers import registered_types
 from ..store.states import EventType, Status
-from . import cursor as cursors
+from .cursor import PATTERN as CURSOR_PATTERN
+from .cursor import Cursor, decode
 from .fields import AwareDatetime, Integer, JsonObject, Text
 
-JOB_LIST_DEFAULT_LIMIT, JOB_LIST_MAX_LIMIT = 25, 100
-EVENT_FEED_DEFAULT_LIMIT, EVENT_FEED_MAX_LIMIT = 50, 200
-OFFSET_MAX = 2**63 - 1  # PostgreSQL's OFFSET is a bigint
+OFFSET_MAX = BIGINT_MAX  # PostgreSQL's OFFSET is a bigint
 # One request, one INSERT statement: big enough to enqueue at bulk speed, small enough that a
 # request's validation and its statement stay well under a second and its body usually fits
 # the default MAX_CONTENT_LENGTH (1 MiB).
@@ -117,9 +121,9 @@ class JobListQuery(BaseModel):
     model_config = ConfigDict(title="JobListQuery", use_enum_values=True)
 
     limit: int = Field(
-        default=JOB_LIST_DEFAULT_LIMIT,
+        default=JOB_PAGE_SIZE,
         ge=1,
-        description=f"Page size; a larger value is reduced to {JOB_LIST_MAX_LIMIT}.",
+        description=f"Page size; a larger value is reduced to {JOB_PAGE_MAX}.",
     )
     offset: int = Field(default=0, ge=0, le=OFFSET_MAX, description="Jobs to skip.")
     status: Status | None = Field(default=None, description="Exact status.")
@@ -127,27 +131,27 @@ class JobListQuery(BaseModel):
 
     @property
     def page_size(self) -> int:
-        return min(self.limit, JOB_LIST_MAX_LIMIT)
+        return min(self.limit, JOB_PAGE_MAX)
 
 
-def _cursor(value: object) -> cursors.Cursor:
-    if isinstance(value, cursors.Cursor):
+def _cursor(value: object) -> Cursor:
+    if isinstance(value, Cursor):
         return value
     if not isinstance(value, str):
         raise PydanticCustomError("cursor", "Invalid cursor.")
     try:
-        return cursors.decode(value)
+        return decode(value)
     except ValueError:
         raise PydanticCustomError("cursor", "Invalid cursor.") from None
 
 
 CursorParam = Annotated[
-    cursors.Cursor,
+    Cursor,
     PlainValidator(_cursor),
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": cursors.PATTERN,
+            "pattern": CURSOR_PATTERN,
             "description": "Opaque; copy it from `next` or `previous`.",
         }
     ),
@@ -160,9 +164,9 @@ class EventFeedQuery(BaseModel):
     model_config = ConfigDict(title="EventFeedQuery", use_enum_values=True)
 
     limit: int = Field(
-        default=EVENT_FEED_DEFAULT_LIMIT,
+        default=EVENT_PAGE_SIZE,
         ge=1,
-        description=f"Page size; a larger value is reduced to {EVENT_FEED_MAX_LIMIT}.",
+        description=f"Page size; a larger value is reduced to {EVENT_PAGE_MAX}.",
     )
     cursor: CursorParam | None = Field(default=None, description="Position from a `next`/`previous` link.")
     type: EventType | None = Field(default=None, description="Exact event type.")
@@ -170,4 +174,4 @@ class EventFeedQuery(BaseModel):
 
     @property
     def page_size(self) -> int:
-        return min(self.limit, EVENT_FEED_MAX_LIMIT)
+        return min(self.limit, EVENT_PAGE_MAX)

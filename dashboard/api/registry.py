@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from flask import Blueprint, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
+from ..limits import finite_float, reject_constant
 from .access import OPEN_ENDPOINTS, READ_METHODS
 from .errors import ApiError, validation_error
 from .outputs import Error
@@ -153,17 +153,6 @@ def errors_by_field(exc: ValidationError) -> dict[str, list[str]]:
     return errors
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("number out of range")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def read_json_body() -> Any:
     """The request body as JSON: UTF-8, strict syntax, finite numbers; else 400/413/415."""
     if request.mimetype != "application/json":
@@ -172,7 +161,7 @@ def read_json_body() -> Any:
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: werkzeug raises 413
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        return json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
     except UnicodeDecodeError:
         reason = "body is not valid UTF-8"
     except RecursionError:

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..limits import TYPE_MAX_LENGTH
 from ..store import service
 from ..store.records import JobRecord
 
@@ -36,8 +37,8 @@ BUILTIN_MODULES = ("dashboard.runtime.demo",)
 
 def handler(job_type: str) -> Callable[[Handler], Handler]:
     """Register ``fn`` as the handler of ``job_type`` (the last registration wins)."""
-    if not job_type or len(job_type) > 120:
-        raise ValueError("a job type is 1 to 120 characters")
+    if not job_type or len(job_type) > TYPE_MAX_LENGTH:
+        raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
 
     def register(fn: Handler) -> Handler:
         _registry[job_type] = fn

@@ -33,6 +33,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
+from ..limits import TYPE_MAX_LENGTH
 from .states import EVENT_TYPES
 
 STATUS_SHAPE_SQL = (
@@ -52,7 +53,7 @@ class Job(db.Model):
     __tablename__ = "jobs_job"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
-    type: Mapped[str] = mapped_column(String(120))
+    type: Mapped[str] = mapped_column(String(TYPE_MAX_LENGTH))
     payload: Mapped[Any] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     status: Mapped[str] = mapped_column(String(16), server_default=text("'queued'"))
     priority: Mapped[int] = mapped_column(SmallInteger, server_default=text("50"))

@@ -19,17 +19,19 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..limits import (
+    DEFAULT_PRIORITY,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    INT_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TYPE_MAX_LENGTH,
+)
 from . import sql
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .records import CleanupResult, CreateResult, JobRecord, RetryResult
 from .states import Status
-
-TYPE_MAX_LENGTH = 120
-IDEMPOTENCY_KEY_MAX_LENGTH = 255
-PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
-INT_MAX = 2_147_483_647
-DEFAULT_PRIORITY = 50
 
 
 def utcnow() -> datetime:

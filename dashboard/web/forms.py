@@ -24,16 +24,20 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
-from ..store.service import (
+from ..limits import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
+    MAX_JSON_DEPTH,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    NonFiniteNumber,
+    finite_float,
+    json_problem,
+    reject_constant,
 )
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
-MAX_JSON_DEPTH = 100  # the JSON API's limit, so both doors accept the same payloads
 
 
 class RetryForm(FlaskForm):
@@ -42,42 +46,12 @@ class RetryForm(FlaskForm):
     next = HiddenField()
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number out of range: {text}")
-    return value
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _unstorable(value: Any) -> str | None:
-    """Why PostgreSQL's ``jsonb`` would refuse ``value``, or ``None``.
-
-    Walks iteratively (depth is one of the things checked): nesting deeper than
-    :data:`MAX_JSON_DEPTH`, the NUL character, and lone surrogates (``"\\ud800"`` is valid
-    JSON but not text PostgreSQL can store).
-    """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            return f"The payload is nested deeper than {MAX_JSON_DEPTH} levels."
-        if isinstance(node, dict):
-            stack.extend((key, depth) for key in node)
-            stack.extend((child, depth + 1) for child in node.values())
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node)
-        elif isinstance(node, str):
-            if "\x00" in node:
-                return "The payload cannot contain the NUL character (\\u0000)."
-            try:
-                node.encode("utf-8")
-            except UnicodeEncodeError:
-                return "The payload cannot contain a lone surrogate (\\ud800 to \\udfff) outside a pair."
-    return None
+PAYLOAD_PROBLEMS = {
+    "depth": f"The payload is nested deeper than {MAX_JSON_DEPTH} levels.",
+    "nul": "The payload cannot contain the NUL character (\\u0000).",
+    "surrogate": "The payload cannot contain a lone surrogate (\\ud800 to \\udfff) outside a pair.",
+    "number": "The payload's numbers must be finite.",
+}
 
 
 def parse_payload(text: str) -> dict[str, Any]:
@@ -88,7 +62,9 @@ def parse_payload(text: str) -> dict[str, Any]:
     API's, and nesting too deep for the parser itself is reported the same way.
     """
     try:
-        value = json.loads(text, parse_float=_finite_float, parse_constant=_reject_constant)
+        value = json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
+    except NonFiniteNumber as exc:
+        raise ValueError(f"Not valid JSON: number out of range: {exc.text}.") from None
     except RecursionError:
         raise ValueError(f"The payload is nested deeper than {MAX_JSON_DEPTH} levels.") from None
     except json.JSONDecodeError as exc:
@@ -97,9 +73,9 @@ def parse_payload(text: str) -> dict[str, Any]:
         raise ValueError(f"Not valid JSON: {exc}.") from None
     if not isinstance(value, dict):
         raise ValueError('The payload must be a JSON object, like {} or {"sleep_seconds": 1}.')
-    problem = _unstorable(value)
+    problem = json_problem(value)
     if problem:
-        raise ValueError(problem)
+        raise ValueError(PAYLOAD_PROBLEMS[problem.kind])
     return value
 
 

@@ -11,12 +11,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..limits import BIGINT_MAX, EVENT_PAGE_MAX, EVENT_PAGE_SIZE, JOB_PAGE_MAX, JOB_PAGE_SIZE, TYPE_MAX_LENGTH
 from ..store.states import EVENT_TYPES, STATUSES
-
-JOB_PAGE_SIZE, JOB_PAGE_MAX = 25, 100
-EVENT_PAGE_SIZE, EVENT_PAGE_MAX = 50, 200
-TYPE_MAX_LENGTH = 120
-BIGINT_MAX = 2**63 - 1
 
 
 def _int(

@@ -1,0 +1,95 @@
+"""Every value rule the doors, the store and the handler registry share, defined once.
+
+The API (``api/inputs.py``, ``api/fields.py``), the web forms and query parameters
+(``web/forms.py``, ``web/params.py``), the handler registry and the templates (as the
+``limits`` context value) all read these; each door words its own error messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Column sizes and ranges (the schema in store/models.py and the migrations).
+TYPE_MAX_LENGTH = 120  # jobs_job.type varchar(120)
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # smallint
+DEFAULT_PRIORITY = 50
+INT_MAX = 2_147_483_647  # integer columns (max_attempts)
+BIGINT_MAX = 2**63 - 1  # bigint columns (event ids, and so event cursors)
+
+# JSON documents (payloads, results): nesting PostgreSQL and both parsers handle comfortably.
+MAX_JSON_DEPTH = 100
+
+# Page sizes: the default, and the largest a request may ask for (larger is reduced or refused
+# by each door). The web job list and the API's job list share one pair, the event feeds another.
+JOB_PAGE_SIZE, JOB_PAGE_MAX = 25, 100
+EVENT_PAGE_SIZE, EVENT_PAGE_MAX = 50, 200
+
+
+class NonFiniteNumber(ValueError):
+    """A JSON number that overflows to infinity: ``jsonb`` cannot store it."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("number out of range")
+        self.text = text
+
+
+def finite_float(text: str) -> float:
+    """``json.loads(parse_float=...)``: a finite float, else :class:`NonFiniteNumber`."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(text)
+    return value
+
+
+def reject_constant(name: str) -> Any:
+    """``json.loads(parse_constant=...)``: ``NaN`` and ``Infinity`` are not JSON."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def text_kind(value: str) -> str | None:
+    """Why PostgreSQL could not store ``value`` as text: ``"nul"``, ``"surrogate"``, or None."""
+    if "\x00" in value:
+        return "nul"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "surrogate"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class JsonProblem:
+    """The first part of a document that ``jsonb`` would refuse."""
+
+    kind: str  # "depth" | "nul" | "surrogate" | "number"
+    where: str  # a path like ``a.b[2]``; "" for the top level
+    key: str | None = None  # set when the problem is in an object key
+
+
+def json_problem(value: Any) -> JsonProblem | None:
+    """Walk the document (iteratively: depth is one of the things checked): nesting deeper than
+    :data:`MAX_JSON_DEPTH`, text with NUL or a lone surrogate (in values or keys), non-finite
+    numbers. None if PostgreSQL can store it."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        node, depth, where = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return JsonProblem("depth", where)
+        if isinstance(node, dict):
+            for key, child in node.items():
+                kind = text_kind(key)
+                if kind:
+                    return JsonProblem(kind, where, key=key)
+                stack.append((child, depth + 1, f"{where}.{key}" if where else key))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1, f"{where}[{i}]") for i, child in enumerate(node))
+        elif isinstance(node, str):
+            kind = text_kind(node)
+            if kind:
+                return JsonProblem(kind, where)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return JsonProblem("number", where)
+    return None
