@@ -5,15 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from flask import abort, current_app, flash, redirect, render_template, request, url_for
+from flask import abort, current_app, flash, redirect, render_template, url_for
+from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
-from .. import settings_of
+from ..config import settings_of
 from ..runtime import handlers
 from ..store import read_jobs, service, stats_refresh
 from ..store.records import EventRecord
 from ..store.states import LIVE, STATUSES, Status
-from . import bp
+from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
 from .params import job_filters
 from .rendering import is_htmx, now, page_or_fragment, safe_next
@@ -101,7 +102,7 @@ def job_retry(job_id: str) -> str | Response:
     else:
         notice = ("warning", f"Nothing changed: the job is {outcome.status} now, not failed.")
     if is_htmx():
-        if request.headers.get("HX-Target") == DETAIL_TARGET:
+        if request.htmx.target == DETAIL_TARGET:
             timeline = _timeline_or_404(job_uuid)  # one read: the job, its events, its progress
             return render_template("fragments/job_detail.html", **detail_context(timeline, [notice]))
         return render_template("fragments/retry_result.html", job_id=job_uuid, notice=notice)
@@ -143,7 +144,7 @@ def job_new() -> str | Response | tuple[str, int]:
                 flash("A job with this idempotency key already exists: here it is.", "info")
             target = url_for("web.job_detail", job_id=outcome.job.id)
             if is_htmx():
-                return Response(status=204, headers={"HX-Redirect": target})
+                return make_response("", 204, redirect=target)
             return redirect(target, 303)
     # A refused form is a 400 for browsers; htmx only swaps 2xx answers, so it gets a 200.
     status = 400 if form.is_submitted() and not is_htmx() else 200

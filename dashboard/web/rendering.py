@@ -7,16 +7,18 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app, g, render_template, request
+from flask import current_app, g, render_template
+from htmx_flask import request
 
-from .. import settings_of
+from ..config import settings_of
 from ..store.service import utcnow
-from . import bp, timefmt
+from .blueprint import bp
+from .timefmt import absolute, duration, relative
 
 
 def is_htmx() -> bool:
     """True for requests htmx makes (polling, in-place swaps): they get a fragment."""
-    return request.headers.get("HX-Request", "").lower() == "true"
+    return bool(request.htmx)
 
 
 def page_or_fragment(page_template: str, fragment_template: str, /, **context: Any) -> str:
@@ -44,17 +46,17 @@ def safe_next(target: str | None) -> str | None:
 
 @bp.app_template_filter("relative")
 def relative_filter(moment: datetime | None) -> str:
-    return "" if moment is None else timefmt.relative(moment, now())
+    return "" if moment is None else relative(moment, now())
 
 
 @bp.app_template_filter("absolute")
 def absolute_filter(moment: datetime | None) -> str:
-    return "" if moment is None else timefmt.absolute(moment, settings_of(current_app).tz)
+    return "" if moment is None else absolute(moment, settings_of(current_app).tz)
 
 
 @bp.app_template_filter("duration")
 def duration_filter(seconds: float) -> str:
-    return timefmt.duration(seconds)
+    return duration(seconds)
 
 
 @bp.app_template_filter("pretty_json")

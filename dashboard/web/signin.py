@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from flask import abort, current_app, flash, g, redirect, render_template, request, session, url_for
+from flask import abort, current_app, flash, g, redirect, render_template, session, url_for
 from flask_login import current_user, login_user, logout_user
+from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
-from .. import settings_of
 from ..auth import ANONYMOUS, Actor, Role
 from ..auth.session import SIGNED_IN_AT, directory_of
-from . import bp
+from ..config import settings_of
+from .blueprint import bp
 from .forms import SignInForm, SignOutForm
 from .rendering import is_htmx, safe_next
 
@@ -80,7 +81,7 @@ def _back_here() -> str:
     """The page to return to after signing in: for htmx, the page the user is on."""
     if is_htmx():
         try:
-            current = urlsplit(request.headers.get("HX-Current-URL", ""))
+            current = urlsplit(request.htmx.current_url or "")
         except ValueError:  # a header that is not a URL: start from the overview
             return url_for("web.overview")
         path = current.path + (f"?{current.query}" if current.query else "")
@@ -96,7 +97,7 @@ def require_sign_in() -> Response | None:
         return None
     target = url_for("web.sign_in", next=_back_here())
     if is_htmx():  # htmx follows redirects inside the XHR; make it navigate instead
-        return Response(status=401, headers={"HX-Redirect": target})
+        return make_response("", 401, redirect=target)
     return redirect(target, 303)
 
 
