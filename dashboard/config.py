@@ -1,8 +1,9 @@
 """Every setting, read once from the environment.
 
-The names, defaults and meanings are the reference design's (Django's ``DJANGO_*`` prefix
-dropped, see ``CONTRACT.md``). Nothing else in the project reads ``os.environ``: the app
-factory builds one :class:`Settings` and everything downstream receives it.
+Each setting is one dataclass field whose metadata names its environment variable and its
+parser (:func:`env`); the default is written once, as the field's default. The names are
+``CONTRACT.md``'s. Nothing else in the project reads ``os.environ``: the app factory builds
+one :class:`Settings` and everything downstream receives it (:func:`settings_of`).
 
 A malformed value is a start-up error naming the variable, never a silent default.
 """
@@ -14,12 +15,18 @@ import os
 import re
 import zoneinfo
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from .roles import Role
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY_MIN_LENGTH = 32
 TOKEN_MIN_LENGTH = 32
-ROLES = ("viewer", "operator")
+ROLES = tuple(role.value for role in Role)
 PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
@@ -67,9 +74,67 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> in
     return value
 
 
-def _list(env: Mapping[str, str], name: str, default: str) -> tuple[str, ...]:
-    raw = env.get(name, default)
+def _list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = env.get(name)
+    if raw is None:
+        return default
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _str(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name, default)
+
+
+def _optional_str(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """Blank counts as unset."""
+    return (env.get(name) or "").strip() or default
+
+
+def _secret(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name) or default
+
+
+def _time_zone(env: Mapping[str, str], name: str, default: str) -> str:
+    time_zone = env.get(name, default).strip() or default
+    try:
+        zoneinfo.ZoneInfo(time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{name} is not a known time zone: {time_zone!r}") from None
+    return time_zone
+
+
+def _log_level(env: Mapping[str, str], name: str, default: str) -> str:
+    log_level = env.get(name, default).strip().upper() or default
+    if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError(f"{name} must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}")
+    return log_level
+
+
+def env(name: str, parser: Callable[..., Any], **options: Any) -> dict[str, Any]:
+    """A field's metadata: read ``name`` with ``parser(env, name, default, **options)``.
+
+    ``default_from="other_field"`` makes the default the value read for that earlier field.
+    """
+    return {"env": name, "parser": parser, "options": options}
+
+
+def _from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]:
+    """The keyword arguments of ``cls`` read from ``source``, each field by its metadata."""
+    values: dict[str, Any] = {}
+    for spec in fields(cls):
+        meta = spec.metadata
+        if "env" not in meta:
+            continue
+        options = dict(meta["options"])
+        default_from = options.pop("default_from", None)
+        if default_from is not None:
+            default = values[default_from]
+        elif spec.default is not MISSING:
+            default = spec.default
+        else:
+            default = spec.default_factory()  # type: ignore[misc]
+        values[spec.name] = meta["parser"](source, meta["env"], default, **options)
+    return values
 
 
 def _entries(env: Mapping[str, str], name: str) -> list[tuple[str, str]]:
@@ -158,11 +223,11 @@ def _check_token(where: str, name: str, secret: str) -> None:
         )
 
 
-def _users(env: Mapping[str, str]) -> tuple[UserEntry, ...]:
+def _users(env: Mapping[str, str], name: str = "DASHBOARD_USERS", default: Any = ()) -> tuple[UserEntry, ...]:
     return tuple(UserEntry(*found) for found in _principals(env, "DASHBOARD_USERS", _check_password_hash))
 
 
-def _tokens(env: Mapping[str, str]) -> tuple[TokenEntry, ...]:
+def _tokens(env: Mapping[str, str], name: str = "API_TOKENS", default: Any = ()) -> tuple[TokenEntry, ...]:
     return tuple(TokenEntry(*found) for found in _principals(env, "API_TOKENS", _check_token))
 
 
@@ -170,126 +235,97 @@ def _tokens(env: Mapping[str, str]) -> tuple[TokenEntry, ...]:
 class WorkerSettings:
     """The ``JOB_WORKER_*`` settings; ``flask worker`` options may override them."""
 
-    threads: int = 4
-    poll_interval_ms: float = 500.0
-    lease_seconds: float = 30.0
-    cleanup_interval_seconds: float = 5.0
-    cleanup_batch_size: int = 100
-    backoff_base_seconds: float = 5.0
-    backoff_max_seconds: float = 300.0
-    max_attempts_default: int = 3
-    log_level: str = "INFO"
-    handler_modules: tuple[str, ...] = ()
-    batch_size: int = 1
-    listen: bool = True
+    threads: int = field(default=4, metadata=env("JOB_WORKER_THREADS", _int, minimum=1))
+    poll_interval_ms: float = field(
+        default=500.0, metadata=env("JOB_WORKER_POLL_INTERVAL_MS", _number, minimum=0)
+    )
+    lease_seconds: float = field(
+        default=30.0, metadata=env("JOB_WORKER_LEASE_SECONDS", _number, minimum=0.01)
+    )
+    cleanup_interval_seconds: float = field(
+        default=5.0, metadata=env("JOB_WORKER_CLEANUP_INTERVAL_SECONDS", _number, minimum=0)
+    )
+    cleanup_batch_size: int = field(
+        default=100, metadata=env("JOB_WORKER_CLEANUP_BATCH_SIZE", _int, minimum=1)
+    )
+    backoff_base_seconds: float = field(
+        default=5.0, metadata=env("JOB_WORKER_BACKOFF_BASE_SECONDS", _number, minimum=0)
+    )
+    backoff_max_seconds: float = field(
+        default=300.0, metadata=env("JOB_WORKER_BACKOFF_MAX_SECONDS", _number, minimum=0)
+    )
+    max_attempts_default: int = field(
+        default=3, metadata=env("JOB_WORKER_MAX_ATTEMPTS_DEFAULT", _int, minimum=1)
+    )
+    log_level: str = field(default="INFO", metadata=env("JOB_WORKER_LOG_LEVEL", _log_level))
+    handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", _list))
+    batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", _int, minimum=1))
+    listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", _bool))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
-        log_level = env.get("JOB_WORKER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
-        if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-            raise ConfigError(
-                f"JOB_WORKER_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}"
-            )
-        settings = cls(
-            threads=_int(env, "JOB_WORKER_THREADS", 4, minimum=1),
-            poll_interval_ms=_number(env, "JOB_WORKER_POLL_INTERVAL_MS", 500.0, minimum=0),
-            lease_seconds=_number(env, "JOB_WORKER_LEASE_SECONDS", 30.0, minimum=0.01),
-            cleanup_interval_seconds=_number(env, "JOB_WORKER_CLEANUP_INTERVAL_SECONDS", 5.0, minimum=0),
-            cleanup_batch_size=_int(env, "JOB_WORKER_CLEANUP_BATCH_SIZE", 100, minimum=1),
-            backoff_base_seconds=_number(env, "JOB_WORKER_BACKOFF_BASE_SECONDS", 5.0, minimum=0),
-            backoff_max_seconds=_number(env, "JOB_WORKER_BACKOFF_MAX_SECONDS", 300.0, minimum=0),
-            max_attempts_default=_int(env, "JOB_WORKER_MAX_ATTEMPTS_DEFAULT", 3, minimum=1),
-            log_level=log_level,
-            handler_modules=_list(env, "JOB_HANDLER_MODULES", ""),
-            batch_size=_int(env, "JOB_WORKER_BATCH_SIZE", 1, minimum=1),
-            listen=_bool(env, "JOB_WORKER_LISTEN", True),
-        )
-        return settings
+        return cls(**_from_env(cls, env))
 
     def as_dict(self) -> dict[str, object]:
         """The settings under their environment names, as ``/api/config/`` shows them."""
-        return {
-            "JOB_WORKER_THREADS": self.threads,
-            "JOB_WORKER_POLL_INTERVAL_MS": self.poll_interval_ms,
-            "JOB_WORKER_LEASE_SECONDS": self.lease_seconds,
-            "JOB_WORKER_CLEANUP_INTERVAL_SECONDS": self.cleanup_interval_seconds,
-            "JOB_WORKER_CLEANUP_BATCH_SIZE": self.cleanup_batch_size,
-            "JOB_WORKER_BACKOFF_BASE_SECONDS": self.backoff_base_seconds,
-            "JOB_WORKER_BACKOFF_MAX_SECONDS": self.backoff_max_seconds,
-            "JOB_WORKER_MAX_ATTEMPTS_DEFAULT": self.max_attempts_default,
-            "JOB_WORKER_LOG_LEVEL": self.log_level,
-            "JOB_HANDLER_MODULES": list(self.handler_modules),
-            "JOB_WORKER_BATCH_SIZE": self.batch_size,
-            "JOB_WORKER_LISTEN": self.listen,
-        }
+        shown: dict[str, object] = {}
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            shown[spec.metadata["env"]] = list(value) if isinstance(value, tuple) else value
+        return shown
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything the application reads from its environment."""
 
-    database_url: str | None = None
-    postgres_db: str = "job_queue"
-    postgres_user: str = "postgres"
-    postgres_password: str = "postgres"
-    postgres_host: str | None = None
-    postgres_port: int = 5432
-    conn_max_age: float = 0.0
-    debug: bool = True
-    secret_key: str = DEV_SECRET_KEY
-    allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "0.0.0.0")
-    cors_allowed_origins: tuple[str, ...] = ("http://localhost:5173", "http://127.0.0.1:5173")
-    enable_debug_toolbar: bool = True
-    internal_ips: tuple[str, ...] = ("127.0.0.1", "localhost", "host.docker.internal")
-    time_zone: str = "UTC"
-    max_content_length: int = 1_048_576
-    stats_exact_below_rows: int = 100_000
-    stats_refresh_seconds: float = 30.0
-    dashboard_query_timeout_ms: int = 2000
-    auth_disabled: bool = False
-    users: tuple[UserEntry, ...] = ()
-    api_tokens: tuple[TokenEntry, ...] = ()
-    session_lifetime_hours: float = 12.0
-    session_cookie_secure: bool = False
+    database_url: str | None = field(default=None, metadata=env("DATABASE_URL", _optional_str))
+    postgres_db: str = field(default="job_queue", metadata=env("POSTGRES_DB", _str))
+    postgres_user: str = field(default="postgres", metadata=env("POSTGRES_USER", _str))
+    postgres_password: str = field(default="postgres", metadata=env("POSTGRES_PASSWORD", _str))
+    postgres_host: str | None = field(default=None, metadata=env("POSTGRES_HOST", _optional_str))
+    postgres_port: int = field(default=5432, metadata=env("POSTGRES_PORT", _int, minimum=1))
+    conn_max_age: float = field(default=0.0, metadata=env("POSTGRES_CONN_MAX_AGE", _number, minimum=0))
+    debug: bool = field(default=True, metadata=env("DEBUG", _bool))
+    secret_key: str = field(default=DEV_SECRET_KEY, metadata=env("SECRET_KEY", _secret))
+    allowed_hosts: tuple[str, ...] = field(
+        default=("localhost", "127.0.0.1", "0.0.0.0"), metadata=env("ALLOWED_HOSTS", _list)
+    )
+    cors_allowed_origins: tuple[str, ...] = field(
+        default=("http://localhost:5173", "http://127.0.0.1:5173"),
+        metadata=env("CORS_ALLOWED_ORIGINS", _list),
+    )
+    # Unset: follows DEBUG.
+    enable_debug_toolbar: bool = field(
+        default=True, metadata=env("ENABLE_DEBUG_TOOLBAR", _bool, default_from="debug")
+    )
+    internal_ips: tuple[str, ...] = field(
+        default=("127.0.0.1", "localhost", "host.docker.internal"), metadata=env("INTERNAL_IPS", _list)
+    )
+    time_zone: str = field(default="UTC", metadata=env("TIME_ZONE", _time_zone))
+    max_content_length: int = field(default=1_048_576, metadata=env("MAX_CONTENT_LENGTH", _int, minimum=1024))
+    stats_exact_below_rows: int = field(
+        default=100_000, metadata=env("STATS_EXACT_BELOW_ROWS", _int, minimum=0)
+    )
+    stats_refresh_seconds: float = field(
+        default=30.0, metadata=env("STATS_REFRESH_SECONDS", _number, minimum=0)
+    )
+    dashboard_query_timeout_ms: int = field(
+        default=2000, metadata=env("DASHBOARD_QUERY_TIMEOUT_MS", _int, minimum=0)
+    )
+    auth_disabled: bool = field(default=False, metadata=env("AUTH_DISABLED", _bool))
+    users: tuple[UserEntry, ...] = field(default=(), metadata=env("DASHBOARD_USERS", _users))
+    api_tokens: tuple[TokenEntry, ...] = field(default=(), metadata=env("API_TOKENS", _tokens))
+    session_lifetime_hours: float = field(
+        default=12.0, metadata=env("SESSION_LIFETIME_HOURS", _number, minimum=0.01)
+    )
+    session_cookie_secure: bool = field(default=False, metadata=env("SESSION_COOKIE_SECURE", _bool))
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        debug = _bool(env, "DEBUG", True)
-        time_zone = env.get("TIME_ZONE", "UTC").strip() or "UTC"
-        try:
-            zoneinfo.ZoneInfo(time_zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ConfigError(f"TIME_ZONE is not a known time zone: {time_zone!r}") from None
-        return cls(
-            database_url=(env.get("DATABASE_URL") or "").strip() or None,
-            postgres_db=env.get("POSTGRES_DB", "job_queue"),
-            postgres_user=env.get("POSTGRES_USER", "postgres"),
-            postgres_password=env.get("POSTGRES_PASSWORD", "postgres"),
-            postgres_host=(env.get("POSTGRES_HOST") or "").strip() or None,
-            postgres_port=_int(env, "POSTGRES_PORT", 5432, minimum=1),
-            conn_max_age=_number(env, "POSTGRES_CONN_MAX_AGE", 0.0, minimum=0),
-            debug=debug,
-            secret_key=env.get("SECRET_KEY") or DEV_SECRET_KEY,
-            allowed_hosts=_list(env, "ALLOWED_HOSTS", "localhost,127.0.0.1,0.0.0.0"),
-            cors_allowed_origins=_list(
-                env, "CORS_ALLOWED_ORIGINS", "http://localhost:5173,http://127.0.0.1:5173"
-            ),
-            enable_debug_toolbar=_bool(env, "ENABLE_DEBUG_TOOLBAR", debug),
-            internal_ips=_list(env, "INTERNAL_IPS", "127.0.0.1,localhost,host.docker.internal"),
-            time_zone=time_zone,
-            max_content_length=_int(env, "MAX_CONTENT_LENGTH", 1_048_576, minimum=1024),
-            stats_exact_below_rows=_int(env, "STATS_EXACT_BELOW_ROWS", 100_000, minimum=0),
-            stats_refresh_seconds=_number(env, "STATS_REFRESH_SECONDS", 30.0, minimum=0),
-            dashboard_query_timeout_ms=_int(env, "DASHBOARD_QUERY_TIMEOUT_MS", 2000, minimum=0),
-            auth_disabled=_bool(env, "AUTH_DISABLED", False),
-            users=_users(env),
-            api_tokens=_tokens(env),
-            session_lifetime_hours=_number(env, "SESSION_LIFETIME_HOURS", 12.0, minimum=0.01),
-            session_cookie_secure=_bool(env, "SESSION_COOKIE_SECURE", False),
-            worker=WorkerSettings.from_env(env),
-        )
+        source = os.environ if env is None else env
+        return cls(**_from_env(cls, source), worker=WorkerSettings.from_env(source))
 
     @property
     def auth_required(self) -> bool:
@@ -325,3 +361,8 @@ class Settings:
     @property
     def tz(self) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(self.time_zone)
+
+
+def settings_of(app: Flask) -> Settings:
+    """The :class:`Settings` the app was built with."""
+    return app.extensions["jobqueue.settings"]

@@ -14,25 +14,12 @@ import hmac
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..config import Settings
-
-
-class Role(StrEnum):
-    """``viewer`` reads everything; ``operator`` may also create and retry jobs."""
-
-    VIEWER = "viewer"
-    OPERATOR = "operator"
-
-    def allows(self, needed: Role) -> bool:
-        return _RANK[self] >= _RANK[needed]
-
-
-_RANK = {Role.VIEWER: 0, Role.OPERATOR: 1}
+from ..roles import Role  # defined beside the settings, which validate role names too
 
 
 @dataclass(frozen=True)

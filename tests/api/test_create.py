@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dashboard import settings_of
+from dashboard.config import settings_of
 from dashboard.store import read_jobs
 from tests.open_access import ANONYMOUS_API
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dashboard import settings_of
+from dashboard.config import settings_of
 from dashboard.runtime import handlers
 from dashboard.store import read_jobs
 from tests.factories import make_job
