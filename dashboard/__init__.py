@@ -9,9 +9,10 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import text
 
+from . import limits
 from .config import ConfigError, Settings
 from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
-from .extensions import csrf, db, migrate
+from .extensions import csrf, db, htmx, migrate
 from .store import jsonb
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +58,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     jsonb.install()
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)
+    htmx.init_app(app)
 
     from . import api, auth, cli, web
     from .runtime.handlers import load_handler_modules
@@ -64,6 +66,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(web.bp)
+    app.context_processor(lambda: {"limits": limits})  # templates read the shared value rules
     cli.init_app(app)
     auth.init_app(app, settings, debug_toolbar=debug_toolbar)
     load_handler_modules(settings.worker.handler_modules)
@@ -74,11 +77,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if debug_toolbar:
         _init_debug_toolbar(app, settings)
     return app
-
-
-def settings_of(app: Flask) -> Settings:
-    """The :class:`Settings` the app was built with."""
-    return app.extensions["jobqueue.settings"]
 
 
 def refuse_unsafe_production(app: Flask, settings: Settings) -> None:

@@ -105,7 +105,7 @@ def worker_command(**options: Any) -> None:
     Options override the JOB_WORKER_* environment variables. The first signal stops claiming
     and lets running jobs finish (exit 0); a second one exits at once (exit 128 + signal).
     """
-    from . import settings_of
+    from .config import settings_of
     from .extensions import db
     from .runtime.handlers import registered_types
     from .runtime.worker import Worker, settings_banner

@@ -8,21 +8,15 @@ JSON, not forms with a session cookie; they authenticate with bearer tokens, see
 ``CORS_ALLOWED_ORIGINS`` (any origin when ``DEBUG``).
 """
 
-from flask import Blueprint
 from flask.blueprints import BlueprintSetupState
 
 from ..extensions import csrf
-from . import access, errors
-from .registry import Registry
-
-bp = Blueprint("api", __name__)
-routes = Registry(bp)
-
-from . import views, docs  # noqa: E402, I001  (they register their routes on `routes`, in this order)
+from . import access, docs, errors, views
+from .blueprint import bp, routes
 
 
 def _install_cors(state: BlueprintSetupState) -> None:
-    from .. import settings_of
+    from ..config import settings_of
 
     settings = settings_of(state.app)
     errors.install_cors(state.app, settings.cors_allowed_origins, permissive=settings.debug)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from flask import current_app, g, request
 
-from .. import settings_of
 from ..auth import ANONYMOUS, Actor, Role
 from ..auth.session import directory_of
+from ..config import settings_of
 from .errors import ApiError
 
 SOURCE = "api"

@@ -13,7 +13,7 @@ from typing import Any
 from flask import Response, current_app, render_template
 from markupsafe import Markup, escape
 
-from . import routes
+from .blueprint import routes
 from .openapi import build_document
 from .registry import Reply
 

@@ -14,7 +14,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from . import fields
+from .fields import COMPONENTS
 from .registry import Endpoint, Registry
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -84,7 +84,7 @@ def query_parameters(model: type[BaseModel], components: dict[str, Any]) -> list
 def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
     rules = {rule.endpoint: rule for rule in app.url_map.iter_rules()}
     refs, top = models_json_schema(_models(routes.endpoints), ref_template=REF_TEMPLATE)
-    components: dict[str, Any] = {**top.get("$defs", {}), **fields.COMPONENTS}
+    components: dict[str, Any] = {**top.get("$defs", {}), **COMPONENTS}
     paths: dict[str, dict[str, Any]] = {}
     for ep in routes.endpoints:
         path, path_params = openapi_path(rules[ep.endpoint].rule)

@@ -14,16 +14,29 @@ from flask import Response, current_app, request, url_for
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
-from .. import settings_of
+from ..config import settings_of
+from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.handlers import registered_types
 from ..store import read_jobs, read_stats, service, stats_refresh
-from . import outputs, registry, routes
 from .access import audit_data
-from .cursor import BIGINT_MAX, Cursor
+from .blueprint import routes
+from .cursor import Cursor
 from .errors import ApiError
 from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
-from .outputs import Conflict
-from .registry import Reply
+from .outputs import (
+    BulkResult,
+    BulkResults,
+    Config,
+    Conflict,
+    Health,
+    Job,
+    JobEvent,
+    JobEventList,
+    JobEventPage,
+    JobPage,
+    Stats,
+)
+from .registry import Reply, query_values
 
 
 def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -34,11 +47,11 @@ def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] |
     return current_app.response_class(body, status=status, headers=headers, mimetype="application/json")
 
 
-def job_or_404(job_id: uuid.UUID) -> outputs.Job:
+def job_or_404(job_id: uuid.UUID) -> Job:
     job = read_jobs.get_job(job_id)
     if job is None:
         raise ApiError(404, "Not found.")
-    return outputs.Job.model_validate(job)
+    return Job.model_validate(job)
 
 
 def page_url(query: type[BaseModel], **changes: Any) -> str:
@@ -47,9 +60,7 @@ def page_url(query: type[BaseModel], **changes: Any) -> str:
     Only the parameters the endpoint knows are carried over: anything else a client sent has
     no business in a link the API hands out.
     """
-    args = {
-        key: value for key, value in registry.query_values(request.args).items() if key in query.model_fields
-    }
+    args = {key: value for key, value in query_values(request.args).items() if key in query.model_fields}
     args.update(changes)
     params = {key: value for key, value in args.items() if value is not None}
     base = url_for(request.endpoint or "", _external=True)
@@ -69,8 +80,8 @@ route = routes.route
     summary="Liveness and database reachability",
     tag="ops",
     replies={
-        200: Reply("The database answers.", outputs.Health),
-        503: Reply("The database cannot be reached.", outputs.Health),
+        200: Reply("The database answers.", Health),
+        503: Reply("The database cannot be reached.", Health),
     },
 )
 def health() -> Response:
@@ -81,8 +92,8 @@ def health() -> Response:
         current_app.logger.warning("Health check: database unreachable: %s", exc)
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         detail = reason[0] if reason else type(exc).__name__
-        return json_response(outputs.Health(ok=False, database="error", detail=detail), 503)
-    return json_response(outputs.Health(ok=True, database="ok"))
+        return json_response(Health(ok=False, database="error", detail=detail), 503)
+    return json_response(Health(ok=True, database="ok"))
 
 
 @route(
@@ -90,13 +101,13 @@ def health() -> Response:
     "GET",
     summary="Worker settings and job types",
     tag="ops",
-    replies={200: Reply("The settings in force.", outputs.Config)},
+    replies={200: Reply("The settings in force.", Config)},
 )
 def config() -> Response:
     """The worker settings of this deployment, under their environment names, and every
     registered job type (the values `type` accepts on create)."""
     settings = settings_of(current_app).worker.as_dict()
-    return json_response(outputs.Config.model_validate({**settings, "job_types": registered_types()}))
+    return json_response(Config.model_validate({**settings, "job_types": registered_types()}))
 
 
 @route(
@@ -105,8 +116,8 @@ def config() -> Response:
     summary="Create a job",
     body=CreateJob,
     replies={
-        201: Reply("Created.", outputs.Job),
-        200: Reply("A job with this idempotency_key already exists: that job.", outputs.Job),
+        201: Reply("Created.", Job),
+        200: Reply("A job with this idempotency_key already exists: that job.", Job),
     },
 )
 def create_job(body: CreateJob) -> Response:
@@ -122,7 +133,7 @@ def create_job(body: CreateJob) -> Response:
         idempotency_key=spec.idempotency_key,
         event_data=audit_data(),
     )
-    job = outputs.Job.model_validate(result.job)
+    job = Job.model_validate(result.job)
     location = url_for("api.job_detail", job_id=job.id, _external=True)
     return json_response(job, 201 if result.created else 200, {"Location": location})
 
@@ -132,7 +143,7 @@ def job_spec(body: CreateJob) -> service.JobSpec:
     return service.JobSpec(
         type=body.type,
         payload=body.payload or {},
-        priority=service.DEFAULT_PRIORITY if body.priority is None else body.priority,
+        priority=DEFAULT_PRIORITY if body.priority is None else body.priority,
         available_at=body.available_at,
         max_attempts=body.max_attempts or settings_of(current_app).worker.max_attempts_default,
         idempotency_key=body.idempotency_key,
@@ -145,8 +156,8 @@ def job_spec(body: CreateJob) -> service.JobSpec:
     summary="Create many jobs",
     body=BulkCreateJobs,
     replies={
-        201: Reply("At least one job was created.", outputs.BulkResults),
-        200: Reply("Every idempotency_key was taken: nothing was created.", outputs.BulkResults),
+        201: Reply("At least one job was created.", BulkResults),
+        200: Reply("Every idempotency_key was taken: nothing was created.", BulkResults),
     },
 )
 def create_jobs(body: BulkCreateJobs) -> Response:
@@ -156,10 +167,8 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     `POST /api/jobs/`: a taken key (or one an earlier job of the same request holds) returns
     that job with `created: false`. `results` follow the order of `jobs`."""
     results = service.create_jobs([job_spec(job) for job in body.jobs], event_data=audit_data())
-    answer = outputs.BulkResults(
-        results=[
-            outputs.BulkResult(created=r.created, job=outputs.Job.model_validate(r.job)) for r in results
-        ]
+    answer = BulkResults(
+        results=[BulkResult(created=r.created, job=Job.model_validate(r.job)) for r in results]
     )
     return json_response(answer, 201 if any(r.created for r in results) else 200)
 
@@ -169,7 +178,7 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     "GET",
     summary="List jobs",
     query=JobListQuery,
-    replies={200: Reply("A page of jobs, newest first.", outputs.JobPage)},
+    replies={200: Reply("A page of jobs, newest first.", JobPage)},
 )
 def job_list(query: JobListQuery) -> Response:
     """Limit-offset pages, newest first. `limit` defaults to 25; a larger `limit` than 100 is
@@ -185,11 +194,11 @@ def job_list(query: JobListQuery) -> Response:
     previous_url = None
     if offset > 0:
         previous_url = page_url(JobListQuery, limit=limit, offset=offset - limit if offset > limit else None)
-    body = outputs.JobPage(
+    body = JobPage(
         count=page.count,
         next=next_url,
         previous=previous_url,
-        results=[outputs.Job.model_validate(job) for job in page.results],
+        results=[Job.model_validate(job) for job in page.results],
     )
     return json_response(body)
 
@@ -198,19 +207,19 @@ def job_list(query: JobListQuery) -> Response:
     "/jobs/stats/",
     "GET",
     summary="Queue statistics",
-    replies={200: Reply("Totals by status and queue health.", outputs.Stats)},
+    replies={200: Reply("Totals by status and queue health.", Stats)},
 )
 def job_stats() -> Response:
     """Counts by status (all four always present), expired leases, queued retries and the
     oldest queued job's creation time."""
     return json_response(
-        outputs.Stats.model_validate(
+        Stats.model_validate(
             read_stats.stats(service.utcnow(), stats_refresh.policy_of(settings_of(current_app))).as_dict()
         )
     )
 
 
-@route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", outputs.Job)})
+@route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", Job)})
 def job_detail(job_id: uuid.UUID) -> Response:
     """The job, in the same shape as the list's items."""
     return json_response(job_or_404(job_id))
@@ -220,13 +229,13 @@ def job_detail(job_id: uuid.UUID) -> Response:
     "/jobs/<uuid:job_id>/events/",
     "GET",
     summary="One job's events",
-    replies={200: Reply("The job's timeline, oldest first.", outputs.JobEventList)},
+    replies={200: Reply("The job's timeline, oldest first.", JobEventList)},
 )
 def job_events(job_id: uuid.UUID) -> Response:
     """Every event of the job, ascending by id."""
     job_or_404(job_id)
-    events = [outputs.JobEvent.model_validate(e) for e in read_jobs.job_events(job_id)]
-    return json_response(outputs.JobEventList(events))
+    events = [JobEvent.model_validate(e) for e in read_jobs.job_events(job_id)]
+    return json_response(JobEventList(events))
 
 
 @route(
@@ -234,7 +243,7 @@ def job_events(job_id: uuid.UUID) -> Response:
     "POST",
     summary="Retry a failed job",
     replies={
-        200: Reply("Requeued: the job, attempts reset.", outputs.Job),
+        200: Reply("Requeued: the job, attempts reset.", Job),
         409: Reply("The job is not failed.", Conflict),
     },
 )
@@ -243,7 +252,7 @@ def job_retry(job_id: uuid.UUID) -> Response:
     other status: 409 naming it. No body is needed."""
     result = service.retry_job(job_id, event_data=audit_data())
     if result.job is not None:
-        return json_response(outputs.Job.model_validate(result.job))
+        return json_response(Job.model_validate(result.job))
     if result.reason == "not_found":
         raise ApiError(404, "Not found.")
     status = result.status or "unknown"
@@ -255,7 +264,7 @@ def job_retry(job_id: uuid.UUID) -> Response:
     "GET",
     summary="Global event feed",
     query=EventFeedQuery,
-    replies={200: Reply("A page of events, newest first.", outputs.JobEventPage)},
+    replies={200: Reply("A page of events, newest first.", JobEventPage)},
 )
 def event_feed(query: EventFeedQuery) -> Response:
     """Cursor pages, newest first (default 50, at most 200). Follow `next` for older events:
@@ -275,9 +284,9 @@ def event_feed(query: EventFeedQuery) -> Response:
         older = Cursor("before", min(after + 1, BIGINT_MAX))
     elif before is not None:  # an empty page of older events: newer ones start at `before`
         newer = Cursor("after", max(before - 1, 0))
-    body = outputs.JobEventPage(
+    body = JobEventPage(
         next=feed_link(older, limit) if page.has_older else None,
         previous=feed_link(newer, limit) if page.has_newer else None,
-        results=[outputs.JobEvent.model_validate(e) for e in page.results],
+        results=[JobEvent.model_validate(e) for e in page.results],
     )
     return json_response(body)

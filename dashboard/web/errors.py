@@ -11,7 +11,7 @@ from flask import render_template
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException, NotFound
 
-from . import bp
+from .blueprint import bp
 from .rendering import is_htmx
 
 

@@ -6,7 +6,7 @@ from flask import render_template, request
 
 from ..store import read_jobs
 from ..store.states import EVENT_TYPES
-from . import bp
+from .blueprint import bp
 from .params import EventFilters, event_filters
 from .rendering import page_or_fragment
 

@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl
 
 from flask import abort, request
 
-from . import bp
+from .blueprint import bp
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 from flask import current_app
 
-from .. import settings_of
+from ..config import settings_of
 from ..store import read_stats, read_timeout, stats_refresh
-from . import bp
+from .blueprint import bp
 from .chart import build_chart, window
 from .forms import RetryForm
 from .rendering import now, page_or_fragment
