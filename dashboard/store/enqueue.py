@@ -1,0 +1,172 @@
+"""Enqueueing: one job (``create_job``) or many in one statement (``create_jobs``), each
+with its ``created`` event, deduplicated by idempotency key.
+
+The doors call these through :mod:`.service`, which re-exports them with the other
+transitions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ..limits import (
+    DEFAULT_PRIORITY,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    INT_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TYPE_MAX_LENGTH,
+)
+from . import sql
+from .connection import autocommit, fetch_job, fetch_rows
+from .records import CreateResult, JobRecord
+from .states import Status
+from .values import aware as _aware
+from .values import utcnow
+
+
+def create_job(
+    type: str,
+    payload: Any = None,
+    *,
+    priority: int = DEFAULT_PRIORITY,
+    available_at: datetime | None = None,
+    max_attempts: int = 3,
+    idempotency_key: str | None = None,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+) -> CreateResult:
+    """Queue a job, or return the job that already holds ``idempotency_key``.
+
+    ``available_at`` defaults to ``now``. ``event_data`` is merged into the ``created``
+    event (who created it, through which door).
+    """
+    now = _aware(now or utcnow(), "now")
+    _check(JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key))
+    params = {
+        "id": uuid.uuid4(),
+        "type": type,
+        "payload": {} if payload is None else payload,
+        "priority": priority,
+        "available_at": available_at or now,
+        "max_attempts": max_attempts,
+        "idempotency_key": idempotency_key,
+        "event_data": {"type": type, **(event_data or {})},
+        "now": now,
+    }
+    with autocommit(conn) as conn:
+        job = fetch_job(conn, sql.CREATE, params)
+        if job is not None:
+            return CreateResult(job=job, created=True)
+        existing = fetch_job(conn, sql.FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
+    if existing is None:  # the conflicting row vanished between the two statements
+        raise RuntimeError("idempotency key conflict with a job that no longer exists")
+    return CreateResult(job=existing, created=False)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job of a bulk create; the fields and defaults of :func:`create_job`."""
+
+    type: str
+    payload: Any = None
+    priority: int = DEFAULT_PRIORITY
+    available_at: datetime | None = None
+    max_attempts: int = 3
+    idempotency_key: str | None = None
+
+
+def _check(spec: JobSpec) -> None:
+    if not spec.type or len(spec.type) > TYPE_MAX_LENGTH:
+        raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
+    if not PRIORITY_MIN <= spec.priority <= PRIORITY_MAX:
+        raise ValueError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
+    if not 1 <= spec.max_attempts <= INT_MAX:
+        raise ValueError(f"max_attempts must be between 1 and {INT_MAX}")
+    key = spec.idempotency_key
+    if key is not None and not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
+        raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+    if spec.available_at is not None:
+        _aware(spec.available_at, "available_at")
+
+
+def create_jobs(
+    specs: Sequence[JobSpec],
+    *,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+) -> list[CreateResult]:
+    """Queue many jobs in one statement; all are checked before any is written.
+
+    Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
+    same batch holds, returns that job with ``created=False``. Results follow ``specs``' order.
+    A new job's record is built from its spec, which is what its row was written from (the
+    database returns only the ids it inserted): reading every new row back, and decoding its
+    payload, cost more than the insert itself. Its ``payload`` is the spec's own object.
+    """
+    now = _aware(now or utcnow(), "now").astimezone(UTC)
+    for index, spec in enumerate(specs):
+        try:
+            _check(spec)
+        except ValueError as exc:
+            raise ValueError(f"job {index}: {exc}") from None
+    if not specs:
+        return []
+    new = [_new_record(uuid.uuid4(), spec, now) for spec in specs]
+    rows = [
+        {
+            "n": n,
+            "id": str(job.id),
+            "type": job.type,
+            "payload": job.payload,
+            "priority": job.priority,
+            "available_at": job.available_at.isoformat(),
+            "max_attempts": job.max_attempts,
+            "idempotency_key": job.idempotency_key,
+        }
+        for n, job in enumerate(new)
+    ]
+    with autocommit(conn) as conn:
+        params = {"rows": rows, "now": now, "event_data": event_data or {}}
+        inserted = {row["id"] for row in fetch_rows(conn, sql.CREATE_MANY, params)}
+        missing = {job.idempotency_key for job in new if job.id not in inserted}
+        existing = {}
+        if missing:
+            found = fetch_rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": sorted(missing)})
+            existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
+    return [
+        CreateResult(job=job, created=True)
+        if job.id in inserted
+        else CreateResult(job=existing[job.idempotency_key], created=False)
+        for job in new
+    ]
+
+
+def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
+    """The row ``sql.CREATE_MANY`` writes for ``spec``, as a record."""
+    return JobRecord(
+        id=job_id,
+        type=spec.type,
+        payload={} if spec.payload is None else spec.payload,
+        status=Status.QUEUED.value,
+        priority=spec.priority,
+        available_at=now if spec.available_at is None else spec.available_at.astimezone(UTC),
+        attempts=0,
+        max_attempts=spec.max_attempts,
+        idempotency_key=spec.idempotency_key,
+        locked_by=None,
+        locked_until=None,
+        last_error="",
+        result=None,
+        created_at=now,
+        updated_at=now,
+        finished_at=None,
+    )
