@@ -1,9 +1,10 @@
 """Every setting, read once from the environment.
 
 Each setting is one dataclass field whose metadata names its environment variable and its
-parser (:func:`env`); the default is written once, as the field's default. The names are
-``CONTRACT.md``'s. Nothing else in the project reads ``os.environ``: the app factory builds
-one :class:`Settings` and everything downstream receives it (:func:`settings_of`).
+parser (:func:`env`); the default is written once, as the field's default. The README's
+Configuration table lists them. Nothing else in the project reads ``os.environ``: the app
+factory builds one :class:`Settings` and everything downstream receives it
+(:func:`settings_of`).
 
 A malformed value is a start-up error naming the variable, never a silent default.
 """

@@ -1,4 +1,5 @@
-"""JSON API blueprint, mounted at ``/api``: the reference's endpoints and shapes, for scripts.
+"""JSON API blueprint, mounted at ``/api``: jobs, events, stats, health and
+config, for scripts.
 
 Every input is validated by the models in :mod:`.inputs` through the route registry, every
 answer is serialised through :mod:`.outputs`, and ``/api/schema/`` is generated from both.

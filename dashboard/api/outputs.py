@@ -1,4 +1,5 @@
-"""What the API answers: the reference's JSON shapes, field for field.
+"""What the API answers: the JSON shapes the README's JSON API section and
+``/api/schema/`` document, field for field.
 
 Responses are serialised through these models, and the OpenAPI document is generated from
 them, so a shape cannot change without the published schema changing with it. Timestamps are
@@ -44,7 +45,7 @@ class Output(BaseModel):
 
 
 class Job(Output):
-    """A job, as the reference's list items and detail."""
+    """A job, as the job list items and the job detail show it."""
 
     id: uuid.UUID
     type: str

@@ -181,8 +181,8 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     replies={200: Reply("A page of jobs, newest first.", JobPage)},
 )
 def job_list(query: JobListQuery) -> Response:
-    """Limit-offset pages, newest first. `limit` defaults to 25; a larger `limit` than 100 is
-    reduced to 100, as in the reference's pagination."""
+    """Limit-offset pages, newest first. `limit` defaults to ``JOB_PAGE_SIZE``; a larger `limit`
+    than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
     policy = stats_refresh.policy_of(settings_of(current_app))
     page = read_jobs.list_jobs(

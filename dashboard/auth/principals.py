@@ -2,7 +2,7 @@
 recorded under.
 
 This module knows nothing about HTTP. Users and tokens come from configuration (``Settings``),
-not from the queue's schema: the job tables stay the reference's, and access is an operator's
+not from the queue's schema: the job tables know nothing of users, and access is an operator's
 setting like any other. Passwords are kept only as werkzeug hashes; tokens only as SHA-256
 digests, compared in constant time.
 """

@@ -1,4 +1,4 @@
-"""Built-in demo job types, with the reference's behaviour and payloads.
+"""Built-in demo job types: what each does with its payload.
 
 | type           | payload (all optional)                  | behaviour                                  |
 | -------------- | --------------------------------------- | ------------------------------------------ |

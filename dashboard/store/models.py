@@ -1,4 +1,4 @@
-"""``jobs_job`` and ``jobs_jobevent``: the reference's two tables, names and all.
+"""``jobs_job`` and ``jobs_jobevent``: the job rows and their event log.
 
 The row shape is enforced by PostgreSQL, not by hope: a job that is queued holds no lock and
 no finish time, a running job holds both lock fields, a finished one holds a finish time and no

@@ -88,7 +88,8 @@ FIND_BY_IDEMPOTENCY_KEYS = text("SELECT * FROM jobs_job WHERE idempotency_key = 
 
 FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :idempotency_key")
 
-# Claim one eligible job for each id in :worker_ids, in the reference's order, and lock the
+# Claim one eligible job for each id in :worker_ids, in claim order (priority
+# highest first, then available_at, created_at, id), and lock the
 # n-th job for the n-th worker: a batch claim (one statement for every idle thread) where each
 # job still carries the id of the thread that runs it, its own attempt and its own lease.
 # Index: job_claim_idx (priority DESC, available_at, created_at, id) WHERE status = 'queued':
