@@ -251,6 +251,9 @@ class Settings:
     api_tokens: tuple[TokenEntry, ...] = ()
     session_lifetime_hours: float = 12.0
     session_cookie_secure: bool = False
+    # False: any type of 1..120 characters is accepted, as the reference says (a worker without
+    # a handler fails its attempts); True: only the types registered in this process.
+    job_types_strict: bool = False
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
@@ -288,6 +291,7 @@ class Settings:
             api_tokens=_tokens(env),
             session_lifetime_hours=_number(env, "SESSION_LIFETIME_HOURS", 12.0, minimum=0.01),
             session_cookie_secure=_bool(env, "SESSION_COOKIE_SECURE", False),
+            job_types_strict=_bool(env, "JOB_TYPES_STRICT", False),
             worker=WorkerSettings.from_env(env),
         )
 

@@ -310,7 +310,7 @@ class WorkerLoop:
         )
         fn = self.lookup(job.type)
         if fn is None:
-            error = UnknownJobType(f"no handler is registered for job type {job.type!r}")
+            error = UnknownJobType(f"job type {job.type!r}: no handler is registered in this worker")
             return self._fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
         if isinstance(job.payload, UnreadableJson):  # a handler must never see the stand-in
             error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")

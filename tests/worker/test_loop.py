@@ -66,7 +66,10 @@ def test_step_claims_runs_and_completes_one_job(app):
 def test_unknown_job_type_fails_the_attempt_and_the_loop_goes_on(app):
     failed, loop = run_one(app, "no.such.type")
     assert failed.status == "queued" and failed.attempts == 1
-    assert failed.last_error == "UnknownJobType: no handler is registered for job type 'no.such.type'"
+    assert (
+        failed.last_error
+        == "UnknownJobType: job type 'no.such.type': no handler is registered in this worker"
+    )
     assert event_types(failed.id) == ["created", "claimed", "retry_scheduled"]
     following = service.create_job("demo.success", {"sleep_seconds": 0}).job
     assert loop.step() is True
