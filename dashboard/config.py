@@ -182,6 +182,10 @@ class WorkerSettings:
     handler_modules: tuple[str, ...] = ()
     batch_size: int = 1
     listen: bool = True
+    # After SIGINT/SIGTERM, how long running handlers may take before their attempts are handed
+    # back (requeued at once) and the process exits; 0 waits without limit. The default fits
+    # inside the 5 s a Procfile runner (honcho) allows between SIGTERM and SIGKILL.
+    shutdown_timeout_seconds: float = 3.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -203,6 +207,7 @@ class WorkerSettings:
             handler_modules=_list(env, "JOB_HANDLER_MODULES", ""),
             batch_size=_int(env, "JOB_WORKER_BATCH_SIZE", 1, minimum=1),
             listen=_bool(env, "JOB_WORKER_LISTEN", True),
+            shutdown_timeout_seconds=_number(env, "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 3.0, minimum=0),
         )
         return settings
 
@@ -221,6 +226,7 @@ class WorkerSettings:
             "JOB_HANDLER_MODULES": list(self.handler_modules),
             "JOB_WORKER_BATCH_SIZE": self.batch_size,
             "JOB_WORKER_LISTEN": self.listen,
+            "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": self.shutdown_timeout_seconds,
         }
 
 
