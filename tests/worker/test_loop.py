@@ -343,8 +343,9 @@ def test_a_running_loop_claims_its_next_job_with_each_success(app):
     assert not thread.is_alive()
     succeeded = next(e for e in events(first.id) if e.type == "succeeded")
     claimed = next(e for e in events(second.id) if e.type == "claimed")
-    # one statement: the first job's success and the second one's claim share their moment
-    assert claimed.created_at == succeeded.created_at
+    # one statement, in causal order: the success first, in id and in created_at (1 µs apart)
+    assert claimed.id > succeeded.id
+    assert claimed.created_at - succeeded.created_at == timedelta(microseconds=1)
     assert claimed.worker_id == succeeded.worker_id == WORKER_ID
 
 
