@@ -262,6 +262,12 @@ class WorkerSettings:
     handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", _list))
     batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", _int, minimum=1))
     listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", _bool))
+    # After SIGINT/SIGTERM, how long running handlers may take before their attempts are handed
+    # back (requeued at once) and the process exits; 0 waits without limit. The default fits
+    # inside the 5 s a Procfile runner (honcho) allows between SIGTERM and SIGKILL.
+    shutdown_timeout_seconds: float = field(
+        default=3.0, metadata=env("JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", _number, minimum=0)
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -321,6 +327,9 @@ class Settings:
         default=12.0, metadata=env("SESSION_LIFETIME_HOURS", _number, minimum=0.01)
     )
     session_cookie_secure: bool = field(default=False, metadata=env("SESSION_COOKIE_SECURE", _bool))
+    # False: any type of 1..TYPE_MAX_LENGTH characters is accepted (a worker without a handler
+    # fails its attempts); True: only the types registered in this process.
+    job_types_strict: bool = field(default=False, metadata=env("JOB_TYPES_STRICT", _bool))
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod

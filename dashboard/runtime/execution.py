@@ -72,6 +72,7 @@ class JobRunner(ThreadRuntime):
     ) -> None:
         super().__init__(app, settings, worker_id, stopping, reconnect=reconnect, generic_plans=generic_plans)
         self.lookup = lookup
+        self.current: JobContext | None = None  # the attempt this thread runs or settles now
 
     def log_claim(self, job: JobRecord) -> None:
         log.debug(
@@ -89,6 +90,9 @@ class JobRunner(ThreadRuntime):
         The owner is the claimed row's ``locked_by``. Handler errors (anything raised, even
         ``SystemExit``), an unknown job type and an unreadable payload fail the attempt;
         database errors while settling propagate.
+
+        While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
+        up can hand it back (``Worker.hand_back`` in ``worker.py``).
         """
         started = time.monotonic()
         ctx = JobContext(
@@ -98,9 +102,16 @@ class JobRunner(ThreadRuntime):
             stopping=self.stopping,
             conn=self.connection,
         )
+        self.current = ctx
+        try:
+            return self._execute(ctx, job, started)
+        finally:
+            self.current = None
+
+    def _execute(self, ctx: JobContext, job: JobRecord, started: float) -> Outcome:
         fn = self.lookup(job.type)
         if fn is None:
-            error = UnknownJobType(f"no handler is registered for job type {job.type!r}")
+            error = UnknownJobType(f"job type {job.type!r}: no handler is registered in this worker")
             return self.fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
         if isinstance(job.payload, UnreadableJson):  # a handler must never see the stand-in
             error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")

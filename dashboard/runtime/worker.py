@@ -7,8 +7,10 @@
   ``listen`` a :class:`~.wakeup.Listener` rings the doorbell when jobs arrive.
 
 The first SIGINT/SIGTERM stops claiming and lets running handlers finish, and any job already
-claimed with a success (exit 0); a second one exits at once, leaving unfinished attempts to
-lease recovery.
+claimed with a success (exit 0), for at most ``shutdown_timeout_seconds``
+(``JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS``; 0: no limit): then the attempts still running are
+handed back, requeued at once (:meth:`Worker.hand_back`), and the process exits 0. A second
+signal exits at once, leaving unfinished attempts to lease recovery.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from collections.abc import Callable
 from types import FrameType
 
 from flask import Flask
+from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
 from ..extensions import db
+from ..store import service
 from .batch import BatchExecutor, Completer, Dispatcher
 from .execution import JobRunner
+from .failures import first_line
 from .handlers import Handler, get_handler
 from .one_job import OneJobLoop
 from .rescuer import Rescuer
@@ -105,6 +110,7 @@ class Worker:
         self.listener: Listener | None = None
         self.threads: list[threading.Thread] = []
         self._forced_by: int | None = None
+        self._give_up_at: float | None = None  # monotonic; set by the first signal
 
     def start(self) -> None:
         # Daemon threads: after a second signal the process exits without waiting for them.
@@ -154,7 +160,8 @@ class Worker:
     def run_until_signalled(self) -> int:
         """Run until SIGINT/SIGTERM; return the process exit status.
 
-        First signal: stop claiming, let running handlers finish, return 0. Second signal:
+        First signal: stop claiming, let running handlers finish, return 0; once
+        ``shutdown_timeout_seconds`` have passed, hand back what still runs and return 0. Second signal:
         return ``128 + signal`` at once (130 for SIGINT, 143 for SIGTERM); the caller exits
         and the daemon threads die with the process, their attempts left to lease recovery.
         Must run in the main thread (signal handlers).
@@ -166,6 +173,9 @@ class Worker:
                 if self._forced_by is not None:
                     log.warning("second signal: exiting now, unfinished jobs are left to lease recovery")
                     return 128 + self._forced_by
+                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+                    self.hand_back()
+                    return 0
                 time.sleep(0.05)
             log.info("worker stopped")
             return 0
@@ -173,15 +183,71 @@ class Worker:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def hand_back(self) -> int:
+        """The shutdown time is up: requeue every attempt still running here, at once.
+
+        Each is recorded as a failed attempt with no backoff (``retry_scheduled``, or
+        ``failed`` on its last attempt, exactly as lease recovery would), fenced by owner and
+        attempt and written with its event in one statement (``service.fail_job``): an attempt
+        that finished or was recovered meanwhile changes nothing. A handler still running in
+        this process is not interrupted; the process exits right after. Returns how many
+        attempts were handed back; one that cannot be recorded is left to lease recovery.
+        """
+        limit = self.settings.shutdown_timeout_seconds
+        handed = 0
+        with self.app.app_context():
+            for ctx in [loop.current for loop in self.loops if loop.current is not None]:
+                error = (
+                    f"WorkerStopped: the worker stopped ({limit:g} s after the signal, "
+                    "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS) before the handler finished; handed back"
+                )
+                try:
+                    back = service.fail_job(
+                        ctx.job_id,
+                        ctx.worker_id,
+                        ctx.attempt,
+                        error,
+                        backoff_base_seconds=0,
+                        backoff_max_seconds=0,
+                        event_data={"exception_type": "WorkerStopped", "handed_back": True},
+                    )
+                except sa_exc.SQLAlchemyError as db_error:
+                    log.warning(
+                        "%s: could not hand back job %s (%s); lease recovery will",
+                        ctx.worker_id,
+                        ctx.job_id,
+                        first_line(db_error),
+                    )
+                    continue
+                if back is not None:
+                    handed += 1
+                    log.warning(
+                        "%s: job %s (%s) attempt %d still running after %gs: handed back, now %s",
+                        ctx.worker_id,
+                        ctx.job_id,
+                        ctx.job_type,
+                        ctx.attempt,
+                        limit,
+                        back.status,
+                    )
+        log.info("worker stopped after its shutdown timeout; %d running job(s) handed back", handed)
+        return handed
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.stopping.is_set():
             self._forced_by = signum
             return
         running = sum(1 for t in self.threads if t.is_alive())
+        limit = self.settings.shutdown_timeout_seconds
         log.info(
-            "%s received: no new claims; waiting for running jobs (%d thread(s)) to finish", name, running
+            "%s received: no new claims; waiting %s for running jobs (%d thread(s)) to finish",
+            name,
+            f"up to {limit:g}s" if limit > 0 else "without limit",
+            running,
         )
+        if limit > 0:
+            self._give_up_at = time.monotonic() + limit
         self.stop()
 
 

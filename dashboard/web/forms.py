@@ -18,7 +18,6 @@ from wtforms import (
     HiddenField,
     IntegerField,
     PasswordField,
-    SelectField,
     StringField,
     TextAreaField,
 )
@@ -31,10 +30,12 @@ from ..limits import (
     MAX_JSON_DEPTH,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    TYPE_MAX_LENGTH,
     NonFiniteNumber,
     finite_float,
     json_problem,
     reject_constant,
+    text_kind,
 )
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
@@ -98,7 +99,14 @@ def parse_available_at(text: str, tz: tzinfo) -> datetime:
 
 
 class CreateJobForm(FlaskForm):
-    type = SelectField("Type", choices=[], validators=[InputRequired(message="Choose a job type.")])
+    """The create form. ``type`` is free text (the registered types are offered as suggestions);
+    the view sets :attr:`known_types` and :attr:`types_strict` before validation, and only
+    under ``JOB_TYPES_STRICT`` must the type be one of them."""
+
+    type = StringField(
+        "Type",
+        validators=[InputRequired(message="Enter a job type."), Length(max=TYPE_MAX_LENGTH)],
+    )
     payload = TextAreaField("Payload (JSON object)", default="{}")
     priority = IntegerField(
         "Priority",
@@ -114,10 +122,25 @@ class CreateJobForm(FlaskForm):
         validators=[Optional(), Length(max=IDEMPOTENCY_KEY_MAX_LENGTH)],
     )
 
-    # Set by the view before validation: the time zone naive times are read in.
+    # Set by the view before validation: the time zone naive times are read in, the types
+    # registered in this process, and whether only those are accepted.
     time_zone: tzinfo | None = None
+    known_types: tuple[str, ...] = ()
+    types_strict: bool = False
     parsed_payload: dict[str, Any] | None = None
     parsed_available_at: datetime | None = None
+
+    def validate_type(self, field: StringField) -> None:
+        if not isinstance(field.data, str):
+            raise ValidationError("The type must be typed into the form as text.")
+        kind = text_kind(field.data)
+        if kind == "nul":
+            raise ValidationError("The type cannot contain the NUL character.")
+        if kind == "surrogate":
+            raise ValidationError("The type cannot contain a lone surrogate.")
+        if self.types_strict and field.data not in self.known_types:
+            known = ", ".join(self.known_types) or "(none)"
+            raise ValidationError(f"Unknown job type (JOB_TYPES_STRICT is on). Registered types: {known}.")
 
     def validate_payload(self, field: TextAreaField) -> None:
         if not isinstance(field.data, str):  # a file part, or a value from a JSON body
