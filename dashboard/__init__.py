@@ -60,12 +60,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     from . import api, auth, cli, web
     from .queue import models  # noqa: F401  (registers the tables on db.metadata)
-    from .queue.handlers import load_handler_modules
+    from .queue.handlers import DEMO_SWITCH, load_handler_modules
 
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(web.bp)
     cli.init_app(app)
     auth.init_app(app, settings, debug_toolbar=debug_toolbar)
+    app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
     load_handler_modules(settings.worker.handler_modules)
 
     auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))

@@ -49,6 +49,7 @@ from sqlalchemy import exc as sa_exc
 from ..config import WorkerSettings
 from ..extensions import db
 from . import service
+from .attempts import PROCESS, RunningAttempts
 from .dispatch import Completer, Dispatcher
 from .failures import (
     ResultRejected,
@@ -120,8 +121,10 @@ class WorkerLoop:
         reconnect: Backoff | None = None,
         doorbell: Doorbell | None = None,
         generic_plans: bool = False,
+        attempts: RunningAttempts | None = None,
     ) -> None:
         self.app = app
+        self.attempts = attempts or PROCESS  # this process's running attempts (anti-capture)
         self.generic_plans = generic_plans  # one-job mode's threads: service.connect_worker
         self.doorbell = doorbell or Doorbell()
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()  # batch mode
@@ -282,7 +285,11 @@ class WorkerLoop:
 
     def claim(self, limit: int = 1) -> list[JobRecord]:
         jobs = service.claim_jobs(
-            self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit, conn=self.connection
+            self.worker_id,
+            lease_seconds=self.settings.lease_seconds,
+            limit=limit,
+            conn=self.connection,
+            avoid_expired=self.attempts.any_overdue(),
         )
         for job in jobs:
             self._log_claim(job)
@@ -299,7 +306,11 @@ class WorkerLoop:
         )
 
     def execute(self, job: JobRecord) -> Outcome:
-        """Run the job's handler outside any transaction and settle the attempt."""
+        """Run the job's handler outside any transaction and settle the attempt.
+
+        The attempt counts among the process's running attempts meanwhile (:mod:`.attempts`):
+        once past its lease, this process's claims skip jobs whose lease expired.
+        """
         started = time.monotonic()
         ctx = JobContext(
             job,
@@ -308,6 +319,10 @@ class WorkerLoop:
             stopping=self.stopping,
             conn=self.connection,
         )
+        with self.attempts.running(ctx):
+            return self._execute(job, ctx, started)
+
+    def _execute(self, job: JobRecord, ctx: JobContext, started: float) -> Outcome:
         fn = self.lookup(job.type)
         if fn is None:
             error = UnknownJobType(f"no handler is registered for job type {job.type!r}")
@@ -354,6 +369,7 @@ class WorkerLoop:
                     result,
                     lease_seconds=self.settings.lease_seconds,
                     conn=self.connection,
+                    avoid_expired=self.attempts.any_overdue(),
                 )
                 if self._carried is not None:
                     self._log_claim(self._carried)

@@ -276,6 +276,7 @@ def unreachable_app(tmp_path) -> Iterator[Flask]:
             "TESTING": True,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
             **OPEN_ACCESS,
             "DATABASE_URL": f"postgresql://nobody@/nothing?host={tmp_path}",
             "AUTO_MIGRATE": "false",
