@@ -51,7 +51,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
     refuse_unsafe_production(app, settings)
-    debug_toolbar = settings.debug and settings.enable_debug_toolbar and not app.testing
+    warn_debug_with_credentials(app, settings)
+    # Never with a credential configured: the toolbar is for a local, open development start.
+    debug_toolbar = (
+        settings.debug
+        and settings.enable_debug_toolbar
+        and not settings.has_credentials
+        and not app.config.get("TESTING")
+    )
 
     db.init_app(app)
     jsonb.install()
@@ -104,6 +111,17 @@ def refuse_unsafe_production(app: Flask, settings: Settings) -> None:
         return message + "\n", 503, {"Content-Type": "text/plain; charset=utf-8"}
 
 
+def warn_debug_with_credentials(app: Flask, settings: Settings) -> None:
+    """Users or tokens with ``DEBUG`` on: a deployment that forgot ``DEBUG=false`` (the
+    production checks are skipped). Said loudly at start; the debug toolbar stays off."""
+    if settings.debug and settings.has_credentials:
+        app.logger.warning(
+            "!!! DEBUG is true (the default) while dashboard users or API tokens are configured: "
+            "this looks like a production deployment running in development mode. The production "
+            "checks (SECRET_KEY, ...) are skipped. Set DEBUG=false. The debug toolbar stays off. !!!"
+        )
+
+
 def upgrade_database(app: Flask) -> None:
     """Apply migrations, one process at a time (web and worker may start together)."""
     from flask_migrate import upgrade
@@ -120,8 +138,6 @@ def upgrade_database(app: Flask) -> None:
 
 
 def _init_debug_toolbar(app: Flask, settings: Settings) -> None:
-    from flask_debugtoolbar import DebugToolbarExtension
+    from .debugbar import init_toolbar
 
-    app.config.setdefault("DEBUG_TB_INTERCEPT_REDIRECTS", False)
-    app.config.setdefault("DEBUG_TB_HOSTS", list(settings.internal_ips))
-    DebugToolbarExtension(app)
+    init_toolbar(app, settings)
