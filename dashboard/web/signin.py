@@ -72,9 +72,15 @@ def audit_data() -> dict[str, Any]:
     return current_actor().event_data(SOURCE)
 
 
+def _sign_out_button() -> SignOutForm:
+    """The header's sign-out form, built without reading the request body (``formdata=None``):
+    an error page for a body too large (413) or unreadable must not read it again."""
+    return SignOutForm(formdata=None)
+
+
 @bp.app_context_processor
 def inject_access() -> dict[str, Any]:
-    return {"access": access, "sign_out_form": SignOutForm}
+    return {"access": access, "sign_out_form": _sign_out_button}
 
 
 def _back_here() -> str:
