@@ -50,6 +50,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # Keys that are also settings keep their parsed value (``"false"`` is not a true DEBUG).
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
+    _escape_logged_values()
     refuse_unsafe_production(app, settings)
     warn_debug_with_credentials(app, settings)
     # Never with a credential configured: the toolbar is for a local, open development start.
@@ -82,6 +83,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if debug_toolbar:
         _init_debug_toolbar(app, settings)
     return app
+
+
+def _escape_logged_values() -> None:
+    """The app logger's handler (the web process's log) escapes control characters in
+    messages, as the worker's does (:mod:`.logsafe`)."""
+    from flask.logging import default_handler
+
+    from .logsafe import SafeFormatter
+
+    if not isinstance(default_handler.formatter, SafeFormatter):
+        default_handler.setFormatter(SafeFormatter("[%(asctime)s] %(levelname)s in %(module)s: %(message)s"))
 
 
 def settings_of(app: Flask) -> Settings:
