@@ -55,6 +55,7 @@ from .failures import (
     ResultRejected,
     UnknownJobType,
     UnreadablePayload,
+    cap_traceback,
     check_result,
     describe,
     first_line,
@@ -337,7 +338,7 @@ class WorkerLoop:
         except BaseException as error:  # a handler calling sys.exit() must not end the thread
             data = {
                 "exception_type": type(error).__name__,
-                "traceback": "".join(traceback.format_exception(error)),
+                "traceback": cap_traceback("".join(traceback.format_exception(error))),
             }
             return self._fail(ctx, describe(error), data, started)
         return self._complete(ctx, result, started)
