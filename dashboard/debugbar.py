@@ -10,12 +10,14 @@ Contract:
 - panels: :data:`PANELS`. Left out: the config panel (``SECRET_KEY``, the database URL with its
   password), the SQLAlchemy panel (its ``sql_select``/``sql_explain`` views run SQL, and are
   broken on SQLAlchemy 2, which has no ``Engine.execute``), the profiler and ``g``. The two
-  SQL views answer 404 even if the panel's module was imported.
+  SQL views answer 404 even if the panel's module was imported;
+- a request with an untrusted ``Host`` gets no toolbar (it cannot build URLs): it answers 400.
 """
 
 from __future__ import annotations
 
 from flask import Flask, abort, request
+from flask.globals import request_ctx
 from flask_debugtoolbar import DebugToolbarExtension
 
 from .config import Settings
@@ -39,7 +41,15 @@ class LocalDebugToolbar(DebugToolbarExtension):
     def _show_toolbar(self) -> bool:
         if any(header in request.headers for header in PROXY_HEADERS):
             return False
+        if not can_build_urls():  # an untrusted Host: the request answers 400, without us
+            return False
         return super()._show_toolbar()
+
+
+def can_build_urls() -> bool:
+    """Whether ``url_for`` works in this request: not when its ``Host`` is not trusted
+    (``ALLOWED_HOSTS``), where Flask has no URL adapter and the request is a 400."""
+    return request_ctx.url_adapter is not None
 
 
 def _gone(**_: object) -> None:

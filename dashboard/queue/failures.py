@@ -46,7 +46,9 @@ def cap_traceback(text: str, limit: int = MAX_TRACEBACK_LENGTH, head: int = TRAC
     much was cut: at most ``limit`` characters in all."""
     if len(text) <= limit:
         return text
-    marker = "\n[... {cut} characters of the traceback cut ({total} in all); kept the start and the end ...]\n"
+    marker = (
+        "\n[... {cut} characters of the traceback cut ({total} in all); kept the start and the end ...]\n"
+    )
     longest = len(marker.format(cut=len(text), total=len(text)))
     tail = max(0, limit - head - longest)
     cut = len(text) - head - tail

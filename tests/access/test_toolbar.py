@@ -86,3 +86,12 @@ def test_no_warning_in_development_without_credentials(app, database_url, caplog
     with caplog.at_level(logging.WARNING), development(database_url):
         pass
     assert not any("DEBUG is true" in r.getMessage() for r in caplog.records)
+
+
+def test_an_untrusted_host_in_development_answers_400(app, database_url):
+    with development(database_url) as dev:
+        client = dev.test_client()
+        for path in ("/jobs/", "/api/jobs/", "/login/"):
+            response = client.get(path, headers={"Host": "evil.example"})
+            assert response.status_code == 400, path
+        assert client.get("/jobs/", headers={"Host": "localhost"}).status_code == 200

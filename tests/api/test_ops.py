@@ -119,7 +119,6 @@ def test_api_create_is_seen_by_the_engine(client, job_type):
     assert read.get_job(uuid.UUID(job["id"])) is not None
 
 
-
 def test_health_in_production_says_only_error_and_logs_the_detail(app, caplog):
     import logging
 
