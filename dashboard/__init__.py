@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -134,15 +135,31 @@ def warn_debug_with_credentials(app: Flask, settings: Settings) -> None:
         )
 
 
+MIGRATION_LOCK_POLL_SECONDS = 0.1
+
+
 def upgrade_database(app: Flask) -> None:
-    """Apply migrations, one process at a time (web and worker may start together)."""
+    """Apply migrations, one process at a time (web and worker processes may start together).
+
+    The lock is a session-level advisory lock, *polled* with ``pg_try_advisory_lock`` on an
+    autocommit connection, sleeping between tries with no statement and no transaction open.
+    A waiting process therefore holds no snapshot: a ``CREATE INDEX CONCURRENTLY`` run by the
+    process holding the lock (migration 0004) waits for every open transaction, and a process
+    blocked inside ``SELECT pg_advisory_lock(...)`` is one, so the two waited for each other
+    forever, through the client, where PostgreSQL's deadlock detector cannot see it (issue 14).
+    Every waiter then runs the upgrade itself, which finds the schema at head and does nothing.
+    """
     from flask_migrate import upgrade
 
     with app.app_context(), db.engine.connect() as conn:
-        # A session-level lock taken in autocommit: a transaction left open here would make
-        # CREATE INDEX CONCURRENTLY in a migration wait for it forever.
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        try_lock = text("SELECT pg_try_advisory_lock(:key)")
+        waited = False
+        while not conn.execute(try_lock, {"key": MIGRATION_LOCK_KEY}).scalar():
+            if not waited:
+                app.logger.info("another process is migrating the database; waiting for it")
+                waited = True
+            time.sleep(MIGRATION_LOCK_POLL_SECONDS)
         try:
             upgrade(directory=MIGRATIONS_DIR)
         finally:

@@ -187,6 +187,10 @@ class WorkerSettings:
     batch_size: int = 1
     listen: bool = True
     demo_handlers: bool = False  # register the demo.* types (JOB_DEMO_HANDLERS)
+    # After SIGINT/SIGTERM, how long running handlers may take before their attempts are handed
+    # back (requeued at once) and the process exits; 0 waits without limit. The default fits
+    # inside the 5 s a Procfile runner (honcho) allows between SIGTERM and SIGKILL.
+    shutdown_timeout_seconds: float = 3.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -209,6 +213,7 @@ class WorkerSettings:
             batch_size=_int(env, "JOB_WORKER_BATCH_SIZE", 1, minimum=1),
             listen=_bool(env, "JOB_WORKER_LISTEN", True),
             demo_handlers=_bool(env, "JOB_DEMO_HANDLERS", _bool(env, "DEBUG", True)),
+            shutdown_timeout_seconds=_number(env, "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 3.0, minimum=0),
         )
         return settings
 
@@ -227,6 +232,7 @@ class WorkerSettings:
             "JOB_HANDLER_MODULES": list(self.handler_modules),
             "JOB_WORKER_BATCH_SIZE": self.batch_size,
             "JOB_WORKER_LISTEN": self.listen,
+            "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": self.shutdown_timeout_seconds,
         }
 
 
@@ -260,6 +266,9 @@ class Settings:
     signin_max_failures_per_user: int = 5
     signin_max_failures_per_address: int = 20
     signin_window_seconds: float = 300.0
+    # False: any type of 1..120 characters is accepted, as the reference says (a worker without
+    # a handler fails its attempts); True: only the types registered in this process.
+    job_types_strict: bool = False
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
@@ -299,6 +308,7 @@ class Settings:
             signin_max_failures_per_user=_int(env, "SIGNIN_MAX_FAILURES_PER_USER", 5, minimum=1),
             signin_max_failures_per_address=_int(env, "SIGNIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1),
             signin_window_seconds=_number(env, "SIGNIN_WINDOW_SECONDS", 300.0, minimum=1),
+            job_types_strict=_bool(env, "JOB_TYPES_STRICT", False),
             worker=WorkerSettings.from_env(env),
         )
 

@@ -9,9 +9,11 @@ behave exactly as on a production server.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from .config import Settings
@@ -40,20 +42,62 @@ def postgres_url(settings: Settings) -> str:
 
 
 def embedded_url(instance_path: str) -> str:
-    """Start (or attach to) the embedded server under the instance folder; return its URL."""
+    """Start (or attach to) the embedded server under the instance folder; return its URL.
+
+    Safe when several processes (gunicorn's workers, a ``flask worker``) start at the same
+    moment on an empty instance folder: the folders are created race-free here (pgserver's own
+    ``mkdir`` of the data folder fails in every process but one), and pgserver initialises and
+    starts the server under its inter-process lock.
+    """
     os.makedirs(instance_path, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", ensure_runtime_dir())
     import pgserver  # imported late: only the embedded mode needs it
 
-    pgdata = Path(instance_path) / "pgdata"
+    pgdata = (Path(instance_path) / "pgdata").resolve()
+    pgdata.mkdir(exist_ok=True)
+    forget_dead_processes(pgdata)
     # cleanup_mode="stop": pgserver counts the processes attached (web, worker, a flask
     # command) and the last one to exit stops the server; no orphan postgres is left behind.
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    # Registered after pgserver's own exit handler, so it runs first (atexit is LIFO): a process
+    # that was killed (SIGKILL) never removed itself from the count, and would keep the last
+    # live process from stopping the server.
+    atexit.register(forget_dead_processes, pgdata)
     uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/socket/dir
     parts = urlsplit(uri)
     host = parse_qs(parts.query).get("host", [""])[0]
     log.info("embedded PostgreSQL at %s (socket %s)", pgdata, host)
     return f"postgresql+psycopg://postgres@/postgres?host={quote(host, safe='/')}"
+
+
+def forget_dead_processes(pgdata: Path) -> list[int]:
+    """Drop the processes that no longer run from pgserver's list of attached processes.
+
+    pgserver keeps the pids of the processes using the server in ``pgdata/.handle_pids.json``
+    and stops the server when the last one exits. A process killed with SIGKILL (honcho does
+    that 5 s after SIGTERM) never removes itself, and the server would then outlive every
+    project process. Done under pgserver's inter-process lock; returns the pids kept.
+    """
+    import psutil
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    pids = DiskList(pgdata / ".handle_pids.json")
+    with PostgresServer._lock:
+        attached = pids.get()
+        alive = [pid for pid in attached if pid == os.getpid() or _running(psutil, pid)]
+        if alive != attached:
+            gone = sorted(set(attached) - set(alive))
+            log.info("embedded PostgreSQL: forgetting exited process(es) %s", gone)
+            pids.put(alive)
+    return alive
+
+
+def _running(psutil: Any, pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def ensure_runtime_dir() -> str:

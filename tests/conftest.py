@@ -93,3 +93,14 @@ def clean_tables(request: pytest.FixtureRequest) -> None:
     app: Flask = request.getfixturevalue("app")
     with app.app_context(), db.engine.begin() as conn:
         conn.execute(text("TRUNCATE jobs_jobevent, jobs_job, auth_signin_failure RESTART IDENTITY"))
+
+
+@pytest.fixture
+def strict_job_types(app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app as if started with ``JOB_TYPES_STRICT=true``, for this test only."""
+    import dataclasses
+
+    settings = app.extensions["jobqueue.settings"]
+    monkeypatch.setitem(
+        app.extensions, "jobqueue.settings", dataclasses.replace(settings, job_types_strict=True)
+    )

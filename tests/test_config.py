@@ -76,7 +76,17 @@ def test_bad_values_name_the_variable(name, value):
 def test_worker_settings_are_shown_under_their_environment_names():
     shown = WorkerSettings().as_dict()
     assert shown["JOB_WORKER_THREADS"] == 4 and shown["JOB_WORKER_LEASE_SECONDS"] == 30
-    assert len(shown) == 12
+    assert shown["JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS"] == 3.0
+    assert len(shown) == 13
+
+
+def test_job_types_strict_and_the_shutdown_timeout_are_read_from_the_environment():
+    assert Settings.from_env({}).job_types_strict is False
+    assert Settings.from_env({"JOB_TYPES_STRICT": "true"}).job_types_strict is True
+    settings = Settings.from_env({"JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "0.5"})
+    assert settings.worker.shutdown_timeout_seconds == 0.5
+    with pytest.raises(ConfigError, match="JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS"):
+        Settings.from_env({"JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "-1"})
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
+from flask import current_app, has_app_context
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
@@ -42,15 +43,28 @@ IdempotencyKey = Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)
 TypeFilter = Text(max_length=TYPE_MAX_LENGTH)
 
 
-def _registered_types_enum(schema: dict[str, Any]) -> None:
-    """Publish the accepted types as an ``enum``, read when the document is built.
+def types_strict() -> bool:
+    """``JOB_TYPES_STRICT`` of the app serving this request (``False`` outside one).
 
-    The registry is the rule ``type`` is validated against, so a client (or a fuzzer) reading
-    the document learns exactly which values are accepted in this deployment.
+    Off (the default), ``type`` is any string of 1 to 120 characters, as in the reference: a
+    producer may enqueue a type before the workers that handle it are deployed, and a worker
+    without a handler fails the attempt. On, only the types registered in this process pass.
     """
+    if not has_app_context():
+        return False
+    from .. import settings_of
+
+    return settings_of(current_app).job_types_strict
+
+
+def _registered_types_enum(schema: dict[str, Any]) -> None:
+    """Publish the registered types, read when the document is built: as the ``enum`` that is
+    enforced under ``JOB_TYPES_STRICT``, otherwise as ``examples`` (any type is accepted)."""
     types = registered_types()
-    if types:
+    if types and types_strict():
         schema["enum"] = types
+    elif types:
+        schema["examples"] = types
 
 
 class CreateJob(BaseModel):
@@ -59,8 +73,11 @@ class CreateJob(BaseModel):
     model_config = ConfigDict(extra="forbid", title="CreateJob")
 
     type: JobType = Field(
-        description="A registered job type (see GET /api/config/ `job_types`).",
-        examples=["demo.success"],
+        description=(
+            "The job type: a routing key of 1 to 120 characters. Any type is accepted unless the "
+            "server runs with JOB_TYPES_STRICT=true; GET /api/config/ `job_types` lists the types "
+            "registered in the web process (a worker without a handler for a type fails its attempts)."
+        ),
         json_schema_extra=_registered_types_enum,
     )
     payload: JsonObject | None = Field(
@@ -85,7 +102,9 @@ class CreateJob(BaseModel):
     @field_validator("type")
     @classmethod
     def _registered(cls, value: str) -> str:
-        """Refuse types no worker can run: a typo would otherwise sit queued, then fail every attempt."""
+        """Under ``JOB_TYPES_STRICT`` only, refuse types this process has not registered."""
+        if not types_strict():
+            return value
         types = registered_types()
         if value not in types:
             raise PydanticCustomError(

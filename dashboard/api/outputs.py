@@ -153,7 +153,10 @@ class Config(BaseModel):
     JOB_HANDLER_MODULES: list[str]
     JOB_WORKER_BATCH_SIZE: int = Field(description="Jobs claimed per claim statement (1: one at a time).")
     JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
-    job_types: list[str] = Field(description="Job types this deployment can run.")
+    JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = Field(
+        description="After SIGINT/SIGTERM, seconds running jobs get before they are requeued (0: no limit)."
+    )
+    job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 
 class Error(BaseModel):

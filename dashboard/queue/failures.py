@@ -18,7 +18,15 @@ TRACEBACK_HEAD = 4_096  # of which the start (the outer frames); the rest is the
 
 
 class UnknownJobType(LookupError):
-    """No handler is registered for the job's type in this worker."""
+    """No handler is registered for the job's type in this worker.
+
+    An ordinary failed attempt (retried with backoff, then ``failed``): the API accepts any
+    type, and the workers that handle it may be deployed later. ``last_error`` starts with
+    :data:`UNKNOWN_TYPE_PREFIX`, which the job page recognises to explain it.
+    """
+
+
+UNKNOWN_TYPE_PREFIX = "UnknownJobType:"
 
 
 class ResultNotSerialisable(TypeError):

@@ -98,7 +98,7 @@ FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :
 # :avoid_expired (true while a thread of the claiming process runs an attempt past its lease):
 # skip jobs whose last attempt's lease expired, so a job whose attempts keep expiring holds at
 # most one thread per process instead of capturing them all (worker.RunningAttempts).
-_CLAIM_STEPS = """
+_CLAIM_ROWS = """
     picked AS (
         SELECT id FROM jobs_job
         WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
@@ -115,13 +115,17 @@ _CLAIM_STEPS = """
             locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
         FROM next WHERE j.id = next.id
         RETURNING j.*
-    ), claim_ev AS (
+    )"""
+_CLAIM_STEPS = (
+    _CLAIM_ROWS
+    + """, claim_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until), :now
         FROM claimed
     )
 """
+)
 _CLAIM = "WITH " + _CLAIM_STEPS + "SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id"
 CLAIM = text(_CLAIM.format(limit="cardinality(CAST(:worker_ids AS text[]))")).bindparams(
     bindparam("worker_ids", type_=ARRAY(Text))
@@ -189,6 +193,11 @@ COMPLETE = text(
 # steps (the job just completed is no longer queued, so it cannot be picked again).
 # Always one row: ``completed`` (0 or 1) and the claimed job's columns, NULL when the queue
 # had nothing eligible.
+# Events in causal order: both events are written by ONE INSERT ... SELECT ... ORDER BY, so the
+# success takes its id from the sequence before the next job's ``claimed`` (two sibling
+# INSERT CTEs run in no defined order, and a thread's history then showed it holding two jobs
+# at once). The claim's event is stamped 1 µs after :now, so created_at orders them the same
+# way; the job row's own times (updated_at, locked_until) keep :now.
 # Index: job_claim_idx, as CLAIM.
 COMPLETE_AND_CLAIM = text(
     f"""
@@ -196,11 +205,21 @@ COMPLETE_AND_CLAIM = text(
         UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
         RETURNING id, attempts
-    ), done_ev AS (
+    ), {_CLAIM_ROWS.format(limit="1")}, ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', '{{}}'::jsonb, :now
-        FROM done
-    ), {_CLAIM_STEPS.format(limit="1")}
+        SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
+            SELECT 1 AS n, id AS job_id, 'succeeded' AS type, attempts AS attempt,
+                   CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
+                   '{{}}'::jsonb AS data, CAST(:now AS timestamptz) AS created_at
+            FROM done
+            UNION ALL
+            SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
+                   jsonb_build_object('locked_until', locked_until),
+                   CAST(:now AS timestamptz) + interval '1 microsecond'
+            FROM claimed
+        ) AS both_events
+        ORDER BY n
+    )
     SELECT (SELECT count(*) FROM done) AS completed, claimed.*
     FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
@@ -208,10 +227,12 @@ COMPLETE_AND_CLAIM = text(
 
 # Batch mode's completer: many successes in one statement, each row still fenced by its own
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
+# Events get their ids in the order the successes were submitted (ORDER BY n).
 COMPLETE_MANY = text(
     """
     WITH input AS (
-        SELECT * FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
+        SELECT r.*, row_number() OVER () AS n
+        FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
     ), done AS (
         UPDATE jobs_job AS j
         SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
@@ -219,10 +240,11 @@ COMPLETE_MANY = text(
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, input.worker_id
+        RETURNING j.id, j.attempts, input.worker_id, input.n
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', '{}'::jsonb, :now FROM done
+        ORDER BY n
     )
     SELECT id FROM done
     """
@@ -256,7 +278,8 @@ FAIL = text(
     """
 ).bindparams(bindparam("event_data", type_=JSONB), bindparam("delay", type_=Float))
 
-# Recover expired leases, oldest first, at most :batch per pass.
+# Recover expired leases, oldest first, at most :batch per pass; their events take ids in that
+# order (one INSERT ... ORDER BY, as every statement that writes events for several jobs).
 # Index: job_timeout_idx (locked_until) WHERE status = 'running'.
 # SKIP LOCKED: a row whose owner is completing or renewing it right now is left alone; if the
 # owner's statement wins, the lease is no longer expired or the job is no longer running.
@@ -296,6 +319,7 @@ CLEANUP_EXPIRED = text(
                        ELSE '{}'::jsonb END,
                :now
         FROM recovered
+        ORDER BY expired_at, id
     )
     SELECT id, status FROM recovered
     """

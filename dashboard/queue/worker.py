@@ -140,6 +140,7 @@ class WorkerLoop:
         self._running = False  # inside run(): keep the connection from one step to the next
         self._chaining = False  # inside run(): a success also claims this loop's next job
         self._carried: JobRecord | None = None  # claimed with the last success, not yet run
+        self.current: JobContext | None = None  # the attempt this thread runs or settles now
 
     @property
     def connection(self) -> Connection:
@@ -311,6 +312,8 @@ class WorkerLoop:
 
         The attempt counts among the process's running attempts meanwhile (:mod:`.attempts`):
         once past its lease, this process's claims skip jobs whose lease expired.
+        While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
+        up can hand it back (:meth:`Worker.hand_back`).
         """
         started = time.monotonic()
         ctx = JobContext(
@@ -320,13 +323,17 @@ class WorkerLoop:
             stopping=self.stopping,
             conn=self.connection,
         )
-        with self.attempts.running(ctx):
-            return self._execute(job, ctx, started)
+        self.current = ctx
+        try:
+            with self.attempts.running(ctx):
+                return self._execute(ctx, job, started)
+        finally:
+            self.current = None
 
-    def _execute(self, job: JobRecord, ctx: JobContext, started: float) -> Outcome:
+    def _execute(self, ctx: JobContext, job: JobRecord, started: float) -> Outcome:
         fn = self.lookup(job.type)
         if fn is None:
-            error = UnknownJobType(f"no handler is registered for job type {job.type!r}")
+            error = UnknownJobType(f"job type {job.type!r}: no handler is registered in this worker")
             return self._fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
         if isinstance(job.payload, UnreadableJson):  # a handler must never see the stand-in
             error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")
@@ -527,6 +534,7 @@ class Worker:
         self.listener: Listener | None = None
         self.threads: list[threading.Thread] = []
         self._forced_by: int | None = None
+        self._give_up_at: float | None = None  # monotonic; set by the first signal
 
     def start(self) -> None:
         # Daemon threads: after a second signal the process exits without waiting for them.
@@ -587,6 +595,9 @@ class Worker:
                 if self._forced_by is not None:
                     log.warning("second signal: exiting now, unfinished jobs are left to lease recovery")
                     return 128 + self._forced_by
+                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+                    self.hand_back()
+                    return 0
                 time.sleep(0.05)
             log.info("worker stopped")
             return 0
@@ -594,15 +605,71 @@ class Worker:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def hand_back(self) -> int:
+        """The shutdown time is up: requeue every attempt still running here, at once.
+
+        Each is recorded as a failed attempt with no backoff (``retry_scheduled``, or
+        ``failed`` on its last attempt, exactly as lease recovery would), fenced by owner and
+        attempt and written with its event in one statement (``service.fail_job``): an attempt
+        that finished or was recovered meanwhile changes nothing. A handler still running in
+        this process is not interrupted; the process exits right after. Returns how many
+        attempts were handed back; one that cannot be recorded is left to lease recovery.
+        """
+        limit = self.settings.shutdown_timeout_seconds
+        handed = 0
+        with self.app.app_context():
+            for ctx in [loop.current for loop in self.loops if loop.current is not None]:
+                error = (
+                    f"WorkerStopped: the worker stopped ({limit:g} s after the signal, "
+                    "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS) before the handler finished; handed back"
+                )
+                try:
+                    back = service.fail_job(
+                        ctx.job_id,
+                        ctx.worker_id,
+                        ctx.attempt,
+                        error,
+                        backoff_base_seconds=0,
+                        backoff_max_seconds=0,
+                        event_data={"exception_type": "WorkerStopped", "handed_back": True},
+                    )
+                except sa_exc.SQLAlchemyError as db_error:
+                    log.warning(
+                        "%s: could not hand back job %s (%s); lease recovery will",
+                        ctx.worker_id,
+                        ctx.job_id,
+                        first_line(db_error),
+                    )
+                    continue
+                if back is not None:
+                    handed += 1
+                    log.warning(
+                        "%s: job %s (%s) attempt %d still running after %gs: handed back, now %s",
+                        ctx.worker_id,
+                        ctx.job_id,
+                        ctx.job_type,
+                        ctx.attempt,
+                        limit,
+                        back.status,
+                    )
+        log.info("worker stopped after its shutdown timeout; %d running job(s) handed back", handed)
+        return handed
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.stopping.is_set():
             self._forced_by = signum
             return
         running = sum(1 for t in self.threads if t.is_alive())
+        limit = self.settings.shutdown_timeout_seconds
         log.info(
-            "%s received: no new claims; waiting for running jobs (%d thread(s)) to finish", name, running
+            "%s received: no new claims; waiting %s for running jobs (%d thread(s)) to finish",
+            name,
+            f"up to {limit:g}s" if limit > 0 else "without limit",
+            running,
         )
+        if limit > 0:
+            self._give_up_at = time.monotonic() + limit
         self.stop()
 
 

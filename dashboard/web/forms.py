@@ -18,7 +18,6 @@ from wtforms import (
     HiddenField,
     IntegerField,
     PasswordField,
-    SelectField,
     StringField,
     TextAreaField,
 )
@@ -30,6 +29,7 @@ from ..queue.service import (
     INT_MAX,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    TYPE_MAX_LENGTH,
 )
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
@@ -122,7 +122,14 @@ def parse_available_at(text: str, tz: tzinfo) -> datetime:
 
 
 class CreateJobForm(FlaskForm):
-    type = SelectField("Type", choices=[], validators=[InputRequired(message="Choose a job type.")])
+    """The create form. ``type`` is free text (the registered types are offered as suggestions);
+    the view sets :attr:`known_types` and :attr:`types_strict` before validation, and only
+    under ``JOB_TYPES_STRICT`` must the type be one of them."""
+
+    type = StringField(
+        "Type",
+        validators=[InputRequired(message="Enter a job type."), Length(max=TYPE_MAX_LENGTH)],
+    )
     payload = TextAreaField("Payload (JSON object)", default="{}")
     priority = IntegerField(
         "Priority",
@@ -138,10 +145,26 @@ class CreateJobForm(FlaskForm):
         validators=[Optional(), Length(max=IDEMPOTENCY_KEY_MAX_LENGTH)],
     )
 
-    # Set by the view before validation: the time zone naive times are read in.
+    # Set by the view before validation: the time zone naive times are read in, the types
+    # registered in this process, and whether only those are accepted.
     time_zone: tzinfo | None = None
+    known_types: tuple[str, ...] = ()
+    types_strict: bool = False
     parsed_payload: dict[str, Any] | None = None
     parsed_available_at: datetime | None = None
+
+    def validate_type(self, field: StringField) -> None:
+        if not isinstance(field.data, str):
+            raise ValidationError("The type must be typed into the form as text.")
+        if "\x00" in field.data:
+            raise ValidationError("The type cannot contain the NUL character.")
+        try:
+            field.data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("The type cannot contain a lone surrogate.") from None
+        if self.types_strict and field.data not in self.known_types:
+            known = ", ".join(self.known_types) or "(none)"
+            raise ValidationError(f"Unknown job type (JOB_TYPES_STRICT is on). Registered types: {known}.")
 
     def validate_payload(self, field: TextAreaField) -> None:
         if not isinstance(field.data, str):  # a file part, or a value from a JSON body

@@ -10,6 +10,7 @@ from werkzeug.wrappers import Response
 
 from .. import settings_of
 from ..queue import handlers, read, service
+from ..queue.failures import UNKNOWN_TYPE_PREFIX
 from ..queue.records import JobRecord
 from ..queue.states import LIVE, STATUSES, Status
 from . import bp
@@ -64,6 +65,34 @@ def _progress_percent(job: JobRecord) -> float | None:
     return max(0.0, min(100.0, float(value)))
 
 
+def type_note(job: JobRecord) -> str | None:
+    """In words, why a job's type may have no handler, or ``None`` when nothing needs saying.
+
+    The API accepts any type (unless ``JOB_TYPES_STRICT``), so a job may name a type that no
+    worker handles yet: each attempt then fails with ``UnknownJobType``, retried with backoff
+    until it fails for good. The note says so when the last attempt failed that way, or when
+    the type is not registered in this (web) process and the job is still to run.
+    """
+    unknown_error = job.last_error.startswith(UNKNOWN_TYPE_PREFIX)
+    if unknown_error:
+        ending = (
+            "It failed for good: once a worker that handles the type runs, retry it."
+            if job.status == Status.FAILED
+            else "It is retried with backoff while attempts remain, then fails."
+        )
+        return (
+            f"The worker that ran the last attempt has no handler registered for the type "
+            f"“{job.type}”, so the attempt failed. {ending} Handlers register with @handler(…) in a "
+            "module named in the worker's JOB_HANDLER_MODULES."
+        )
+    if job.type not in handlers.registered_types() and job.status in LIVE:
+        return (
+            f"The type “{job.type}” is not registered in the web process. That is allowed (workers "
+            "may be deployed separately), but a worker with no handler for it fails each attempt."
+        )
+    return None
+
+
 def detail_context(job: JobRecord, notices: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
@@ -75,6 +104,7 @@ def detail_context(job: JobRecord, notices: list[tuple[str, str]] | None = None)
         "progress": _progress_percent(job) if running else None,
         "retry_form": RetryForm(),
         "notices": notices or [],
+        "type_note": type_note(job),
     }
 
 
@@ -109,7 +139,8 @@ def job_retry(job_id: str) -> str | Response:
 
 def _create_form() -> CreateJobForm:
     form = CreateJobForm()
-    form.type.choices = [(t, t) for t in handlers.registered_types()]
+    form.known_types = tuple(handlers.registered_types())
+    form.types_strict = settings_of(current_app).job_types_strict
     form.time_zone = settings_of(current_app).tz
     if not form.is_submitted():
         form.max_attempts.data = settings_of(current_app).worker.max_attempts_default

@@ -10,7 +10,8 @@ DEMO_TYPES = {"demo.success", "demo.fail", "demo.slow", "demo.timeout", "demo.fl
 
 
 def test_production_has_no_demo_types_unless_asked(app, database_url):
-    with another_app(DATABASE_URL=database_url, JOB_DEMO_HANDLERS="") as production:
+    strict = {"JOB_TYPES_STRICT": "true"}  # refuse unregistered types (any type is accepted otherwise)
+    with another_app(DATABASE_URL=database_url, JOB_DEMO_HANDLERS="", **strict) as production:
         client = production.test_client()
         types = set(client.get("/api/config/").get_json()["job_types"])
         refused = client.post("/api/jobs/", json={"type": "demo.timeout"})

@@ -72,7 +72,8 @@ def test_document_carries_the_rules_the_code_enforces(document):
     priority = props["priority"]["anyOf"][0]
     assert (priority["minimum"], priority["maximum"]) == (-32768, 32767)
     assert props["max_attempts"]["anyOf"][0]["minimum"] == 1
-    assert props["type"]["enum"] == registered_types()
+    assert "enum" not in props["type"]  # any type is accepted (JOB_TYPES_STRICT is off)
+    assert props["type"]["examples"] == registered_types()
     available_at = props["available_at"]["anyOf"][0]
     assert (available_at["type"], available_at["format"]) == ("string", "date-time")
     assert re.fullmatch(available_at["pattern"], "2026-06-21T02:33:01.5+03:30")
@@ -162,3 +163,8 @@ def test_docs_page_renders_every_operation_without_external_assets(client, docum
         assert f'id="schema-{name}"' in page
     assert "<script" not in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
+
+
+def test_strict_mode_publishes_the_registered_types_as_an_enum(app, client, strict_job_types):
+    document = client.get("/api/schema/").get_json()
+    assert document["components"]["schemas"]["CreateJob"]["properties"]["type"]["enum"] == registered_types()

@@ -25,7 +25,7 @@ def test_create_watch_retry_and_screenshots(
 
     # Create a job through the form; htmx posts it and follows HX-Redirect to its page.
     page.goto(dashboard_server + "/jobs/new/")
-    page.select_option("#type", "demo.success")
+    page.fill("#type", "demo.success")
     page.fill("#payload", '{"sleep_seconds": 1.5, "note": "<script>window.pwned = 1</script>"}')
     page.click("button[type=submit]")
     page.wait_for_url(JOB_URL)

@@ -111,12 +111,33 @@ def _form(token: str, **fields: str) -> dict[str, str]:
     }
 
 
-def test_create_form_lists_registered_types_and_the_default_max_attempts(app, client):
+def test_create_form_suggests_registered_types_and_the_default_max_attempts(app, client):
     html = client.get("/jobs/new/").get_data(as_text=True)
-    assert '<option value="demo.success">demo.success</option>' in html
+    assert re.search(
+        r'<input[^>]*list="job-types"[^>]*name="type"|<input[^>]*name="type"[^>]*list="job-types"', html
+    )
+    assert re.search(r'<datalist id="job-types">.*<option value="demo.success">', html)
     assert re.search(r'name="max_attempts"[^>]*value="3"', html)
     fragment = client.get("/jobs/new/", headers=HX).get_data(as_text=True)
     assert fragment.lstrip().startswith('<form id="job-form"') and "<html" not in fragment
+
+
+def test_create_form_accepts_a_type_no_handler_is_registered_for(app, client, token):
+    response = client.post("/jobs/new/", data=_form(token, type="billing.not.deployed.yet"))
+    assert response.status_code == 303
+    [job] = read.list_jobs(limit=10, offset=0).results
+    assert (job.type, job.status) == ("billing.not.deployed.yet", "queued")
+    page = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
+    assert "not registered in the web process" in page
+
+
+def test_create_form_in_strict_mode_refuses_an_unregistered_type(app, client, token, strict_job_types):
+    response = client.post("/jobs/new/", data=_form(token, type="billing.not.deployed.yet"))
+    assert response.status_code == 400
+    html = response.get_data(as_text=True)
+    assert 'id="type-error"' in html and "JOB_TYPES_STRICT" in html
+    assert read.list_jobs(limit=10, offset=0).count == 0
+    assert client.post("/jobs/new/", data=_form(token)).status_code == 303
 
 
 def test_create_without_csrf_is_refused(app, client):
@@ -168,7 +189,8 @@ def test_create_shows_inline_errors_and_keeps_the_input(app, client, token):
         ({"payload": '{"a": NaN}'}, "payload", "Not valid JSON"),
         ({"payload": '{"a": 1e999}'}, "payload", "Not valid JSON"),
         ({"payload": '{"a": "\\u0000"}'}, "payload", "NUL"),
-        ({"type": "not.registered"}, "type", "Not a valid choice"),
+        ({"type": "t" * 121}, "type", "120"),
+        ({"type": ""}, "type", "Enter a job type"),
         ({"priority": "abc"}, "priority", "Not a valid integer"),
         ({"priority": "40000"}, "priority", "between"),
         ({"max_attempts": "0"}, "max_attempts", "between"),

@@ -66,7 +66,10 @@ def test_step_claims_runs_and_completes_one_job(app):
 def test_unknown_job_type_fails_the_attempt_and_the_loop_goes_on(app):
     failed, loop = run_one(app, "no.such.type")
     assert failed.status == "queued" and failed.attempts == 1
-    assert failed.last_error == "UnknownJobType: no handler is registered for job type 'no.such.type'"
+    assert (
+        failed.last_error
+        == "UnknownJobType: job type 'no.such.type': no handler is registered in this worker"
+    )
     assert event_types(failed.id) == ["created", "claimed", "retry_scheduled"]
     following = service.create_job("demo.success", {"sleep_seconds": 0}).job
     assert loop.step() is True
@@ -341,8 +344,9 @@ def test_a_running_loop_claims_its_next_job_with_each_success(app):
     assert not thread.is_alive()
     succeeded = next(e for e in events(first.id) if e.type == "succeeded")
     claimed = next(e for e in events(second.id) if e.type == "claimed")
-    # one statement: the first job's success and the second one's claim share their moment
-    assert claimed.created_at == succeeded.created_at
+    # one statement, in causal order: the success first, in id and in created_at (1 µs apart)
+    assert claimed.id > succeeded.id
+    assert claimed.created_at - succeeded.created_at == timedelta(microseconds=1)
     assert claimed.worker_id == succeeded.worker_id == WORKER_ID
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from dashboard.queue import service
 
-from .helpers import event_types, job, wait_for_status
+from .helpers import event_types, events, job, wait_for_status
 
 pytestmark = pytest.mark.process
 
@@ -46,3 +46,22 @@ def test_second_signal_exits_at_once_leaving_the_job_to_lease_recovery(app, star
     assert "second signal: exiting now" in worker.output
     left = job(slow.id)
     assert left.status == "running" and left.attempts == 1  # lease recovery's business now
+
+
+def test_shutdown_timeout_hands_the_running_job_back_at_once(app, start_worker):
+    """Past JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS the worker requeues its running attempts (fenced,
+    with their event) and exits 0, instead of waiting to be killed (issue 14)."""
+    slow = service.create_job("demo.slow", {"sleep_seconds": 60}).job
+    worker = start_worker(JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5")
+    wait_for_status(slow.id, "running")
+
+    worker.send(signal.SIGTERM)
+
+    assert worker.wait(timeout=15) == 0
+    back = job(slow.id)
+    assert (back.status, back.attempts, back.locked_by) == ("queued", 1, None)
+    assert back.available_at == back.updated_at  # claimable at once, no backoff
+    assert back.last_error.startswith("WorkerStopped: the worker stopped (0.5 s after the signal")
+    last = events(slow.id)[-1]
+    assert (last.type, last.attempt, last.data["handed_back"]) == ("retry_scheduled", 1, True)
+    assert "handed back, now queued" in worker.output
