@@ -27,6 +27,7 @@ def worker(url: str, *, threads: int, **env: str) -> Iterator[subprocess.Popen]:
         "DATABASE_URL": url,
         "DEBUG": "false",
         "ENABLE_DEBUG_TOOLBAR": "false",
+        "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
         "AUTO_MIGRATE": "false",
         "JOB_HANDLER_MODULES": "bench.handlers",
         "JOB_WORKER_LOG_LEVEL": "WARNING",

@@ -13,6 +13,8 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 from flask.logging import default_handler
 
+from .logsafe import SafeFormatter
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
@@ -35,7 +37,7 @@ def configure_logging(level: str) -> None:
     executions, not every SQL statement.
     """
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(SafeFormatter(LOG_FORMAT))  # a value cannot forge a line
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY_MIN_LENGTH = 32
+SECRET_KEY_MIN_DISTINCT = 12  # distinct characters: 32 x "a" is long, not random
+SECRET_KEY_MIN_BITS = 128  # estimated from its length and alphabet (see secret_key_bits)
+# The origins the API answers CORS requests from in development: localhost on any port.
+DEV_CORS_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?\Z", re.IGNORECASE)
 TOKEN_MIN_LENGTH = 32
 ROLES = ("viewer", "operator")
 PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
@@ -182,6 +186,7 @@ class WorkerSettings:
     handler_modules: tuple[str, ...] = ()
     batch_size: int = 1
     listen: bool = True
+    demo_handlers: bool = False  # register the demo.* types (JOB_DEMO_HANDLERS)
     # After SIGINT/SIGTERM, how long running handlers may take before their attempts are handed
     # back (requeued at once) and the process exits; 0 waits without limit. The default fits
     # inside the 5 s a Procfile runner (honcho) allows between SIGTERM and SIGKILL.
@@ -207,6 +212,7 @@ class WorkerSettings:
             handler_modules=_list(env, "JOB_HANDLER_MODULES", ""),
             batch_size=_int(env, "JOB_WORKER_BATCH_SIZE", 1, minimum=1),
             listen=_bool(env, "JOB_WORKER_LISTEN", True),
+            demo_handlers=_bool(env, "JOB_DEMO_HANDLERS", _bool(env, "DEBUG", True)),
             shutdown_timeout_seconds=_number(env, "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 3.0, minimum=0),
         )
         return settings
@@ -244,7 +250,7 @@ class Settings:
     debug: bool = True
     secret_key: str = DEV_SECRET_KEY
     allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "0.0.0.0")
-    cors_allowed_origins: tuple[str, ...] = ("http://localhost:5173", "http://127.0.0.1:5173")
+    cors_allowed_origins: tuple[str, ...] = ()
     enable_debug_toolbar: bool = True
     internal_ips: tuple[str, ...] = ("127.0.0.1", "localhost", "host.docker.internal")
     time_zone: str = "UTC"
@@ -257,6 +263,9 @@ class Settings:
     api_tokens: tuple[TokenEntry, ...] = ()
     session_lifetime_hours: float = 12.0
     session_cookie_secure: bool = False
+    signin_max_failures_per_user: int = 5
+    signin_max_failures_per_address: int = 20
+    signin_window_seconds: float = 300.0
     # False: any type of 1..120 characters is accepted, as the reference says (a worker without
     # a handler fails its attempts); True: only the types registered in this process.
     job_types_strict: bool = False
@@ -282,9 +291,8 @@ class Settings:
             debug=debug,
             secret_key=env.get("SECRET_KEY") or DEV_SECRET_KEY,
             allowed_hosts=_list(env, "ALLOWED_HOSTS", "localhost,127.0.0.1,0.0.0.0"),
-            cors_allowed_origins=_list(
-                env, "CORS_ALLOWED_ORIGINS", "http://localhost:5173,http://127.0.0.1:5173"
-            ),
+            # No origin unless configured; in development the API reflects localhost origins.
+            cors_allowed_origins=_list(env, "CORS_ALLOWED_ORIGINS", ""),
             enable_debug_toolbar=_bool(env, "ENABLE_DEBUG_TOOLBAR", debug),
             internal_ips=_list(env, "INTERNAL_IPS", "127.0.0.1,localhost,host.docker.internal"),
             time_zone=time_zone,
@@ -297,6 +305,9 @@ class Settings:
             api_tokens=_tokens(env),
             session_lifetime_hours=_number(env, "SESSION_LIFETIME_HOURS", 12.0, minimum=0.01),
             session_cookie_secure=_bool(env, "SESSION_COOKIE_SECURE", False),
+            signin_max_failures_per_user=_int(env, "SIGNIN_MAX_FAILURES_PER_USER", 5, minimum=1),
+            signin_max_failures_per_address=_int(env, "SIGNIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1),
+            signin_window_seconds=_number(env, "SIGNIN_WINDOW_SECONDS", 300.0, minimum=1),
             job_types_strict=_bool(env, "JOB_TYPES_STRICT", False),
             worker=WorkerSettings.from_env(env),
         )
@@ -318,9 +329,10 @@ class Settings:
         if self.debug:
             return []
         problems = []
-        if self.secret_key == DEV_SECRET_KEY or len(self.secret_key) < SECRET_KEY_MIN_LENGTH:
+        if self.secret_key == DEV_SECRET_KEY or not secret_key_is_strong(self.secret_key):
             problems.append(
-                f"set SECRET_KEY to a random value of at least {SECRET_KEY_MIN_LENGTH} characters "
+                f"set SECRET_KEY to a random value of at least {SECRET_KEY_MIN_LENGTH} characters, "
+                f"{SECRET_KEY_MIN_DISTINCT} of them different, about {SECRET_KEY_MIN_BITS} bits "
                 "(for example the output of `python -c 'import secrets; print(secrets.token_urlsafe(48))'`)"
             )
         if not self.auth_disabled and not (self.users or self.api_tokens):
@@ -333,5 +345,39 @@ class Settings:
         return problems
 
     @property
+    def has_credentials(self) -> bool:
+        """Whether any dashboard user or API token is configured."""
+        return bool(self.users or self.api_tokens)
+
+    @property
     def tz(self) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(self.time_zone)
+
+
+def secret_key_bits(key: str) -> float:
+    """A rough entropy estimate: length times log2 of the alphabet the key's characters come
+    from (digits, lower case, upper case, other printable ASCII, anything else). It catches
+    long keys with little in them (``"a" * 32``: 150 bits by length, refused by distinctness;
+    ``"abab..."``), not every weak key: generate keys, do not type them."""
+    alphabet = 0
+    if any(c.isdigit() for c in key):
+        alphabet += 10
+    if any("a" <= c <= "z" for c in key):
+        alphabet += 26
+    if any("A" <= c <= "Z" for c in key):
+        alphabet += 26
+    if any(c.isascii() and not c.isalnum() for c in key):
+        alphabet += 33
+    if any(not c.isascii() for c in key):
+        alphabet += 100
+    return len(key) * math.log2(alphabet) if alphabet > 1 else 0.0
+
+
+def secret_key_is_strong(key: str) -> bool:
+    """At least :data:`SECRET_KEY_MIN_LENGTH` characters, :data:`SECRET_KEY_MIN_DISTINCT` of
+    them different, and :data:`SECRET_KEY_MIN_BITS` by :func:`secret_key_bits`."""
+    return (
+        len(key) >= SECRET_KEY_MIN_LENGTH
+        and len(set(key)) >= SECRET_KEY_MIN_DISTINCT
+        and secret_key_bits(key) >= SECRET_KEY_MIN_BITS
+    )

@@ -5,7 +5,7 @@ answer is serialised through :mod:`.outputs`, and ``/api/schema/`` is generated 
 The API is exempt from the dashboard's CSRF protection (its clients are scripts, which send
 JSON, not forms with a session cookie; they authenticate with bearer tokens, see
 :mod:`.access`) and answers CORS requests from
-``CORS_ALLOWED_ORIGINS`` (any origin when ``DEBUG``).
+``CORS_ALLOWED_ORIGINS`` (and localhost origins when ``DEBUG``).
 """
 
 from flask import Blueprint
@@ -25,7 +25,7 @@ def _install_cors(state: BlueprintSetupState) -> None:
     from .. import settings_of
 
     settings = settings_of(state.app)
-    errors.install_cors(state.app, settings.cors_allowed_origins, permissive=settings.debug)
+    errors.install_cors(state.app, settings.cors_allowed_origins, development=settings.debug)
 
 
 errors.register(bp)

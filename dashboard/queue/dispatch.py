@@ -72,6 +72,7 @@ class Dispatcher:
                 [executor.worker_id for executor in idle],
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.housekeeper.connection,
+                avoid_expired=self.housekeeper.attempts.any_overdue(),
             )
         except BaseException:
             for executor in idle:

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 from flask import current_app
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, Text, cast, func, select, text
 from sqlalchemy.exc import OperationalError
 
 from ..extensions import db
@@ -84,6 +84,18 @@ JOB_TYPES_SQL = text(
     """
 )
 FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
+PREVIEW_CHARS = 200  # what the pages read of a payload or result in a list (as JSON text)
+
+
+def _list_columns(preview_chars: int | None) -> list[Any]:
+    """Every job column; with ``preview_chars``, payload and result are only the first that
+    many characters of their JSON text, cut in SQL so a large value never leaves the database."""
+    if preview_chars is None:
+        return list(jobs.c)
+    cut = {
+        name: func.left(cast(jobs.c[name], Text), preview_chars).label(name) for name in ("payload", "result")
+    }
+    return [cut.get(column.name, column) for column in jobs.c]
 
 
 def types_matching(conn: Connection, fragment: str) -> list[str]:
@@ -92,8 +104,19 @@ def types_matching(conn: Connection, fragment: str) -> list[str]:
     return [name for name in conn.execute(JOB_TYPES_SQL).scalars() if wanted in name.lower()]
 
 
-def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str | None = None) -> JobPage:
+def list_jobs(
+    *,
+    limit: int,
+    offset: int,
+    status: str | None = None,
+    type: str | None = None,
+    preview_chars: int | None = None,
+) -> JobPage:
     """Newest first. ``status`` exact, ``type`` a case-insensitive substring.
+
+    ``preview_chars`` (the dashboard's lists): each job's ``payload`` and ``result`` are the
+    first that many characters of their JSON text (a ``str``, or ``None``), not the values;
+    the API leaves it unset and gets them whole.
 
     The substring is first resolved to the job types that contain it (:func:`types_matching`),
     so the filter is ``type IN (...)`` and uses job_type_created_idx (type, status,
@@ -112,13 +135,14 @@ def list_jobs(*, limit: int, offset: int, status: str | None = None, type: str |
         else:
             where.append(jobs.c.type.in_(types_matching(conn, type)))
             count, exact = _filtered_count(conn, where)
-        query = select(jobs).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+        columns = _list_columns(preview_chars)
+        query = select(*columns).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
         if type and exact and count <= FILTERED_COUNT_CAP:
             # Few matches: read them all through the type index and sort them. Left to itself
             # the planner may walk the created_at index instead, expecting matches to be
             # common (it multiplies the status and type frequencies); for a rare combination
             # that read all 10M rows.
-            matches = select(jobs).where(*where).offset(0).subquery()  # OFFSET 0: a fence
+            matches = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
             query = select(matches).order_by(matches.c.created_at.desc(), matches.c.id.desc())
         nothing = bool(type) and exact and count == 0  # a live count: no page to read
         rows = [] if nothing else conn.execute(query.limit(limit).offset(offset)).mappings().all()
@@ -460,7 +484,10 @@ def recent_workers(since: datetime, *, limit: int = 50) -> list[WorkerSeen]:
 
 LATEST_FAILURES_SQL = text(
     """
-    SELECT j.*, e.id AS failed_event_id, e.created_at AS failed_at
+    SELECT j.id, j.type, left(j.payload::text, :preview) AS payload, j.status, j.priority,
+           j.available_at, j.attempts, j.max_attempts, j.idempotency_key, j.locked_by,
+           j.locked_until, j.last_error, left(j.result::text, :preview) AS result, j.created_at,
+           j.updated_at, j.finished_at, e.id AS failed_event_id, e.created_at AS failed_at
     FROM (
         SELECT id, job_id, created_at FROM jobs_jobevent
         WHERE type = 'failed'
@@ -480,14 +507,16 @@ class Failure:
 
 
 def latest_failures(limit: int = 10) -> list[Failure]:
-    """The jobs that failed most recently and are still failed, newest failure first.
+    """The jobs that failed most recently and are still failed, newest failure first (payload
+    and result as :data:`PREVIEW_CHARS` characters of their JSON text, as in :func:`list_jobs`).
 
     Walks the newest ``failed`` events (a bounded scan, not every failed job) and keeps the
     jobs still in ``failed``; a job that failed twice is listed once. Index: job_event_id_idx
     read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
     """
     with _connect() as conn:
-        rows = conn.execute(LATEST_FAILURES_SQL, {"scan": limit * 4}).mappings().all()
+        params = {"scan": limit * 4, "preview": PREVIEW_CHARS}
+        rows = conn.execute(LATEST_FAILURES_SQL, params).mappings().all()
     failures: dict[uuid.UUID, Failure] = {}
     for row in rows:
         if row["id"] not in failures:

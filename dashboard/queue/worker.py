@@ -49,11 +49,13 @@ from sqlalchemy import exc as sa_exc
 from ..config import WorkerSettings
 from ..extensions import db
 from . import service
+from .attempts import PROCESS, RunningAttempts
 from .dispatch import Completer, Dispatcher
 from .failures import (
     ResultRejected,
     UnknownJobType,
     UnreadablePayload,
+    cap_traceback,
     check_result,
     describe,
     first_line,
@@ -120,8 +122,10 @@ class WorkerLoop:
         reconnect: Backoff | None = None,
         doorbell: Doorbell | None = None,
         generic_plans: bool = False,
+        attempts: RunningAttempts | None = None,
     ) -> None:
         self.app = app
+        self.attempts = attempts or PROCESS  # this process's running attempts (anti-capture)
         self.generic_plans = generic_plans  # one-job mode's threads: service.connect_worker
         self.doorbell = doorbell or Doorbell()
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()  # batch mode
@@ -283,7 +287,11 @@ class WorkerLoop:
 
     def claim(self, limit: int = 1) -> list[JobRecord]:
         jobs = service.claim_jobs(
-            self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit, conn=self.connection
+            self.worker_id,
+            lease_seconds=self.settings.lease_seconds,
+            limit=limit,
+            conn=self.connection,
+            avoid_expired=self.attempts.any_overdue(),
         )
         for job in jobs:
             self._log_claim(job)
@@ -302,6 +310,8 @@ class WorkerLoop:
     def execute(self, job: JobRecord) -> Outcome:
         """Run the job's handler outside any transaction and settle the attempt.
 
+        The attempt counts among the process's running attempts meanwhile (:mod:`.attempts`):
+        once past its lease, this process's claims skip jobs whose lease expired.
         While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
         up can hand it back (:meth:`Worker.hand_back`).
         """
@@ -315,7 +325,8 @@ class WorkerLoop:
         )
         self.current = ctx
         try:
-            return self._execute(ctx, job, started)
+            with self.attempts.running(ctx):
+                return self._execute(ctx, job, started)
         finally:
             self.current = None
 
@@ -334,7 +345,7 @@ class WorkerLoop:
         except BaseException as error:  # a handler calling sys.exit() must not end the thread
             data = {
                 "exception_type": type(error).__name__,
-                "traceback": "".join(traceback.format_exception(error)),
+                "traceback": cap_traceback("".join(traceback.format_exception(error))),
             }
             return self._fail(ctx, describe(error), data, started)
         return self._complete(ctx, result, started)
@@ -366,6 +377,7 @@ class WorkerLoop:
                     result,
                     lease_seconds=self.settings.lease_seconds,
                     conn=self.connection,
+                    avoid_expired=self.attempts.any_overdue(),
                 )
                 if self._carried is not None:
                     self._log_claim(self._carried)

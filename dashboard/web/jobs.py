@@ -47,6 +47,7 @@ def job_list() -> str:
             offset=filters.offset,
             status=filters.status or None,
             type=filters.type or None,
+            preview_chars=read.PREVIEW_CHARS,  # the page shows neither: never load them whole
         )
     return page_or_fragment(
         "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
