@@ -58,7 +58,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)
 
-    from . import api, auth, cli, web
+    from . import api, auth, cli, ops, web
     from .queue import models  # noqa: F401  (registers the tables on db.metadata)
     from .queue.handlers import load_handler_modules
 
@@ -67,6 +67,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     cli.init_app(app)
     auth.init_app(app, settings, debug_toolbar=debug_toolbar)
     load_handler_modules(settings.worker.handler_modules)
+    ops.init_app(app, settings)  # issue 19: logs, request ids, /metrics, flask prune
 
     auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))
     if (embedded and auto_migrate is None) or str(auto_migrate).lower() in {"1", "true", "yes"}:
