@@ -9,6 +9,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import text
 
+from . import ops
 from .config import ConfigError, Settings
 from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
 from .extensions import csrf, db, migrate
@@ -50,6 +51,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # Keys that are also settings keep their parsed value (``"false"`` is not a true DEBUG).
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
+    ops.init_app(app, settings)  # issue 19: log format first, request ids, /metrics, flask prune
     refuse_unsafe_production(app, settings)
     debug_toolbar = settings.debug and settings.enable_debug_toolbar and not app.testing
 
@@ -58,7 +60,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)
 
-    from . import api, auth, cli, ops, web
+    from . import api, auth, cli, web
     from .queue import models  # noqa: F401  (registers the tables on db.metadata)
     from .queue.handlers import load_handler_modules
 
@@ -67,7 +69,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     cli.init_app(app)
     auth.init_app(app, settings, debug_toolbar=debug_toolbar)
     load_handler_modules(settings.worker.handler_modules)
-    ops.init_app(app, settings)  # issue 19: logs, request ids, /metrics, flask prune
 
     auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))
     if (embedded and auto_migrate is None) or str(auto_migrate).lower() in {"1", "true", "yes"}:
