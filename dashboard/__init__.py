@@ -10,6 +10,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import text
 
+from . import ops
 from .config import ConfigError, Settings
 from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
 from .extensions import csrf, db, migrate
@@ -52,6 +53,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
     _escape_logged_values()
+    ops.init_app(app, settings)  # issue 19: log format first, request ids, /metrics, flask prune
     refuse_unsafe_production(app, settings)
     warn_debug_with_credentials(app, settings)
     # Never with a credential configured: the toolbar is for a local, open development start.

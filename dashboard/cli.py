@@ -100,6 +100,11 @@ def configure_logging(level: str) -> None:
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     help="DEBUG logs every poll, claim and execution [JOB_WORKER_LOG_LEVEL].",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve this worker's Prometheus metrics on this port; 0 = off [JOB_WORKER_METRICS_PORT].",
+)
 @with_appcontext
 def worker_command(**options: Any) -> None:
     """Run job worker threads until SIGINT/SIGTERM.
@@ -107,12 +112,13 @@ def worker_command(**options: Any) -> None:
     Options override the JOB_WORKER_* environment variables. The first signal stops claiming
     and lets running jobs finish (exit 0); a second one exits at once (exit 128 + signal).
     """
-    from . import settings_of
+    from . import ops, settings_of
     from .extensions import db
     from .queue.handlers import registered_types
     from .queue.worker import Worker, settings_banner
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
+    metrics_port = options.pop("metrics_port")  # issue 19: not a WorkerSettings field
     overrides = {name: value for name, value in options.items() if value is not None}
     if "log_level" in overrides:
         overrides["log_level"] = overrides["log_level"].upper()
@@ -120,11 +126,13 @@ def worker_command(**options: Any) -> None:
     _check_pool(app, settings.threads)
 
     configure_logging(settings.log_level)
+    ops.logs.install(settings_of(app).ops.log_format, project_level=settings.log_level)  # issue 19
     log = logging.getLogger("dashboard.queue.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
 
     worker = Worker(app, settings)
+    ops.init_worker(app, worker, metrics_port)  # issue 19: schema check, metrics, retention
     sys.exit(worker.run_until_signalled())
 
 

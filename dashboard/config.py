@@ -236,6 +236,67 @@ class WorkerSettings:
         }
 
 
+# --- Operations (issue 19): metrics, logs, retention, pooler --------------------------------
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
+
+
+def parse_days(raw: str, name: str) -> float:
+    """``7`` or ``7d`` (days), ``12h``, ``30m``, ``90s``, ``2w``, fractions allowed; in days.
+
+    ``0`` keeps forever. Anything else is a :class:`ConfigError` naming ``name``.
+    """
+    match = _DURATION.fullmatch(raw)
+    if match is None:
+        raise ConfigError(f"{name} must be a duration in days (7, 0.5, 7d, 12h, 30m), got {raw!r}")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not math.isfinite(seconds):
+        raise ConfigError(f"{name} must be finite, got {raw!r}")
+    return seconds / 86400
+
+
+@dataclass(frozen=True)
+class OpsSettings:
+    """``LOG_FORMAT``, ``METRICS_TOKEN``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
+    ``DATABASE_DIRECT_URL`` and ``DATABASE_POOLED``; every one safe when unset."""
+
+    log_format: str = "text"
+    metrics_token: str | None = field(default=None, repr=False)
+    retention_succeeded_days: float = 7.0
+    retention_failed_days: float = 30.0
+    retention_interval_seconds: float = 60.0
+    worker_metrics_port: int = 0  # 0: off
+    worker_metrics_host: str = "127.0.0.1"
+    database_direct_url: str | None = field(default=None, repr=False)
+    database_pooled: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OpsSettings:
+        log_format = (env.get("LOG_FORMAT") or "text").strip().lower()
+        if log_format not in {"text", "json"}:
+            raise ConfigError(f"LOG_FORMAT must be text or json, got {log_format!r}")
+        token = (env.get("METRICS_TOKEN") or "").strip() or None
+        if token is not None and len(token) < TOKEN_MIN_LENGTH:
+            raise ConfigError(f"METRICS_TOKEN must be at least {TOKEN_MIN_LENGTH} characters")
+        direct = (env.get("DATABASE_DIRECT_URL") or "").strip() or None
+
+        def days(name: str, default: float) -> float:
+            raw = (env.get(name) or "").strip()
+            return parse_days(raw, name) if raw else default
+
+        return cls(
+            log_format=log_format,
+            metrics_token=token,
+            retention_succeeded_days=days("JOB_RETENTION_SUCCEEDED", 7.0),
+            retention_failed_days=days("JOB_RETENTION_FAILED", 30.0),
+            retention_interval_seconds=_number(env, "JOB_RETENTION_INTERVAL_SECONDS", 60.0, minimum=1),
+            worker_metrics_port=_int(env, "JOB_WORKER_METRICS_PORT", 0, minimum=0),
+            worker_metrics_host=(env.get("JOB_WORKER_METRICS_HOST") or "").strip() or "127.0.0.1",
+            database_direct_url=direct,
+            database_pooled=_bool(env, "DATABASE_POOLED", direct is not None),
+        )
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the application reads from its environment."""
@@ -270,6 +331,7 @@ class Settings:
     # a handler fails its attempts); True: only the types registered in this process.
     job_types_strict: bool = False
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    ops: OpsSettings = field(default_factory=OpsSettings)  # issue 19
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -310,6 +372,7 @@ class Settings:
             signin_window_seconds=_number(env, "SIGNIN_WINDOW_SECONDS", 300.0, minimum=1),
             job_types_strict=_bool(env, "JOB_TYPES_STRICT", False),
             worker=WorkerSettings.from_env(env),
+            ops=OpsSettings.from_env(env),
         )
 
     @property

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from .config import Settings
+from .ops import pooling
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def engine_options(settings: Settings) -> dict[str, object]:
         "pool_pre_ping": True,
         "pool_timeout": 10,
         # A host that drops packets must not hang a health check or a worker for minutes.
-        "connect_args": {"connect_timeout": 5},
+        "connect_args": {"connect_timeout": 5, **pooling.connect_args(settings.ops)},  # issue 19
     }
     if settings.conn_max_age > 0:
         options["pool_recycle"] = settings.conn_max_age

@@ -19,6 +19,7 @@ bp = Blueprint("api", __name__)
 routes = Registry(bp)
 
 from . import views, docs  # noqa: E402, I001  (they register their routes on `routes`, in this order)
+from . import ready  # noqa: E402, F401  (issue 19: /api/ready/)
 
 
 def _install_cors(state: BlueprintSetupState) -> None:

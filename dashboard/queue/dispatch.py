@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
+from ..ops import worker_metrics  # issue 19
 from . import service
 from .wakeup import Doorbell
 
@@ -68,12 +70,14 @@ class Dispatcher:
             return
         seen = self.doorbell.rings
         try:
+            claim_started = time.monotonic()
             jobs = service.claim_batch(
                 [executor.worker_id for executor in idle],
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.housekeeper.connection,
                 avoid_expired=self.housekeeper.attempts.any_overdue(),
             )
+            worker_metrics.claimed("batch", claim_started)
         except BaseException:
             for executor in idle:
                 self.idle.put(executor)

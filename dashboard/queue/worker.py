@@ -47,7 +47,7 @@ from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
-from ..extensions import db
+from ..ops import pooling, worker_metrics  # issue 19: metrics, log ids, the pooler
 from . import service
 from .attempts import PROCESS, RunningAttempts
 from .dispatch import Completer, Dispatcher
@@ -273,6 +273,7 @@ class WorkerLoop:
             backoff_max_seconds=self.settings.backoff_max_seconds,
             conn=self.connection,
         )
+        worker_metrics.recovered(result)
         if result.count:
             log.info(
                 "%s: cleanup recovered %d expired lease(s): %d requeued, %d failed",
@@ -286,6 +287,7 @@ class WorkerLoop:
         return result
 
     def claim(self, limit: int = 1) -> list[JobRecord]:
+        started = time.monotonic()
         jobs = service.claim_jobs(
             self.worker_id,
             lease_seconds=self.settings.lease_seconds,
@@ -293,6 +295,7 @@ class WorkerLoop:
             conn=self.connection,
             avoid_expired=self.attempts.any_overdue(),
         )
+        worker_metrics.claimed("claim", started)
         for job in jobs:
             self._log_claim(job)
         return jobs
@@ -315,6 +318,10 @@ class WorkerLoop:
         While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
         up can hand it back (:meth:`Worker.hand_back`).
         """
+        with worker_metrics.attempt(job, self.worker_id):  # issue 19: counters, busy gauge, log ids
+            return self._attempt(job)
+
+    def _attempt(self, job: JobRecord) -> Outcome:
         started = time.monotonic()
         ctx = JobContext(
             job,
@@ -370,6 +377,7 @@ class WorkerLoop:
             nonlocal chain
             if chain:
                 chain = False
+                claim_started = time.monotonic()
                 completed, self._carried = service.complete_and_claim(
                     ctx.job_id,
                     ctx.worker_id,
@@ -379,6 +387,7 @@ class WorkerLoop:
                     conn=self.connection,
                     avoid_expired=self.attempts.any_overdue(),
                 )
+                worker_metrics.claimed("complete_and_claim", claim_started)
                 if self._carried is not None:
                     self._log_claim(self._carried)
                 return completed or None
@@ -461,6 +470,7 @@ class WorkerLoop:
         self, ctx: JobContext, status: str, error: str, started: float, retry_at: JobRecord | None = None
     ) -> Outcome:
         seconds = time.monotonic() - started
+        worker_metrics.finished(ctx.job_type, status, seconds)
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"
         if status == "succeeded":
             log.info("%s: %s succeeded in %.2fs", ctx.worker_id, what, seconds)
@@ -518,6 +528,7 @@ class Worker:
             )
 
         one_job = settings.batch_size <= 1
+        one_job = one_job and pooling.session_settings_ok(app)  # no session SET through a pooler
         self.loops = [loop(n, generic_plans=one_job) for n in range(1, settings.threads + 1)]
         # thread-0 recovers expired leases on schedule; in batch mode two more threads claim
         # for the executors and record their successes.
@@ -549,9 +560,8 @@ class Worker:
             threading.Thread(target=target, args=args, name=f"thread-{n}", daemon=True)
             for n, (target, args) in enumerate(targets, start=1)
         ]
-        if self.settings.listen:
-            with self.app.app_context():
-                url = db.engine.url
+        url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
+        if url is not None:
             self.listener = Listener(url, self.doorbell, self.stopping)
             threading.Thread(target=self.listener.run, name="listener", daemon=True).start()
         for thread in self.threads:
