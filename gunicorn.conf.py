@@ -12,3 +12,17 @@ worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", "4"))
 timeout = 30
 accesslog = "-"
+
+# LOG_FORMAT=json (issue 19): gunicorn's own lines (errors, access log) as JSON objects too.
+if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
+    _json_handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "dashboard.ops.logs.JsonLines"}},
+        "handlers": {"console": _json_handler, "error_console": _json_handler},
+        "loggers": {
+            "gunicorn.error": {"handlers": ["error_console"], "level": "INFO", "propagate": False},
+            "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        },
+    }

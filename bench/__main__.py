@@ -1,6 +1,7 @@
 """``python -m bench [--smoke] [--only SECTION ...] [--runs N]``: run and print the benchmarks.
 
-Sections: ceiling, drain, pickup, enqueue, claim, pages. Each throughput figure is also given
+Sections: ceiling, drain, pickup, enqueue, claim, pages, prune (retention while a worker drains;
+``--prune-total``/``--prune-jobs``/``--prune-queue`` size it). Each throughput figure is also given
 as a ratio to the pgbench ceiling measured on the same server in the same run. The full run
 takes about half an hour on 2 cores (seeding 10M jobs and 30M events dominates); ``--smoke``
 uses tiny sizes and takes a minute: CI runs it so the benchmark keeps working.
@@ -43,7 +44,9 @@ class Sizes:
 
 FULL = Sizes(10_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 20)
 SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3)
-SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages")
+SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages", "prune")
+# prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
+PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
 BATCH = {"JOB_WORKER_BATCH_SIZE": "16"}
 ASYNC_COMMIT = "-c synchronous_commit=off"  # libpq's PGOPTIONS: for every session of the worker
 
@@ -87,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--runs", type=int, default=None, help="runs per throughput figure (median)")
     parser.add_argument("--reseed", action="store_true", help="rebuild the large database")
+    parser.add_argument("--prune-total", type=int, help="prune section: finished jobs seeded (10M)")
+    parser.add_argument("--prune-jobs", type=int, help="prune section: succeeded jobs pruned (1M)")
+    parser.add_argument("--prune-queue", type=int, help="prune section: jobs drained per phase (200k)")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     runs = args.runs or (1 if args.smoke else 3)
@@ -184,6 +190,29 @@ def main(argv: list[str] | None = None) -> int:
         results["pages_ms"] = measured
         for path, (p50, p95, status) in measured.items():
             row(f"GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
+    if "prune" in wanted:
+        from . import prune
+
+        default = PRUNE_SMOKE if args.smoke else PRUNE_FULL
+        total, pruned, queue = (
+            args.prune_total or default[0],
+            args.prune_jobs or default[1],
+            args.prune_queue or default[2],
+        )
+        figures = prune.run(total=total, prune=min(pruned, total), queue=queue)
+        results["prune"] = figures
+        without, during = figures["drain_without"], figures["drain_during"]
+        row(
+            f"prune {figures['pruned_jobs']:,} succeeded jobs ({figures['pruned_events']:,} events) "
+            f"of {total:,}",
+            f"{figures['prune_seconds']:.1f} s",
+        )
+        row("drain without pruning, 4 threads", f"{without['jobs_per_second']:,.0f} jobs/s")
+        row("drain while pruning, 4 threads", f"{during['jobs_per_second']:,.0f} jobs/s")
+        row(
+            "claim p95 without / while pruning (histogram estimate)",
+            f"{without['claim_p95_ms']:.2f} / {during['claim_p95_ms']:.2f} ms",
+        )
     results["seconds"] = time.monotonic() - started
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

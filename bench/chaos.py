@@ -96,6 +96,7 @@ class Workers:
             "DATABASE_URL": self.url,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
             "AUTO_MIGRATE": "false",
         }
         self.procs.append(

@@ -73,6 +73,7 @@ def make_app(url: str, **config: str) -> Flask:
             "DATABASE_URL": url,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
             "AUTO_MIGRATE": "false",
             "SECRET_KEY": "bench-only-secret-key-0123456789abcdef",
             "AUTH_DISABLED": "true",  # the benchmark measures the pages, not sign-in

@@ -27,10 +27,13 @@ def worker(url: str, *, threads: int, **env: str) -> Iterator[subprocess.Popen]:
         "DATABASE_URL": url,
         "DEBUG": "false",
         "ENABLE_DEBUG_TOOLBAR": "false",
+        "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
         "AUTO_MIGRATE": "false",
         "JOB_HANDLER_MODULES": "bench.handlers",
         "JOB_WORKER_LOG_LEVEL": "WARNING",
         "JOB_WORKER_THREADS": str(threads),  # the pool is sized from it
+        "JOB_RETENTION_SUCCEEDED": "0",  # a worker's retention pass must not prune seeded data
+        "JOB_RETENTION_FAILED": "0",
         **env,
     }
     logs = ROOT / "bench" / "results"

@@ -12,12 +12,10 @@ from sqlalchemy import text
 
 from . import limits
 from .config import ConfigError, Settings
-from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
+from .database import MIGRATION_LOCK_KEY, MIGRATIONS_DIR, PROJECT_ROOT, engine_options, resolve_url
 from .extensions import csrf, db, htmx, migrate
+from .ops.setup import init_app as init_ops
 from .store import jsonb
-
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MIGRATIONS_DIR = os.path.join(PROJECT_ROOT, "migrations")
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -52,8 +50,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # Keys that are also settings keep their parsed value (``"false"`` is not a true DEBUG).
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
+    _escape_logged_values()
+    init_ops(app, settings)  # issue 19: log format first, request ids, /metrics, flask prune
     refuse_unsafe_production(app, settings)
-    debug_toolbar = settings.debug and settings.enable_debug_toolbar and not app.testing
+    warn_debug_with_credentials(app, settings)
+    # Never with a credential configured: the toolbar is for a local, open development start.
+    debug_toolbar = (
+        settings.debug
+        and settings.enable_debug_toolbar
+        and not settings.has_credentials
+        and not app.config.get("TESTING")
+    )
 
     db.init_app(app)
     jsonb.install()
@@ -62,7 +69,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     htmx.init_app(app)
 
     from . import api, auth, cli, web
-    from .runtime.handlers import load_handler_modules
+    from .runtime.handlers import DEMO_SWITCH, load_handler_modules
     from .store import models  # noqa: F401  (registers the tables on db.metadata)
 
     app.register_blueprint(api.bp, url_prefix="/api")
@@ -70,6 +77,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.context_processor(lambda: {"limits": limits})  # templates read the shared value rules
     cli.init_app(app)
     auth.init_app(app, settings, debug_toolbar=debug_toolbar)
+    app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
     load_handler_modules(settings.worker.handler_modules)
 
     auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))
@@ -78,6 +86,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if debug_toolbar:
         _init_debug_toolbar(app, settings)
     return app
+
+
+def _escape_logged_values() -> None:
+    """The app logger's handler (the web process's log) escapes control characters in
+    messages, as the worker's does (:mod:`.logsafe`)."""
+    from flask.logging import default_handler
+
+    from .logsafe import SafeFormatter
+
+    if not isinstance(default_handler.formatter, SafeFormatter):
+        default_handler.setFormatter(SafeFormatter("[%(asctime)s] %(levelname)s in %(module)s: %(message)s"))
 
 
 def refuse_unsafe_production(app: Flask, settings: Settings) -> None:
@@ -100,6 +119,17 @@ def refuse_unsafe_production(app: Flask, settings: Settings) -> None:
     @app.before_request
     def refuse() -> tuple[str, int, dict[str, str]]:
         return message + "\n", 503, {"Content-Type": "text/plain; charset=utf-8"}
+
+
+def warn_debug_with_credentials(app: Flask, settings: Settings) -> None:
+    """Users or tokens with ``DEBUG`` on: a deployment that forgot ``DEBUG=false`` (the
+    production checks are skipped). Said loudly at start; the debug toolbar stays off."""
+    if settings.debug and settings.has_credentials:
+        app.logger.warning(
+            "!!! DEBUG is true (the default) while dashboard users or API tokens are configured: "
+            "this looks like a production deployment running in development mode. The production "
+            "checks (SECRET_KEY, ...) are skipped. Set DEBUG=false. The debug toolbar stays off. !!!"
+        )
 
 
 MIGRATION_LOCK_POLL_SECONDS = 0.1
@@ -134,8 +164,6 @@ def upgrade_database(app: Flask) -> None:
 
 
 def _init_debug_toolbar(app: Flask, settings: Settings) -> None:
-    from flask_debugtoolbar import DebugToolbarExtension
+    from .debugbar import init_toolbar
 
-    app.config.setdefault("DEBUG_TB_INTERCEPT_REDIRECTS", False)
-    app.config.setdefault("DEBUG_TB_HOSTS", list(settings.internal_ips))
-    DebugToolbarExtension(app)
+    init_toolbar(app, settings)

@@ -13,6 +13,8 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 from flask.logging import default_handler
 
+from .logsafe import SafeFormatter
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
@@ -35,7 +37,7 @@ def configure_logging(level: str) -> None:
     executions, not every SQL statement.
     """
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(SafeFormatter(LOG_FORMAT))  # a value cannot forge a line
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)
@@ -98,6 +100,11 @@ def configure_logging(level: str) -> None:
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     help="DEBUG logs every poll, claim and execution [JOB_WORKER_LOG_LEVEL].",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve this worker's Prometheus metrics on this port; 0 = off [JOB_WORKER_METRICS_PORT].",
+)
 @with_appcontext
 def worker_command(**options: Any) -> None:
     """Run job worker threads until SIGINT/SIGTERM.
@@ -107,10 +114,14 @@ def worker_command(**options: Any) -> None:
     """
     from .config import settings_of
     from .extensions import db
+    from .ops.logs import install as install_logs
+    from .ops.setup import init_worker
     from .runtime.handlers import registered_types
+    from .runtime.pruner import start_retention
     from .runtime.worker import Worker, settings_banner
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
+    metrics_port = options.pop("metrics_port")  # issue 19: not a WorkerSettings field
     overrides = {name: value for name, value in options.items() if value is not None}
     if "log_level" in overrides:
         overrides["log_level"] = overrides["log_level"].upper()
@@ -118,11 +129,14 @@ def worker_command(**options: Any) -> None:
     _check_pool(app, settings.threads)
 
     configure_logging(settings.log_level)
+    install_logs(settings_of(app).ops.log_format, project_level=settings.log_level)  # issue 19
     log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
 
     worker = Worker(app, settings)
+    init_worker(app, worker, metrics_port)  # issue 19: schema check, metrics
+    start_retention(app, worker.stopping)  # issue 19: JOB_RETENTION_* passes on their own thread
     sys.exit(worker.run_until_signalled())
 
 

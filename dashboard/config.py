@@ -1,10 +1,11 @@
 """Every setting, read once from the environment.
 
 Each setting is one dataclass field whose metadata names its environment variable and its
-parser (:func:`env`); the default is written once, as the field's default. The README's
-Configuration table lists them. Nothing else in the project reads ``os.environ``: the app
-factory builds one :class:`Settings` and everything downstream receives it
-(:func:`settings_of`).
+parser (:func:`env`, parsers in :mod:`.config_parsers`); the default is written once, as the
+field's default. The operations settings (issue 19) are :class:`OpsSettings`
+(:mod:`.config_ops`, ``Settings.ops``). The README's Configuration table lists them. Nothing
+else in the project reads ``os.environ``: the app factory builds one :class:`Settings` and
+everything downstream receives it (:func:`settings_of`).
 
 A malformed value is a start-up error naming the variable, never a silent default.
 """
@@ -16,126 +17,43 @@ import os
 import re
 import zoneinfo
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from .config_ops import OpsSettings
+from .config_parsers import (
+    TOKEN_MIN_LENGTH,
+    ConfigError,
+    env,
+    parse_days,
+    read_bool,
+    read_int,
+    read_list,
+    read_log_level,
+    read_number,
+    read_optional_str,
+    read_secret,
+    read_str,
+    read_time_zone,
+    values_from_env,
+)
 from .roles import Role
 
 if TYPE_CHECKING:
     from flask import Flask
 
+__all__ = ["ConfigError", "OpsSettings", "Settings", "WorkerSettings", "env", "parse_days", "settings_of"]
+
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY_MIN_LENGTH = 32
-TOKEN_MIN_LENGTH = 32
+SECRET_KEY_MIN_DISTINCT = 12  # distinct characters: 32 x "a" is long, not random
+SECRET_KEY_MIN_BITS = 128  # estimated from its length and alphabet (see secret_key_bits)
+# The origins the API answers CORS requests from in development: localhost on any port.
+DEV_CORS_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?\Z", re.IGNORECASE)
 ROLES = tuple(role.value for role in Role)
 PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-class ConfigError(ValueError):
-    """A setting has a value the application cannot use."""
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ConfigError(f"{name} must be true or false, got {raw!r}")
-
-
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value) or value < minimum:
-        raise ConfigError(f"{name} must be a finite number >= {minimum:g}, got {raw!r}")
-    return value
-
-
-def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name} must be >= {minimum}, got {raw!r}")
-    return value
-
-
-def _list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
-
-
-def _str(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(name, default)
-
-
-def _optional_str(env: Mapping[str, str], name: str, default: str | None) -> str | None:
-    """Blank counts as unset."""
-    return (env.get(name) or "").strip() or default
-
-
-def _secret(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(name) or default
-
-
-def _time_zone(env: Mapping[str, str], name: str, default: str) -> str:
-    time_zone = env.get(name, default).strip() or default
-    try:
-        zoneinfo.ZoneInfo(time_zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"{name} is not a known time zone: {time_zone!r}") from None
-    return time_zone
-
-
-def _log_level(env: Mapping[str, str], name: str, default: str) -> str:
-    log_level = env.get(name, default).strip().upper() or default
-    if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise ConfigError(f"{name} must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}")
-    return log_level
-
-
-def env(name: str, parser: Callable[..., Any], **options: Any) -> dict[str, Any]:
-    """A field's metadata: read ``name`` with ``parser(env, name, default, **options)``.
-
-    ``default_from="other_field"`` makes the default the value read for that earlier field.
-    """
-    return {"env": name, "parser": parser, "options": options}
-
-
-def _from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]:
-    """The keyword arguments of ``cls`` read from ``source``, each field by its metadata."""
-    values: dict[str, Any] = {}
-    for spec in fields(cls):
-        meta = spec.metadata
-        if "env" not in meta:
-            continue
-        options = dict(meta["options"])
-        default_from = options.pop("default_from", None)
-        if default_from is not None:
-            default = values[default_from]
-        elif spec.default is not MISSING:
-            default = spec.default
-        else:
-            default = spec.default_factory()  # type: ignore[misc]
-        values[spec.name] = meta["parser"](source, meta["env"], default, **options)
-    return values
 
 
 def _entries(env: Mapping[str, str], name: str) -> list[tuple[str, str]]:
@@ -232,51 +150,66 @@ def _tokens(env: Mapping[str, str], name: str = "API_TOKENS", default: Any = ())
     return tuple(TokenEntry(*found) for found in _principals(env, "API_TOKENS", _check_token))
 
 
+def read_bool_following(env: Mapping[str, str], name: str, default: bool, *, follows: str) -> bool:
+    """A boolean that, when unset, takes the value read for :class:`Settings` field ``follows``
+    (``JOB_DEMO_HANDLERS`` follows ``DEBUG``, whose default stays written once, on its field)."""
+    spec = next(spec for spec in fields(Settings) if spec.name == follows)
+    return read_bool(env, name, spec.metadata["parser"](env, spec.metadata["env"], spec.default))
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """The ``JOB_WORKER_*`` settings; ``flask worker`` options may override them."""
 
-    threads: int = field(default=4, metadata=env("JOB_WORKER_THREADS", _int, minimum=1))
+    threads: int = field(default=4, metadata=env("JOB_WORKER_THREADS", read_int, minimum=1))
     poll_interval_ms: float = field(
-        default=500.0, metadata=env("JOB_WORKER_POLL_INTERVAL_MS", _number, minimum=0)
+        default=500.0, metadata=env("JOB_WORKER_POLL_INTERVAL_MS", read_number, minimum=0)
     )
     lease_seconds: float = field(
-        default=30.0, metadata=env("JOB_WORKER_LEASE_SECONDS", _number, minimum=0.01)
+        default=30.0, metadata=env("JOB_WORKER_LEASE_SECONDS", read_number, minimum=0.01)
     )
     cleanup_interval_seconds: float = field(
-        default=5.0, metadata=env("JOB_WORKER_CLEANUP_INTERVAL_SECONDS", _number, minimum=0)
+        default=5.0, metadata=env("JOB_WORKER_CLEANUP_INTERVAL_SECONDS", read_number, minimum=0)
     )
     cleanup_batch_size: int = field(
-        default=100, metadata=env("JOB_WORKER_CLEANUP_BATCH_SIZE", _int, minimum=1)
+        default=100, metadata=env("JOB_WORKER_CLEANUP_BATCH_SIZE", read_int, minimum=1)
     )
     backoff_base_seconds: float = field(
-        default=5.0, metadata=env("JOB_WORKER_BACKOFF_BASE_SECONDS", _number, minimum=0)
+        default=5.0, metadata=env("JOB_WORKER_BACKOFF_BASE_SECONDS", read_number, minimum=0)
     )
     backoff_max_seconds: float = field(
-        default=300.0, metadata=env("JOB_WORKER_BACKOFF_MAX_SECONDS", _number, minimum=0)
+        default=300.0, metadata=env("JOB_WORKER_BACKOFF_MAX_SECONDS", read_number, minimum=0)
     )
     max_attempts_default: int = field(
-        default=3, metadata=env("JOB_WORKER_MAX_ATTEMPTS_DEFAULT", _int, minimum=1)
+        default=3, metadata=env("JOB_WORKER_MAX_ATTEMPTS_DEFAULT", read_int, minimum=1)
     )
-    log_level: str = field(default="INFO", metadata=env("JOB_WORKER_LOG_LEVEL", _log_level))
-    handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", _list))
-    batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", _int, minimum=1))
-    listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", _bool))
+    log_level: str = field(default="INFO", metadata=env("JOB_WORKER_LOG_LEVEL", read_log_level))
+    handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", read_list))
+    batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", read_int, minimum=1))
+    listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", read_bool))
+    # Register the demo.* types; unset: follows DEBUG (on in development, off in production).
+    demo_handlers: bool = field(
+        default=False,
+        # not in /api/config/: its job_types already say whether the demo types exist
+        metadata=env("JOB_DEMO_HANDLERS", read_bool_following, follows="debug", shown=False),
+    )
     # After SIGINT/SIGTERM, how long running handlers may take before their attempts are handed
     # back (requeued at once) and the process exits; 0 waits without limit. The default fits
     # inside the 5 s a Procfile runner (honcho) allows between SIGTERM and SIGKILL.
     shutdown_timeout_seconds: float = field(
-        default=3.0, metadata=env("JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", _number, minimum=0)
+        default=3.0, metadata=env("JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", read_number, minimum=0)
     )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
-        return cls(**_from_env(cls, env))
+        return cls(**values_from_env(cls, env))
 
     def as_dict(self) -> dict[str, object]:
         """The settings under their environment names, as ``/api/config/`` shows them."""
         shown: dict[str, object] = {}
         for spec in fields(self):
+            if not spec.metadata["shown"]:
+                continue
             value = getattr(self, spec.name)
             shown[spec.metadata["env"]] = list(value) if isinstance(value, tuple) else value
         return shown
@@ -286,56 +219,73 @@ class WorkerSettings:
 class Settings:
     """Everything the application reads from its environment."""
 
-    database_url: str | None = field(default=None, metadata=env("DATABASE_URL", _optional_str))
-    postgres_db: str = field(default="job_queue", metadata=env("POSTGRES_DB", _str))
-    postgres_user: str = field(default="postgres", metadata=env("POSTGRES_USER", _str))
-    postgres_password: str = field(default="postgres", metadata=env("POSTGRES_PASSWORD", _str))
-    postgres_host: str | None = field(default=None, metadata=env("POSTGRES_HOST", _optional_str))
-    postgres_port: int = field(default=5432, metadata=env("POSTGRES_PORT", _int, minimum=1))
-    conn_max_age: float = field(default=0.0, metadata=env("POSTGRES_CONN_MAX_AGE", _number, minimum=0))
-    debug: bool = field(default=True, metadata=env("DEBUG", _bool))
-    secret_key: str = field(default=DEV_SECRET_KEY, metadata=env("SECRET_KEY", _secret))
+    database_url: str | None = field(default=None, metadata=env("DATABASE_URL", read_optional_str))
+    postgres_db: str = field(default="job_queue", metadata=env("POSTGRES_DB", read_str))
+    postgres_user: str = field(default="postgres", metadata=env("POSTGRES_USER", read_str))
+    postgres_password: str = field(default="postgres", metadata=env("POSTGRES_PASSWORD", read_str))
+    postgres_host: str | None = field(default=None, metadata=env("POSTGRES_HOST", read_optional_str))
+    postgres_port: int = field(default=5432, metadata=env("POSTGRES_PORT", read_int, minimum=1))
+    conn_max_age: float = field(default=0.0, metadata=env("POSTGRES_CONN_MAX_AGE", read_number, minimum=0))
+    debug: bool = field(default=True, metadata=env("DEBUG", read_bool))
+    secret_key: str = field(default=DEV_SECRET_KEY, metadata=env("SECRET_KEY", read_secret))
     allowed_hosts: tuple[str, ...] = field(
-        default=("localhost", "127.0.0.1", "0.0.0.0"), metadata=env("ALLOWED_HOSTS", _list)
+        default=("localhost", "127.0.0.1", "0.0.0.0"), metadata=env("ALLOWED_HOSTS", read_list)
     )
     cors_allowed_origins: tuple[str, ...] = field(
-        default=("http://localhost:5173", "http://127.0.0.1:5173"),
-        metadata=env("CORS_ALLOWED_ORIGINS", _list),
+        # No origin unless configured; in development the API reflects localhost origins.
+        default=(),
+        metadata=env("CORS_ALLOWED_ORIGINS", read_list),
     )
     # Unset: follows DEBUG.
     enable_debug_toolbar: bool = field(
-        default=True, metadata=env("ENABLE_DEBUG_TOOLBAR", _bool, default_from="debug")
+        default=True, metadata=env("ENABLE_DEBUG_TOOLBAR", read_bool, default_from="debug")
     )
     internal_ips: tuple[str, ...] = field(
-        default=("127.0.0.1", "localhost", "host.docker.internal"), metadata=env("INTERNAL_IPS", _list)
+        default=("127.0.0.1", "localhost", "host.docker.internal"), metadata=env("INTERNAL_IPS", read_list)
     )
-    time_zone: str = field(default="UTC", metadata=env("TIME_ZONE", _time_zone))
-    max_content_length: int = field(default=1_048_576, metadata=env("MAX_CONTENT_LENGTH", _int, minimum=1024))
+    time_zone: str = field(default="UTC", metadata=env("TIME_ZONE", read_time_zone))
+    max_content_length: int = field(
+        default=1_048_576, metadata=env("MAX_CONTENT_LENGTH", read_int, minimum=1024)
+    )
     stats_exact_below_rows: int = field(
-        default=100_000, metadata=env("STATS_EXACT_BELOW_ROWS", _int, minimum=0)
+        default=100_000, metadata=env("STATS_EXACT_BELOW_ROWS", read_int, minimum=0)
     )
     stats_refresh_seconds: float = field(
-        default=30.0, metadata=env("STATS_REFRESH_SECONDS", _number, minimum=0)
+        default=30.0, metadata=env("STATS_REFRESH_SECONDS", read_number, minimum=0)
     )
     dashboard_query_timeout_ms: int = field(
-        default=2000, metadata=env("DASHBOARD_QUERY_TIMEOUT_MS", _int, minimum=0)
+        default=2000, metadata=env("DASHBOARD_QUERY_TIMEOUT_MS", read_int, minimum=0)
     )
-    auth_disabled: bool = field(default=False, metadata=env("AUTH_DISABLED", _bool))
+    auth_disabled: bool = field(default=False, metadata=env("AUTH_DISABLED", read_bool))
     users: tuple[UserEntry, ...] = field(default=(), metadata=env("DASHBOARD_USERS", _users))
     api_tokens: tuple[TokenEntry, ...] = field(default=(), metadata=env("API_TOKENS", _tokens))
     session_lifetime_hours: float = field(
-        default=12.0, metadata=env("SESSION_LIFETIME_HOURS", _number, minimum=0.01)
+        default=12.0, metadata=env("SESSION_LIFETIME_HOURS", read_number, minimum=0.01)
     )
-    session_cookie_secure: bool = field(default=False, metadata=env("SESSION_COOKIE_SECURE", _bool))
+    session_cookie_secure: bool = field(default=False, metadata=env("SESSION_COOKIE_SECURE", read_bool))
+    signin_max_failures_per_user: int = field(
+        default=5, metadata=env("SIGNIN_MAX_FAILURES_PER_USER", read_int, minimum=1)
+    )
+    signin_max_failures_per_address: int = field(
+        default=20, metadata=env("SIGNIN_MAX_FAILURES_PER_ADDRESS", read_int, minimum=1)
+    )
+    signin_window_seconds: float = field(
+        default=300.0, metadata=env("SIGNIN_WINDOW_SECONDS", read_number, minimum=1)
+    )
     # False: any type of 1..TYPE_MAX_LENGTH characters is accepted (a worker without a handler
     # fails its attempts); True: only the types registered in this process.
-    job_types_strict: bool = field(default=False, metadata=env("JOB_TYPES_STRICT", _bool))
+    job_types_strict: bool = field(default=False, metadata=env("JOB_TYPES_STRICT", read_bool))
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    ops: OpsSettings = field(default_factory=OpsSettings)  # issue 19
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         source = os.environ if env is None else env
-        return cls(**_from_env(cls, source), worker=WorkerSettings.from_env(source))
+        return cls(
+            **values_from_env(cls, source),
+            worker=WorkerSettings.from_env(source),
+            ops=OpsSettings.from_env(source),
+        )
 
     @property
     def auth_required(self) -> bool:
@@ -354,9 +304,10 @@ class Settings:
         if self.debug:
             return []
         problems = []
-        if self.secret_key == DEV_SECRET_KEY or len(self.secret_key) < SECRET_KEY_MIN_LENGTH:
+        if self.secret_key == DEV_SECRET_KEY or not secret_key_is_strong(self.secret_key):
             problems.append(
-                f"set SECRET_KEY to a random value of at least {SECRET_KEY_MIN_LENGTH} characters "
+                f"set SECRET_KEY to a random value of at least {SECRET_KEY_MIN_LENGTH} characters, "
+                f"{SECRET_KEY_MIN_DISTINCT} of them different, about {SECRET_KEY_MIN_BITS} bits "
                 "(for example the output of `python -c 'import secrets; print(secrets.token_urlsafe(48))'`)"
             )
         if not self.auth_disabled and not (self.users or self.api_tokens):
@@ -369,8 +320,42 @@ class Settings:
         return problems
 
     @property
+    def has_credentials(self) -> bool:
+        """Whether any dashboard user or API token is configured."""
+        return bool(self.users or self.api_tokens)
+
+    @property
     def tz(self) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(self.time_zone)
+
+
+def secret_key_bits(key: str) -> float:
+    """A rough entropy estimate: length times log2 of the alphabet the key's characters come
+    from (digits, lower case, upper case, other printable ASCII, anything else). It catches
+    long keys with little in them (``"a" * 32``: 150 bits by length, refused by distinctness;
+    ``"abab..."``), not every weak key: generate keys, do not type them."""
+    alphabet = 0
+    if any(c.isdigit() for c in key):
+        alphabet += 10
+    if any("a" <= c <= "z" for c in key):
+        alphabet += 26
+    if any("A" <= c <= "Z" for c in key):
+        alphabet += 26
+    if any(c.isascii() and not c.isalnum() for c in key):
+        alphabet += 33
+    if any(not c.isascii() for c in key):
+        alphabet += 100
+    return len(key) * math.log2(alphabet) if alphabet > 1 else 0.0
+
+
+def secret_key_is_strong(key: str) -> bool:
+    """At least :data:`SECRET_KEY_MIN_LENGTH` characters, :data:`SECRET_KEY_MIN_DISTINCT` of
+    them different, and :data:`SECRET_KEY_MIN_BITS` by :func:`secret_key_bits`."""
+    return (
+        len(key) >= SECRET_KEY_MIN_LENGTH
+        and len(set(key)) >= SECRET_KEY_MIN_DISTINCT
+        and secret_key_bits(key) >= SECRET_KEY_MIN_BITS
+    )
 
 
 def settings_of(app: Flask) -> Settings:

@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from .config import Settings
+from .config import OpsSettings, Settings
 
 log = logging.getLogger(__name__)
 
 # One migration at a time, whichever process starts first (web or worker).
 MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
+
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIGRATIONS_DIR = os.path.join(PROJECT_ROOT, "migrations")
 
 
 def normalise_url(url: str) -> str:
@@ -133,7 +137,7 @@ def engine_options(settings: Settings) -> dict[str, object]:
         "pool_pre_ping": True,
         "pool_timeout": 10,
         # A host that drops packets must not hang a health check or a worker for minutes.
-        "connect_args": {"connect_timeout": 5},
+        "connect_args": {"connect_timeout": 5, **pooled_connect_args(settings.ops)},  # issue 19
     }
     if settings.conn_max_age > 0:
         options["pool_recycle"] = settings.conn_max_age
@@ -141,6 +145,13 @@ def engine_options(settings: Settings) -> dict[str, object]:
 
 
 POOL_OVERFLOW = 32
+
+
+def pooled_connect_args(ops: OpsSettings) -> dict[str, object]:
+    """Extra psycopg connect arguments behind a transaction pooler (``DATABASE_POOLED``, see
+    ``ops/pooling.py``): psycopg's automatic server-side prepared statements off (PgBouncer
+    1.18 does not track them); none when not pooled."""
+    return {"prepare_threshold": None} if ops.database_pooled else {}
 
 
 def pool_capacity(settings: Settings) -> int:

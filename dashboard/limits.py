@@ -26,6 +26,7 @@ MAX_JSON_DEPTH = 100
 # by each door). The web job list and the API's job list share one pair, the event feeds another.
 JOB_PAGE_SIZE, JOB_PAGE_MAX = 25, 100
 EVENT_PAGE_SIZE, EVENT_PAGE_MAX = 50, 200
+PREVIEW_CHARS = 200  # what the pages read of a payload or result in a list (as JSON text)
 
 
 class NonFiniteNumber(ValueError):

@@ -72,6 +72,7 @@ TEST_CONFIG = {
     "ENABLE_DEBUG_TOOLBAR": "false",
     **OPEN_ACCESS,
     "JOB_WORKER_THREADS": "8",
+    "JOB_DEMO_HANDLERS": "true",  # off by default with DEBUG=false; the tests run demo jobs
 }
 
 
@@ -86,12 +87,12 @@ def app(database_url: str) -> Iterator[Flask]:
 
 @pytest.fixture(autouse=True)
 def clean_tables(request: pytest.FixtureRequest) -> None:
-    """Empty the queue tables before each test that uses the database."""
+    """Empty the queue tables (and the sign-in throttle's) before each test that uses the database."""
     if "app" not in request.fixturenames:
         return
     app: Flask = request.getfixturevalue("app")
     with app.app_context(), db.engine.begin() as conn:
-        conn.execute(text("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY"))
+        conn.execute(text("TRUNCATE jobs_jobevent, jobs_job, auth_signin_failure RESTART IDENTITY"))
 
 
 @pytest.fixture

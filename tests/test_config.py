@@ -10,7 +10,7 @@ def test_defaults_are_the_references():
     assert s.debug is True and s.enable_debug_toolbar is True
     assert s.secret_key == DEV_SECRET_KEY
     assert s.allowed_hosts == ("localhost", "127.0.0.1", "0.0.0.0")
-    assert s.cors_allowed_origins == ("http://localhost:5173", "http://127.0.0.1:5173")
+    assert s.cors_allowed_origins == ()
     assert s.internal_ips == ("127.0.0.1", "localhost", "host.docker.internal")
     assert (s.postgres_db, s.postgres_user, s.postgres_password, s.postgres_port) == (
         "job_queue",
@@ -31,6 +31,7 @@ def test_defaults_are_the_references():
         max_attempts_default=3,
         log_level="INFO",
         handler_modules=(),
+        demo_handlers=True,  # on in development
     )
 
 
@@ -86,3 +87,29 @@ def test_job_types_strict_and_the_shutdown_timeout_are_read_from_the_environment
     assert settings.worker.shutdown_timeout_seconds == 0.5
     with pytest.raises(ConfigError, match="JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS"):
         Settings.from_env({"JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "-1"})
+
+
+@pytest.mark.parametrize(
+    ("env", "demo"),
+    [
+        ({}, True),
+        ({"DEBUG": "false"}, False),
+        ({"DEBUG": "false", "JOB_DEMO_HANDLERS": "true"}, True),
+        ({"DEBUG": "true", "JOB_DEMO_HANDLERS": "false"}, False),
+    ],
+)
+def test_demo_handlers_default_to_debug(env, demo):
+    assert Settings.from_env(env).worker.demo_handlers is demo
+
+
+def test_secret_key_strength_needs_variety_not_only_length():
+    import secrets
+
+    from dashboard.config import secret_key_is_strong
+
+    assert not secret_key_is_strong("a" * 32)
+    assert not secret_key_is_strong("a" * 200)
+    assert not secret_key_is_strong("ab" * 40)
+    assert not secret_key_is_strong("0123456789" * 4)  # digits only: 10 distinct
+    assert secret_key_is_strong(secrets.token_urlsafe(48))
+    assert secret_key_is_strong(secrets.token_hex(32))

@@ -26,6 +26,11 @@ from tests.stack import (
 )
 from tests.waiting import wait_until
 
+# The newest migration (revision ids are the file names' four-digit prefixes).
+HEAD_REVISION = max(
+    path.name[:4] for path in (ROOT / "migrations" / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+)
+
 pytestmark = pytest.mark.process
 
 ROUNDS = 5
@@ -96,7 +101,7 @@ def test_web_and_worker_start_together_on_a_database_at_revision_0003_with_rows(
             assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
         start_together_and_use({**env, "AUTO_MIGRATE": "true"}, tmp_path, "at-0003")
         with psycopg.connect(url, autocommit=True) as conn:
-            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0004",)
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
             valid = conn.execute(
                 "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                 "WHERE c.relname = 'job_type_created_idx'"

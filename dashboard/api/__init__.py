@@ -6,13 +6,13 @@ answer is serialised through :mod:`.outputs`, and ``/api/schema/`` is generated 
 The API is exempt from the dashboard's CSRF protection (its clients are scripts, which send
 JSON, not forms with a session cookie; they authenticate with bearer tokens, see
 :mod:`.access`) and answers CORS requests from
-``CORS_ALLOWED_ORIGINS`` (any origin when ``DEBUG``).
+``CORS_ALLOWED_ORIGINS`` (and localhost origins when ``DEBUG``).
 """
 
 from flask.blueprints import BlueprintSetupState
 
 from ..extensions import csrf
-from . import access, docs, errors, views
+from . import access, docs, errors, ready, views
 from .blueprint import bp, routes
 
 
@@ -20,7 +20,7 @@ def _install_cors(state: BlueprintSetupState) -> None:
     from ..config import settings_of
 
     settings = settings_of(state.app)
-    errors.install_cors(state.app, settings.cors_allowed_origins, permissive=settings.debug)
+    errors.install_cors(state.app, settings.cors_allowed_origins, development=settings.debug)
 
 
 errors.register(bp)
@@ -28,4 +28,4 @@ bp.before_request(access.authenticate)
 csrf.exempt(bp)
 bp.record_once(_install_cors)
 
-__all__ = ["bp", "docs", "routes", "views"]
+__all__ = ["bp", "docs", "ready", "routes", "views"]

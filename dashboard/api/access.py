@@ -20,7 +20,7 @@ from ..config import settings_of
 from .errors import ApiError
 
 SOURCE = "api"
-OPEN_ENDPOINTS = frozenset({"api.health", "api.schema", "api.docs"})
+OPEN_ENDPOINTS = frozenset({"api.health", "api.ready", "api.schema", "api.docs"})
 READ_METHODS = frozenset({"GET", "HEAD"})
 REALM = 'Bearer realm="job-queue"'
 

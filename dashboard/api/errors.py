@@ -107,8 +107,15 @@ def register(bp: Blueprint) -> None:
     bp.app_errorhandler(Exception)(handle_unexpected)
 
 
-def install_cors(app: Flask, origins: Sequence[str], *, permissive: bool) -> None:
-    """CORS on ``/api/*`` only: the configured origins, or any origin in development."""
+def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> None:
+    """CORS on ``/api/*`` only: the configured origins, plus localhost origins (any port) in
+    development. With neither (production's default) no CORS header is ever sent."""
     from flask_cors import CORS
 
-    CORS(app, resources={rf"{API_PREFIX}/*": {"origins": "*" if permissive else list(origins)}})
+    from ..config import DEV_CORS_ORIGIN
+
+    allowed: list[Any] = list(origins)
+    if development:
+        allowed.append(DEV_CORS_ORIGIN)
+    if allowed:
+        CORS(app, resources={rf"{API_PREFIX}/*": {"origins": allowed}})

@@ -85,11 +85,15 @@ route = routes.route
     },
 )
 def health() -> Response:
-    """200 when the database answers a trivial query, 503 with the reason when it does not."""
+    """200 when the database answers a trivial query, else 503 ``{"ok": false, "database":
+    "error"}``. The reason (host, port, driver message) is logged; the answer (an open
+    endpoint) carries it as ``detail`` only in development (``DEBUG``)."""
     try:
         read_stats.database_ok()
     except SQLAlchemyError as exc:
         current_app.logger.warning("Health check: database unreachable: %s", exc)
+        if not settings_of(current_app).debug:
+            return json_response(Health(ok=False, database="error"), 503)
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         detail = reason[0] if reason else type(exc).__name__
         return json_response(Health(ok=False, database="error", detail=detail), 503)

@@ -3,7 +3,9 @@
 - :mod:`.principals`: roles, configured users and API tokens, the actor recorded in events;
 - :mod:`.session`: dashboard sign-in sessions (Flask-Login) and their cookie flags;
 - :mod:`.headers`: Content-Security-Policy and the other security headers;
-- :mod:`.commands`: ``flask hash-password`` and ``flask new-token``.
+- :mod:`.commands`: ``flask hash-password`` and ``flask new-token``;
+- :mod:`.throttle`: the sign-in throttle (failures per user name and per client address,
+  counted in the database so every web worker shares them).
 
 The doors enforce it: the dashboard blueprint (``web.signin``) and the JSON blueprint
 (``api.access``). Whether sign-in is required is :attr:`Settings.auth_required`.
@@ -16,13 +18,19 @@ from flask import Flask
 from ..config import Settings
 from . import commands, headers, session
 from .principals import ANONYMOUS, Actor, Directory, Role
+from .throttle import Throttle
 
 
 def init_app(app: Flask, settings: Settings, *, debug_toolbar: bool) -> None:
     app.extensions["jobqueue.directory"] = Directory(settings)
+    app.extensions["jobqueue.throttle"] = Throttle(
+        max_per_user=settings.signin_max_failures_per_user,
+        max_per_address=settings.signin_max_failures_per_address,
+        window_seconds=settings.signin_window_seconds,
+    )
     session.init_app(app, settings)
     headers.init_app(app, debug_toolbar=debug_toolbar, hsts=not settings.debug)
     commands.init_app(app)
 
 
-__all__ = ["ANONYMOUS", "Actor", "Directory", "Role", "init_app"]
+__all__ = ["ANONYMOUS", "Actor", "Directory", "Role", "Throttle", "init_app"]

@@ -1,5 +1,6 @@
 """Security headers on every response: a Content-Security-Policy without inline script,
-no MIME sniffing, no framing, a conservative referrer policy, HSTS over HTTPS.
+no MIME sniffing, no framing, a conservative referrer policy, HSTS over HTTPS, and
+``Cache-Control: no-store`` on everything but static files.
 
 Five static strings, set in one ``after_request``: simpler to read (and to audit) than a
 library's options, and none of them depends on client input. The dashboard is built for
@@ -16,6 +17,7 @@ import base64
 import hashlib
 
 from flask import Flask, Response, request, url_for
+from flask.globals import request_ctx
 
 POLICY = {
     "default-src": "'self'",
@@ -36,6 +38,10 @@ STATIC_HEADERS = {
     "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
 }
 HSTS = "max-age=31536000"
+# Pages and API answers hold job data (and, signed in, a session): never kept in a cache or
+# the browser's history. Only static files (and the toolbar's) may be cached.
+NO_STORE = "no-store"
+CACHEABLE_ENDPOINTS = frozenset({"static", "_debug_toolbar.static"})
 
 
 def render_policy(policy: dict[str, str]) -> str:
@@ -62,10 +68,13 @@ def init_app(app: Flask, *, debug_toolbar: bool, hsts: bool) -> None:
 
     @app.after_request
     def secure_headers(response: Response) -> Response:
-        csp = _toolbar_policy() if debug_toolbar else strict
+        # The toolbar's policy names its static URL: not buildable for an untrusted Host (400).
+        csp = _toolbar_policy() if debug_toolbar and request_ctx.url_adapter is not None else strict
         response.headers.setdefault("Content-Security-Policy", csp)
         for name, value in STATIC_HEADERS.items():
             response.headers.setdefault(name, value)
         if hsts and request.is_secure:
             response.headers.setdefault("Strict-Transport-Security", HSTS)
+        if request.endpoint not in CACHEABLE_ENDPOINTS:
+            response.headers["Cache-Control"] = NO_STORE
         return response

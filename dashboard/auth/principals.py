@@ -31,8 +31,17 @@ class Actor:
     credential: str  # "password", "token", or "none" when sign-in is off
 
     def event_data(self, source: str) -> dict[str, Any]:
-        """The audit fields of an event: the door (``source``), the actor and their role."""
-        return {"source": source, "actor": self.name, "role": self.role, "credential": self.credential}
+        """The audit fields of an event: the door (``source``), the actor and their role, and the
+        request's id (``ops.logs``) when there is a request."""
+        from ..ops.logs import event_fields  # issue 19
+
+        return {
+            "source": source,
+            "actor": self.name,
+            "role": self.role,
+            "credential": self.credential,
+            **event_fields(),
+        }
 
     def may(self, needed: Role) -> bool:
         return self.role is None or self.role.allows(needed)

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
+from ..ops import worker_metrics  # issue 19
 from ..store import service
 from ..store.records import JobRecord
 from .execution import JobRunner, Outcome
@@ -106,11 +107,14 @@ class Dispatcher:
             return
         seen = self.doorbell.rings
         try:
+            claim_started = time.monotonic()
             jobs = service.claim_batch(
                 [executor.worker_id for executor in idle],
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.runtime.connection,
+                avoid_expired=self.runtime.attempts.any_overdue(),
             )
+            worker_metrics.claimed("batch", claim_started)
         except BaseException:
             for executor in idle:
                 self.idle.put(executor)

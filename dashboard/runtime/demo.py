@@ -8,6 +8,10 @@
 | `demo.timeout` | `sleep_seconds` (twice the lease)       | sleeps without renewing: the lease expires |
 | `demo.flaky`   | `fail_until_attempt` (2)                | fails every attempt before that one        |
 
+They exist only where ``JOB_DEMO_HANDLERS`` is on (by default in development, ``DEBUG=true``;
+off with ``DEBUG=false``): a production web process does not offer them and a production worker
+does not run them (such a job fails with ``UnknownJobType``).
+
 Payload values are validated: a bad one fails the attempt with a :class:`PayloadError` that
 says which field and why, instead of some ``TypeError`` from deep inside ``time.sleep``.
 """
@@ -94,21 +98,21 @@ def work(ctx: JobContext, seconds: float, *, renew: bool) -> bool:
     return True
 
 
-@handler("demo.success")
+@handler("demo.success", demo=True)
 def demo_success(ctx: JobContext) -> dict[str, Any]:
     seconds = sleep_seconds(ctx, 1.0)
     completed = work(ctx, seconds, renew=True)
     return {"ok": completed, "slept_seconds": seconds, "attempt": ctx.attempt}
 
 
-@handler("demo.slow")
+@handler("demo.slow", demo=True)
 def demo_slow(ctx: JobContext) -> dict[str, Any]:
     seconds = sleep_seconds(ctx, 10.0)
     completed = work(ctx, seconds, renew=True)
     return {"ok": completed, "slept_seconds": seconds, "attempt": ctx.attempt}
 
 
-@handler("demo.timeout")
+@handler("demo.timeout", demo=True)
 def demo_timeout(ctx: JobContext) -> dict[str, Any]:
     """Sleep past the lease without renewing, so cleanup recovers the job.
 
@@ -121,14 +125,14 @@ def demo_timeout(ctx: JobContext) -> dict[str, Any]:
     return {"ok": True, "slept_seconds": seconds, "attempt": ctx.attempt}
 
 
-@handler("demo.fail")
+@handler("demo.fail", demo=True)
 def demo_fail(ctx: JobContext) -> None:
     error = _error_text(ctx)
     ctx.progress(50, "about to fail")
     raise DemoError(error)
 
 
-@handler("demo.flaky")
+@handler("demo.flaky", demo=True)
 def demo_flaky(ctx: JobContext) -> dict[str, Any]:
     succeed_on = _fail_until_attempt(ctx)
     if ctx.attempt < succeed_on:

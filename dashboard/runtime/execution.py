@@ -20,13 +20,16 @@ from flask import Flask
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
+from ..ops import worker_metrics  # issue 19: metrics, log ids
 from ..store import service
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
+from .attempts import RunningAttempts
 from .failures import (
     ResultRejected,
     UnknownJobType,
     UnreadablePayload,
+    cap_traceback,
     check_result,
     describe,
     first_line,
@@ -69,8 +72,17 @@ class JobRunner(ThreadRuntime):
         lookup: Callable[[str], Handler | None] = get_handler,
         reconnect: Backoff | None = None,
         generic_plans: bool = False,
+        attempts: RunningAttempts | None = None,
     ) -> None:
-        super().__init__(app, settings, worker_id, stopping, reconnect=reconnect, generic_plans=generic_plans)
+        super().__init__(
+            app,
+            settings,
+            worker_id,
+            stopping,
+            reconnect=reconnect,
+            generic_plans=generic_plans,
+            attempts=attempts,
+        )
         self.lookup = lookup
         self.current: JobContext | None = None  # the attempt this thread runs or settles now
 
@@ -91,9 +103,15 @@ class JobRunner(ThreadRuntime):
         ``SystemExit``), an unknown job type and an unreadable payload fail the attempt;
         database errors while settling propagate.
 
+        The attempt counts among the process's running attempts meanwhile (:mod:`.attempts`):
+        once past its lease, this process's claims skip jobs whose lease expired.
         While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
         up can hand it back (``Worker.hand_back`` in ``worker.py``).
         """
+        with worker_metrics.attempt(job, self.worker_id):  # issue 19: counters, busy gauge, log ids
+            return self._attempt(job)
+
+    def _attempt(self, job: JobRecord) -> Outcome:
         started = time.monotonic()
         ctx = JobContext(
             job,
@@ -104,7 +122,8 @@ class JobRunner(ThreadRuntime):
         )
         self.current = ctx
         try:
-            return self._execute(ctx, job, started)
+            with self.attempts.running(ctx):
+                return self._execute(ctx, job, started)
         finally:
             self.current = None
 
@@ -123,7 +142,7 @@ class JobRunner(ThreadRuntime):
         except BaseException as error:  # a handler calling sys.exit() must not end the thread
             data = {
                 "exception_type": type(error).__name__,
-                "traceback": "".join(traceback.format_exception(error)),
+                "traceback": cap_traceback("".join(traceback.format_exception(error))),
             }
             return self.fail(ctx, describe(error), data, started)
         return self.record_success(ctx, result, started)
@@ -230,6 +249,7 @@ class JobRunner(ThreadRuntime):
     ) -> Outcome:
         """Log how the attempt ended and return it as an :class:`Outcome`."""
         seconds = time.monotonic() - started
+        worker_metrics.finished(ctx.job_type, status, seconds)
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"
         if status == "succeeded":
             log.info("%s: %s succeeded in %.2fs", ctx.worker_id, what, seconds)

@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 MAX_ERROR_LENGTH = 4000
+MAX_TRACEBACK_LENGTH = 16_384  # characters of a traceback kept in a retry/failed event
+TRACEBACK_HEAD = 4_096  # of which the start (the outer frames); the rest is the end
 
 
 class UnknownJobType(LookupError):
@@ -44,6 +46,21 @@ def describe(error: BaseException) -> str:
     message = str(error).strip()
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def cap_traceback(text: str, limit: int = MAX_TRACEBACK_LENGTH, head: int = TRACEBACK_HEAD) -> str:
+    """``text`` if it fits in ``limit`` characters, else its first ``head`` characters and its
+    last ones (where the exception and the innermost frames are), joined by a line saying how
+    much was cut: at most ``limit`` characters in all."""
+    if len(text) <= limit:
+        return text
+    marker = (
+        "\n[... {cut} characters of the traceback cut ({total} in all); kept the start and the end ...]\n"
+    )
+    longest = len(marker.format(cut=len(text), total=len(text)))
+    tail = max(0, limit - head - longest)
+    cut = len(text) - head - tail
+    return text[:head] + marker.format(cut=cut, total=len(text)) + text[len(text) - tail :]
 
 
 def check_result(result: Any) -> None:

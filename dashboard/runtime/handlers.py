@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from flask import current_app, has_app_context
 from sqlalchemy import Connection
 
 from ..limits import TYPE_MAX_LENGTH
@@ -31,29 +32,48 @@ from ..store.records import JobRecord
 Handler = Callable[["JobContext"], Any]  # called with the job's context; returns a JSON-able result
 
 _registry: dict[str, Handler] = {}
+_demo: dict[str, Handler] = {}  # the built-in demo handlers, shown only where enabled
 
 BUILTIN_MODULES = ("dashboard.runtime.demo",)
+DEMO_SWITCH = "jobqueue.demo_handlers"  # app.extensions key: JOB_DEMO_HANDLERS of that app
 
 
-def handler(job_type: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of ``job_type`` (the last registration wins)."""
+def handler(job_type: str, *, demo: bool = False) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of ``job_type`` (the last registration wins).
+
+    ``demo=True`` (the built-in ``demo.*`` types only): the type exists only in an app whose
+    ``JOB_DEMO_HANDLERS`` is on (:func:`demo_enabled`); elsewhere it is not registered, as far
+    as :func:`get_handler` and :func:`registered_types` tell.
+    """
     if not job_type or len(job_type) > TYPE_MAX_LENGTH:
         raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
 
     def register(fn: Handler) -> Handler:
         _registry[job_type] = fn
+        if demo:
+            _demo[job_type] = fn
         return fn
 
     return register
 
 
+def demo_enabled() -> bool:
+    """``JOB_DEMO_HANDLERS`` of the current app (on outside an app context, as in development)."""
+    return not has_app_context() or bool(current_app.extensions.get(DEMO_SWITCH, True))
+
+
+def _visible(job_type: str, fn: Handler) -> bool:
+    return _demo.get(job_type) is not fn or demo_enabled()
+
+
 def get_handler(job_type: str) -> Handler | None:
-    return _registry.get(job_type)
+    fn = _registry.get(job_type)
+    return fn if fn is not None and _visible(job_type, fn) else None
 
 
 def registered_types() -> list[str]:
-    """Every registered job type, sorted."""
-    return sorted(_registry)
+    """Every registered job type, sorted (the demo types only where enabled)."""
+    return sorted(job_type for job_type, fn in _registry.items() if _visible(job_type, fn))
 
 
 def load_handler_modules(modules: Iterable[str] = ()) -> None:

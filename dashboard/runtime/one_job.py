@@ -26,8 +26,10 @@ from typing import Any
 from flask import Flask
 
 from ..config import WorkerSettings
+from ..ops import worker_metrics  # issue 19: claim round trips
 from ..store import service
 from ..store.records import CleanupResult, JobRecord
+from .attempts import RunningAttempts
 from .execution import JobRunner
 from .handlers import Handler, JobContext, get_handler
 from .rescuer import recover_expired
@@ -51,6 +53,7 @@ class OneJobLoop(JobRunner):
         reconnect: Backoff | None = None,
         doorbell: Doorbell | None = None,
         generic_plans: bool = False,
+        attempts: RunningAttempts | None = None,
     ) -> None:
         super().__init__(
             app,
@@ -60,6 +63,7 @@ class OneJobLoop(JobRunner):
             lookup=lookup,
             reconnect=reconnect,
             generic_plans=generic_plans,
+            attempts=attempts,
         )
         self.doorbell = doorbell or Doorbell()
         self._next_cleanup = 0.0  # monotonic time; 0 = clean up on the first step
@@ -114,9 +118,15 @@ class OneJobLoop(JobRunner):
         return recover_expired(self)
 
     def claim(self, limit: int = 1) -> list[JobRecord]:
+        started = time.monotonic()
         jobs = service.claim_jobs(
-            self.worker_id, lease_seconds=self.settings.lease_seconds, limit=limit, conn=self.connection
+            self.worker_id,
+            lease_seconds=self.settings.lease_seconds,
+            limit=limit,
+            conn=self.connection,
+            avoid_expired=self.attempts.any_overdue(),
         )
+        worker_metrics.claimed("claim", started)
         for job in jobs:
             self.log_claim(job)
         return jobs
@@ -128,6 +138,7 @@ class OneJobLoop(JobRunner):
         lease recovery, like any claim whose answer was lost."""
         if not (first_try and self.holding and not self.stopping.is_set()):
             return super().complete_once(ctx, result, first_try)
+        claim_started = time.monotonic()
         completed, self._carried = service.complete_and_claim(
             ctx.job_id,
             ctx.worker_id,
@@ -135,7 +146,9 @@ class OneJobLoop(JobRunner):
             result,
             lease_seconds=self.settings.lease_seconds,
             conn=self.connection,
+            avoid_expired=self.attempts.any_overdue(),
         )
+        worker_metrics.claimed("complete_and_claim", claim_started)
         if self._carried is not None:
             self.log_claim(self._carried)
         return completed or None

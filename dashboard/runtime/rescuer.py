@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..ops import worker_metrics
 from ..store import service
 from ..store.records import CleanupResult
 from .threads import ThreadRuntime
@@ -30,6 +31,7 @@ def recover_expired(runtime: ThreadRuntime) -> CleanupResult:
         backoff_max_seconds=settings.backoff_max_seconds,
         conn=runtime.connection,
     )
+    worker_metrics.recovered(result)  # issue 19
     if result.count:
         log.info(
             "%s: cleanup recovered %d expired lease(s): %d requeued, %d failed",

@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 
 from ..config import WorkerSettings
 from ..store import connection
+from .attempts import PROCESS, RunningAttempts
 from .failures import first_line, is_connection_error
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,10 @@ class ThreadRuntime:
         *,
         reconnect: Backoff | None = None,
         generic_plans: bool = False,
+        attempts: RunningAttempts | None = None,
     ) -> None:
         self.app = app
+        self.attempts = attempts or PROCESS  # this process's running attempts (anti-capture)
         self.settings = settings
         self.worker_id = worker_id
         self.stopping = stopping

@@ -27,7 +27,7 @@ from flask import Flask
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
-from ..extensions import db
+from ..ops import pooling  # issue 19: the pooler
 from ..store import service
 from .batch import BatchExecutor, Completer, Dispatcher
 from .execution import JobRunner
@@ -81,7 +81,7 @@ class Worker:
                     lookup=lookup,
                     reconnect=backoff(),
                     doorbell=self.doorbell,
-                    generic_plans=True,
+                    generic_plans=pooling.session_settings_ok(app),  # no session SET through a pooler
                 )
                 for n in threads
             ]
@@ -126,9 +126,8 @@ class Worker:
             threading.Thread(target=target, args=args, name=f"thread-{n}", daemon=True)
             for n, (target, args) in enumerate(targets, start=1)
         ]
-        if self.settings.listen:
-            with self.app.app_context():
-                url = db.engine.url
+        url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
+        if url is not None:
             self.listener = Listener(url, self.doorbell, self.stopping)
             threading.Thread(target=self.listener.run, name="listener", daemon=True).start()
         for thread in self.threads:

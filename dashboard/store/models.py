@@ -93,6 +93,13 @@ class Job(db.Model):
             "id",
             postgresql_where=text("status = 'queued'"),
         ),
+        # Retention (``retention.DELETE_BATCH``): the oldest finished jobs first (issue 19).
+        Index(
+            "job_finished_idx",
+            "status",
+            "finished_at",
+            postgresql_where=text("status IN ('succeeded', 'failed')"),
+        ),
         # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
         # Idempotent create (``sql.CREATE``'s ON CONFLICT): unique only when a key is given.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, Text, cast, func, select, text
 
 from .models import Job, JobEvent
 from .read_stats import DEFAULT_POLICY, StatsPolicy, is_large, large_table_stats
@@ -46,6 +46,17 @@ JOB_TYPES_SQL = text(
 FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
 
 
+def _list_columns(preview_chars: int | None) -> list[Any]:
+    """Every job column; with ``preview_chars``, payload and result are only the first that
+    many characters of their JSON text, cut in SQL so a large value never leaves the database."""
+    if preview_chars is None:
+        return list(jobs.c)
+    cut = {
+        name: func.left(cast(jobs.c[name], Text), preview_chars).label(name) for name in ("payload", "result")
+    }
+    return [cut.get(column.name, column) for column in jobs.c]
+
+
 def types_matching(conn: Connection, fragment: str) -> list[str]:
     """The job types that contain ``fragment``, case-insensitively (the ``type`` filter)."""
     wanted = fragment.lower()
@@ -59,8 +70,13 @@ def list_jobs(
     status: str | None = None,
     type: str | None = None,
     policy: StatsPolicy = DEFAULT_POLICY,
+    preview_chars: int | None = None,
 ) -> JobPage:
     """Newest first. ``status`` exact, ``type`` a case-insensitive substring.
+
+    ``preview_chars`` (the dashboard's lists): each job's ``payload`` and ``result`` are the
+    first that many characters of their JSON text (a ``str``, or ``None``), not the values
+    (the pages pass ``limits.PREVIEW_CHARS``); the API leaves it unset and gets them whole.
 
     On a large table (``policy``) the unfiltered and status counts come from the stats figures,
     and a type-filtered count is exact only up to :data:`FILTERED_COUNT_CAP`.
@@ -82,13 +98,14 @@ def list_jobs(
         else:
             where.append(jobs.c.type.in_(types_matching(conn, type)))
             count, exact = _filtered_count(conn, where, policy)
-        query = select(jobs).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+        columns = _list_columns(preview_chars)
+        query = select(*columns).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
         if type and exact and count <= FILTERED_COUNT_CAP:
             # Few matches: read them all through the type index and sort them. Left to itself
             # the planner may walk the created_at index instead, expecting matches to be
             # common (it multiplies the status and type frequencies), and for a rare
             # combination reads the whole table.
-            matches = select(jobs).where(*where).offset(0).subquery()  # OFFSET 0: a fence
+            matches = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
             query = select(matches).order_by(matches.c.created_at.desc(), matches.c.id.desc())
         nothing = bool(type) and exact and count == 0  # a live count: no page to read
         rows = [] if nothing else conn.execute(query.limit(limit).offset(offset)).mappings().all()

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from ..config import Settings
+from ..limits import PREVIEW_CHARS
 from .read_timeout import reading
 from .records import JobRecord
 from .states import STATUSES
@@ -240,7 +241,10 @@ def recent_workers(since: datetime, *, limit: int = 50) -> list[WorkerSeen]:
 
 LATEST_FAILURES_SQL = text(
     """
-    SELECT j.*, e.id AS failed_event_id, e.created_at AS failed_at
+    SELECT j.id, j.type, left(j.payload::text, :preview) AS payload, j.status, j.priority,
+           j.available_at, j.attempts, j.max_attempts, j.idempotency_key, j.locked_by,
+           j.locked_until, j.last_error, left(j.result::text, :preview) AS result, j.created_at,
+           j.updated_at, j.finished_at, e.id AS failed_event_id, e.created_at AS failed_at
     FROM (
         SELECT id, job_id, created_at FROM jobs_jobevent
         WHERE type = 'failed'
@@ -260,14 +264,17 @@ class Failure:
 
 
 def latest_failures(limit: int = 10) -> list[Failure]:
-    """The jobs that failed most recently and are still failed, newest failure first.
+    """The jobs that failed most recently and are still failed, newest failure first (payload
+    and result as :data:`~dashboard.limits.PREVIEW_CHARS` characters of their JSON text, as in
+    ``read_jobs.list_jobs``).
 
     Walks the newest ``failed`` events (a bounded scan, not every failed job) and keeps the
     jobs still in ``failed``; a job that failed twice is listed once. Index: job_event_id_idx
     read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
     """
     with reading() as conn:
-        rows = conn.execute(LATEST_FAILURES_SQL, {"scan": limit * 4}).mappings().all()
+        params = {"scan": limit * 4, "preview": PREVIEW_CHARS}
+        rows = conn.execute(LATEST_FAILURES_SQL, params).mappings().all()
     failures: dict[uuid.UUID, Failure] = {}
     for row in rows:
         if row["id"] not in failures:

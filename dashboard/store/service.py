@@ -42,9 +42,12 @@ def claim_jobs(
     limit: int = 1,
     now: datetime | None = None,
     conn: Connection | None = None,
+    avoid_expired: bool = False,
 ) -> list[JobRecord]:
     """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first."""
-    return claim_batch([worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn)
+    return claim_batch(
+        [worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn, avoid_expired=avoid_expired
+    )
 
 
 def claim_batch(
@@ -53,11 +56,14 @@ def claim_batch(
     lease_seconds: float,
     now: datetime | None = None,
     conn: Connection | None = None,
+    avoid_expired: bool = False,
 ) -> list[JobRecord]:
     """Claim up to one job per id in ``worker_ids`` in one statement.
 
     The n-th claimed job is locked by the n-th id: a worker process claims for all its idle
     threads at once, and each job still belongs to the thread that will run it.
+    ``avoid_expired``: skip jobs whose last attempt's lease expired (a worker process passes
+    it while one of its threads runs an attempt past its lease, see ``runtime.attempts``).
     """
     now = _aware(now or utcnow(), "now")
     if not worker_ids:
@@ -66,6 +72,7 @@ def claim_batch(
         "worker_ids": list(worker_ids),
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
+        "avoid_expired": avoid_expired,
     }
     statement = sql.CLAIM_ONE if len(worker_ids) == 1 else sql.CLAIM
     with autocommit(conn) as conn:
@@ -158,12 +165,13 @@ def complete_and_claim(
     lease_seconds: float,
     now: datetime | None = None,
     conn: Connection | None = None,
+    avoid_expired: bool = False,
 ) -> tuple[bool, JobRecord | None]:
     """:func:`complete_job` and :func:`claim_next_job` for the same worker, in one statement.
 
     Returns whether the success was recorded (``False``: the attempt was no longer ours) and
     the next job claimed, if any. The two are independent: a fenced-off completion still
-    claims, and an empty queue still completes.
+    claims, and an empty queue still completes. ``avoid_expired`` as :func:`claim_batch`.
     """
     now = _aware(now or utcnow(), "now")
     params = {
@@ -172,6 +180,7 @@ def complete_and_claim(
         "now": now,
         "locked_until": now + timedelta(seconds=lease_seconds),
         "result": result,
+        "avoid_expired": avoid_expired,
     }
     with autocommit(conn) as conn:
         row = fetch_rows(conn, sql.COMPLETE_AND_CLAIM, params)[0]

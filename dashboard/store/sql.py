@@ -96,10 +96,14 @@ FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :
 # an index scan in claim order that stops at the first unlocked row with available_at <= now.
 # FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another claimer has locked instead of
 # waiting on them, so each attempt goes to exactly one worker.
+# :avoid_expired (true while a thread of the claiming process runs an attempt past its lease):
+# skip jobs whose last attempt's lease expired, so a job whose attempts keep expiring holds at
+# most one thread per process instead of capturing them all (runtime.attempts.RunningAttempts).
 _CLAIM_ROWS = """
     picked AS (
         SELECT id FROM jobs_job
         WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND last_error LIKE 'Lease expired at %')
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT {limit}
         FOR UPDATE SKIP LOCKED

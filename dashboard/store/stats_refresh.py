@@ -36,17 +36,14 @@ def refresh_finished_counts(*, wait: bool = True) -> bool:
 
     def refresh() -> bool:
         try:
-            with app.app_context(), db.engine.connect() as conn:
+            # A transaction-level try-lock (issue 19): released by the commit, so it also works
+            # through a transaction pooler, where a session lock would stay on a server connection.
+            with app.app_context(), db.engine.begin() as conn:
                 if not conn.execute(
-                    text("SELECT pg_try_advisory_lock(:k)"), {"k": REFRESH_LOCK_KEY}
+                    text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": REFRESH_LOCK_KEY}
                 ).scalar():
                     return False
-                try:
-                    conn.execute(text("REFRESH MATERIALIZED VIEW CONCURRENTLY jobs_finished_counts"))
-                    conn.commit()
-                finally:
-                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": REFRESH_LOCK_KEY})
-                    conn.commit()
+                conn.execute(text("REFRESH MATERIALIZED VIEW CONCURRENTLY jobs_finished_counts"))
                 return True
         finally:
             _refreshing.release()

@@ -10,6 +10,7 @@ from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
+from ..limits import PREVIEW_CHARS
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
 from ..store import read_jobs, service, stats_refresh
@@ -50,6 +51,7 @@ def job_list() -> str:
             status=filters.status or None,
             type=filters.type or None,
             policy=stats_refresh.policy_of(settings_of(current_app)),
+            preview_chars=PREVIEW_CHARS,  # the page shows neither: never load them whole
         )
     return page_or_fragment(
         "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES

@@ -23,6 +23,7 @@ from werkzeug.wrappers import Response
 
 from ..auth import ANONYMOUS, Actor, Role
 from ..auth.session import SIGNED_IN_AT, directory_of
+from ..auth.throttle import Throttle
 from ..config import settings_of
 from .blueprint import bp
 from .forms import SignInForm, SignOutForm
@@ -72,9 +73,15 @@ def audit_data() -> dict[str, Any]:
     return current_actor().event_data(SOURCE)
 
 
+def _sign_out_button() -> SignOutForm:
+    """The header's sign-out form, built without reading the request body (``formdata=None``):
+    an error page for a body too large (413) or unreadable must not read it again."""
+    return SignOutForm(formdata=None)
+
+
 @bp.app_context_processor
 def inject_access() -> dict[str, Any]:
-    return {"access": access, "sign_out_form": SignOutForm}
+    return {"access": access, "sign_out_form": _sign_out_button}
 
 
 def _back_here() -> str:
@@ -118,8 +125,15 @@ def operator_required(view: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+def throttle_of(app: Any) -> Throttle:
+    return app.extensions["jobqueue.throttle"]
+
+
 @bp.route("/login/", methods=["GET", "POST"])
-def sign_in() -> Response | tuple[str, int]:
+def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
+    """Sign in. Throttled (:mod:`..auth.throttle`): once the user name or the client address
+    has too many recent failures, a POST answers 429 with ``Retry-After`` and no password is
+    checked; a failure counts against both, a success clears the user name's."""
     settings = settings_of(current_app)
     form = SignInForm()
     if not form.is_submitted():
@@ -128,17 +142,28 @@ def sign_in() -> Response | tuple[str, int]:
     if not settings.auth_required or current_user.is_authenticated:
         return redirect(target, 303)
     if form.validate_on_submit():
-        user = directory_of(current_app).authenticate(form.username.data, form.password.data)
+        name, address = form.username.data, request.remote_addr or ""
+        throttle = throttle_of(current_app)
+        wait = throttle.retry_after(name, address)
+        if wait is not None:
+            current_app.logger.warning(
+                "Sign-in throttled for user name %r from %s (retry after %ds)", name, address, wait
+            )
+            form.form_errors.append(f"Too many failed sign-ins. Try again in {wait} seconds.")
+            has_users = bool(directory_of(current_app).users)
+            page = render_template("signin.html", form=form, has_users=has_users)
+            return page, 429, {"Retry-After": str(wait)}
+        user = directory_of(current_app).authenticate(name, form.password.data)
         if user is not None:
+            throttle.forget_user(name)
             session.clear()  # nothing from before the sign-in carries over
             login_user(user)
             session.permanent = True
             session[SIGNED_IN_AT] = int(time.time())  # the session ends a lifetime after this
             current_app.logger.info("Signed in: %s (%s)", user.name, user.role)
             return redirect(target, 303)
-        current_app.logger.warning(
-            "Failed sign-in for user name %r from %s", form.username.data, request.remote_addr
-        )
+        throttle.record_failure(name, address)
+        current_app.logger.warning("Failed sign-in for user name %r from %s", name, address)
         form.form_errors.append("Unknown user name or wrong password.")
     status = 400 if form.is_submitted() else 200
     has_users = bool(directory_of(current_app).users)

@@ -36,6 +36,7 @@ SECURED = {
     "ENABLE_DEBUG_TOOLBAR": "false",
     "AUTO_MIGRATE": "false",
     "AUTH_DISABLED": "false",
+    "JOB_DEMO_HANDLERS": "true",
     "SECRET_KEY": SECRET_KEY,
     "DASHBOARD_USERS": ",".join(
         [f"olga:operator:{fast_hash(PASSWORDS['olga'])}", f"vera:viewer:{fast_hash(PASSWORDS['vera'])}"]

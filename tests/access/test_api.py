@@ -14,7 +14,7 @@ from tests.factories import make_job
 
 from .secured import OPERATOR_TOKEN, VIEWER_TOKEN, bearer
 
-OPEN = {"health", "schema", "docs"}
+OPEN = {"health", "ready", "schema", "docs"}
 WRITES = {"create_job", "create_jobs", "job_retry"}
 
 
@@ -22,6 +22,7 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
     """(method, path, body) of a valid request to the endpoint ``name``."""
     paths = {
         "health": "/api/health/",
+        "ready": "/api/ready/",
         "config": "/api/config/",
         "create_job": "/api/jobs/",
         "create_jobs": "/api/jobs/bulk/",

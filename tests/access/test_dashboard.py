@@ -255,3 +255,13 @@ def test_the_timeline_credits_only_the_events_an_actor_wrote(app, operator):
     html = operator.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "by <strong>olga</strong>" in html
     assert "mallory</strong>" not in html
+
+
+def test_a_signed_in_post_over_the_size_limit_answers_413_with_the_page(operator, secured_app):
+    """The error page's sign-out form must not read the (too large) body again."""
+    body = b"csrf_token=x&payload=" + b"a" * (secured_app.config["MAX_CONTENT_LENGTH"] + 10)
+    for path in ("/jobs/new/", "/logout/", "/login/"):
+        response = operator.post(path, data=body, content_type="application/x-www-form-urlencoded")
+        assert response.status_code == 413, path
+        page = response.get_data(as_text=True)
+        assert 'action="/logout/"' in page and 'name="csrf_token"' in page

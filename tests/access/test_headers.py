@@ -88,8 +88,14 @@ def test_a_cross_site_sign_in_is_refused(app, anonymous):
 
 @pytest.mark.parametrize("path", ["/", "/jobs/"])
 def test_with_the_debug_toolbar_the_policy_admits_only_its_bootstrap_line(app, database_url, path):
+    no_credentials = {"DASHBOARD_USERS": "", "API_TOKENS": ""}  # the toolbar never loads with one
     with build(
-        database_url, TESTING=False, DEBUG="true", ENABLE_DEBUG_TOOLBAR="true", AUTH_DISABLED="true"
+        database_url,
+        TESTING=False,
+        DEBUG="true",
+        ENABLE_DEBUG_TOOLBAR="true",
+        AUTH_DISABLED="true",
+        **no_credentials,
     ) as dev:
         response = dev.test_client().get(path)
     csp = response.headers["Content-Security-Policy"]
@@ -98,3 +104,18 @@ def test_with_the_debug_toolbar_the_policy_admits_only_its_bootstrap_line(app, d
     inline = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", html, re.S)
     assert len(inline) == 1 and "DEBUG_TOOLBAR_STATIC_PATH" in inline[0]  # the toolbar's line, only
     assert script_hash(inline[0]) in csp  # exactly that line is allowed
+
+
+def test_signed_in_pages_and_api_answers_are_never_stored(operator, anonymous):
+    from .secured import OPERATOR_TOKEN, bearer
+
+    job = make_job("failed")
+    for path in ("/", "/jobs/", f"/jobs/{job.id}/", "/events/", "/jobs/new/"):
+        assert operator.get(path).headers["Cache-Control"] == "no-store", path
+    for path in ("/api/jobs/", f"/api/jobs/{job.id}/", "/api/jobs/stats/", "/api/config/"):
+        assert anonymous.get(path, headers=bearer(OPERATOR_TOKEN)).headers["Cache-Control"] == "no-store", (
+            path
+        )
+    assert anonymous.get("/api/jobs/").headers["Cache-Control"] == "no-store"  # a 401 too
+    with anonymous.get("/static/app.css") as static:
+        assert static.status_code == 200 and "no-store" not in static.headers.get("Cache-Control", "")

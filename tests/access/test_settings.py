@@ -11,7 +11,7 @@ from dashboard.config import DEV_SECRET_KEY, ConfigError, Settings
 
 HASH = generate_password_hash("correct horse", method="pbkdf2:sha256:1000")
 TOKEN = "t" * 40
-STRONG_KEY = "k" * 40
+STRONG_KEY = "Vq3r-9ZkT_w2LmX8pYb4NcH7sJd0FgUe6AoRi1"  # as secrets.token_urlsafe makes them
 UNUSED_DB = "postgresql://unused.invalid/unused"  # building the app never connects
 
 
@@ -97,6 +97,9 @@ def test_production_start_without_key_or_credentials_is_refused_with_what_to_set
         ({"SECRET_KEY": DEV_SECRET_KEY, "API_TOKENS": f"ci:viewer:{TOKEN}"}, "SECRET_KEY"),
         ({"SECRET_KEY": "short", "API_TOKENS": f"ci:viewer:{TOKEN}"}, "SECRET_KEY"),
         ({"SECRET_KEY": "short", "AUTH_DISABLED": "true"}, "SECRET_KEY"),  # CSRF still needs the key
+        ({"SECRET_KEY": "a" * 32, "API_TOKENS": f"ci:viewer:{TOKEN}"}, "SECRET_KEY"),  # long, no entropy
+        ({"SECRET_KEY": "ab" * 32, "API_TOKENS": f"ci:viewer:{TOKEN}"}, "SECRET_KEY"),
+        ({"SECRET_KEY": "0123456789" * 4, "API_TOKENS": f"ci:viewer:{TOKEN}"}, "SECRET_KEY"),
     ],
 )
 def test_production_refusal_names_only_what_is_missing(env, missing):

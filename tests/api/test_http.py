@@ -58,10 +58,22 @@ def test_cors_allows_configured_origins_only(app, database_url):
     assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
 
 
-def test_cors_is_permissive_in_debug(app, database_url):
+def test_cors_in_debug_reflects_localhost_origins_only(app, database_url):
     with another_app(DATABASE_URL=database_url, DEBUG="true") as debug:
-        response = debug.test_client().get("/api/health/", headers={"Origin": "http://anywhere.example"})
-    assert response.headers["Access-Control-Allow-Origin"] in {"*", "http://anywhere.example"}
+        client = debug.test_client()
+        local = client.get("/api/health/", headers={"Origin": "http://localhost:5173"})
+        loopback = client.get("/api/health/", headers={"Origin": "http://127.0.0.1:8080"})
+        foreign = client.get("/api/health/", headers={"Origin": "http://anywhere.example"})
+        lookalike = client.get("/api/health/", headers={"Origin": "http://localhost.evil.example"})
+    assert local.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
+    assert loopback.headers["Access-Control-Allow-Origin"] == "http://127.0.0.1:8080"
+    assert "Access-Control-Allow-Origin" not in foreign.headers
+    assert "Access-Control-Allow-Origin" not in lookalike.headers
+
+
+def test_cors_allows_no_origin_by_default_in_production(client):
+    response = client.get("/api/health/", headers={"Origin": "http://localhost:5173"})
+    assert "Access-Control-Allow-Origin" not in response.headers
 
 
 def test_cors_headers_only_on_the_api(client):

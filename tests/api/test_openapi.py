@@ -59,7 +59,7 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/jobs/bulk/", "POST"),
         ("/api/jobs/{job_id}/", "GET"), ("/api/jobs/{job_id}/events/", "GET"), ("/api/job-events/", "GET"),
         ("/api/jobs/stats/", "GET"), ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
-        ("/api/docs/", "GET"),
+        ("/api/docs/", "GET"), ("/api/ready/", "GET"),
     } == routes  # fmt: skip
 
 

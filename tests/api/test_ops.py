@@ -23,8 +23,8 @@ def test_health_ok(client):
     assert response.get_json() == {"ok": True, "database": "ok"}
 
 
-def test_health_503_when_the_database_cannot_be_reached(app):
-    with another_app(DATABASE_URL=UNREACHABLE) as down:
+def test_health_503_when_the_database_cannot_be_reached_with_the_reason_in_development(app):
+    with another_app(DATABASE_URL=UNREACHABLE, DEBUG="true") as down:
         response = down.test_client().get("/api/health/")
     assert response.status_code == 503
     body = response.get_json()
@@ -118,3 +118,15 @@ def test_retry_of_unknown_or_malformed_id_is_404(client):
 def test_api_create_is_seen_by_the_engine(client, job_type):
     job = create(client, job_type)
     assert read_jobs.get_job(uuid.UUID(job["id"])) is not None
+
+
+def test_health_in_production_says_only_error_and_logs_the_detail(app, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING), another_app(DATABASE_URL=UNREACHABLE) as production:
+        response = production.test_client().get("/api/health/")
+    assert response.status_code == 503
+    assert response.get_json() == {"ok": False, "database": "error"}
+    body = response.get_data(as_text=True)
+    assert "127.0.0.1" not in body and "5432" not in body and "port" not in body
+    assert any("127.0.0.1" in record.getMessage() for record in caplog.records)

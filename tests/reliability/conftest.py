@@ -24,6 +24,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CRASH_SETTINGS = {
     "DEBUG": "false",
     "ENABLE_DEBUG_TOOLBAR": "false",
+    "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
     "AUTO_MIGRATE": "false",
     "JOB_WORKER_THREADS": "1",
     "JOB_WORKER_POLL_INTERVAL_MS": "50",

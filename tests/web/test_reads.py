@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from dashboard import limits
 from dashboard.store import read_jobs, read_stats, service
 from tests.factories import make_job
 
@@ -73,3 +74,43 @@ def test_latest_progress_is_of_the_current_attempt(app):
     service.record_progress(job.id, "w", 1, data={"percent": 20}, now=T0)
     assert read_jobs.latest_progress(job.id, 1).data == {"percent": 20}
     assert read_jobs.latest_progress(job.id, 2) is None
+
+
+def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, client):
+    from sqlalchemy import event
+
+    from dashboard.extensions import db
+
+    big = {"blob": "x" * 1_000_000}
+    job = service.create_job("demo.success", big).job
+    assert service.claim_next_job("w", lease_seconds=30) is not None
+    service.complete_job(job.id, "w", 1, big)
+    failed = service.create_job("demo.fail", big, max_attempts=1).job
+    assert service.claim_next_job("w", lease_seconds=30) is not None
+    service.fail_job(failed.id, "w", 1, "boom", **BACKOFF)
+
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    with app.app_context():
+        event.listen(db.engine, "before_cursor_execute", record)
+        try:
+            pages = [client.get(path) for path in ("/jobs/?limit=100", "/", "/jobs/?type=demo&limit=100")]
+            fragment = client.get("/jobs/?limit=100", headers={"HX-Request": "true"})
+        finally:
+            event.remove(db.engine, "before_cursor_execute", record)
+    for response in (*pages, fragment):
+        assert response.status_code == 200
+        assert len(response.get_data()) < 100_000  # the payloads (2 MB each job) are not in it
+    reads = [s for s in statements if "jobs_job.payload" in s or "j.payload" in s]
+    assert reads and all("left(" in s.lower() for s in reads), reads
+
+    page = read_jobs.list_jobs(limit=100, offset=0, preview_chars=limits.PREVIEW_CHARS)
+    assert {len(j.payload) for j in page.results} == {limits.PREVIEW_CHARS}
+    assert all(j.result is None or len(j.result) <= limits.PREVIEW_CHARS for j in page.results)
+    assert read_stats.latest_failures(10)[0].job.payload.startswith('{"blob": "xxx')
+    # The API keeps the whole values.
+    listed = client.get("/api/jobs/?limit=100").get_json()["results"]
+    assert {len(j["payload"]["blob"]) for j in listed} == {1_000_000}

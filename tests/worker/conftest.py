@@ -24,6 +24,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FAST_SETTINGS = {
     "DEBUG": "false",
     "ENABLE_DEBUG_TOOLBAR": "false",
+    "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
     "JOB_WORKER_THREADS": "2",
     "JOB_WORKER_POLL_INTERVAL_MS": "50",
     "JOB_WORKER_LEASE_SECONDS": "2",

@@ -75,6 +75,7 @@ def private_app(private_database: RestartableServer) -> Iterator[Flask]:
             "TESTING": True,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
             **OPEN_ACCESS,
             "DATABASE_URL": private_database.sqlalchemy_url,
             "AUTO_MIGRATE": "false",

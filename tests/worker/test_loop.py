@@ -281,6 +281,7 @@ def unreachable_app(tmp_path) -> Iterator[Flask]:
             "TESTING": True,
             "DEBUG": "false",
             "ENABLE_DEBUG_TOOLBAR": "false",
+            "JOB_DEMO_HANDLERS": "true",  # demo types are off by default with DEBUG=false
             **OPEN_ACCESS,
             "DATABASE_URL": f"postgresql://nobody@/nothing?host={tmp_path}",
             "AUTO_MIGRATE": "false",
@@ -395,3 +396,22 @@ def test_only_one_job_mode_threads_force_generic_plans(app):
     assert [loop.generic_plans for loop in batch.loops] == [False, False]
     assert batch.dispatcher.runtime.generic_plans is False
     assert batch.completer.runner.generic_plans is False
+
+
+def test_a_huge_traceback_is_capped_in_the_events_keeping_its_start_and_end(app):
+    from dashboard.runtime.failures import MAX_TRACEBACK_LENGTH, cap_traceback
+
+    def deep(ctx):
+        raise RuntimeError("start " + "y" * 900_000 + " the innermost failure")  # a 900 KB traceback
+
+    retried, _ = run_one(app, "deep", handlers={"deep": deep}, max_attempts=2)
+    timeline = events(retried.id)
+    scheduled = next(e for e in timeline if e.type == "retry_scheduled")
+    text = scheduled.data["traceback"]
+    assert len(text) <= MAX_TRACEBACK_LENGTH
+    assert text.startswith("Traceback (most recent call last):")
+    assert text.rstrip().endswith("y the innermost failure")
+    assert "characters of the traceback cut" in text
+    assert cap_traceback("short") == "short"
+    capped = cap_traceback("a" * 20_000 + "END", limit=1000, head=100)
+    assert len(capped) <= 1000 and capped.startswith("a" * 100) and capped.endswith("END")

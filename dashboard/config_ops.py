@@ -1,0 +1,57 @@
+"""Operations settings (issue 19): metrics, logs, retention, the pooler.
+
+``LOG_FORMAT``, ``METRICS_TOKEN``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
+``DATABASE_DIRECT_URL`` and ``DATABASE_POOLED``; every one safe when unset. One field per
+setting, as in :mod:`.config` (``Settings.ops``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .config_parsers import (
+    TOKEN_MIN_LENGTH,
+    env,
+    read_bool_if_set,
+    read_choice,
+    read_days,
+    read_int,
+    read_number,
+    read_optional_str,
+    read_token,
+    values_from_env,
+)
+
+
+@dataclass(frozen=True)
+class OpsSettings:
+    """How the processes are observed and kept: ``Settings.ops``."""
+
+    log_format: str = field(default="text", metadata=env("LOG_FORMAT", read_choice, choices=("text", "json")))
+    metrics_token: str | None = field(
+        default=None, repr=False, metadata=env("METRICS_TOKEN", read_token, min_length=TOKEN_MIN_LENGTH)
+    )
+    retention_succeeded_days: float = field(default=7.0, metadata=env("JOB_RETENTION_SUCCEEDED", read_days))
+    retention_failed_days: float = field(default=30.0, metadata=env("JOB_RETENTION_FAILED", read_days))
+    retention_interval_seconds: float = field(
+        default=60.0, metadata=env("JOB_RETENTION_INTERVAL_SECONDS", read_number, minimum=1)
+    )
+    worker_metrics_port: int = field(  # 0: off
+        default=0, metadata=env("JOB_WORKER_METRICS_PORT", read_int, minimum=0)
+    )
+    worker_metrics_host: str = field(
+        default="127.0.0.1", metadata=env("JOB_WORKER_METRICS_HOST", read_optional_str)
+    )
+    database_direct_url: str | None = field(
+        default=None, repr=False, metadata=env("DATABASE_DIRECT_URL", read_optional_str)
+    )
+    # Unset: true when DATABASE_DIRECT_URL is set.
+    database_pooled: bool = field(
+        default=False,
+        metadata=env("DATABASE_POOLED", read_bool_if_set, default_from="database_direct_url"),
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OpsSettings:
+        return cls(**values_from_env(cls, env))

@@ -1,0 +1,170 @@
+"""How a setting is read: the parsers, the field metadata (:func:`env`) and :func:`values_from_env`.
+
+A parser is ``parser(env, name, default, **options)``: the value of variable ``name`` in
+``env``, ``default`` when unset, a :class:`ConfigError` naming ``name`` when malformed. The
+settings classes (:mod:`.config`, :mod:`.config_ops`) declare one field per setting with
+``metadata=env("NAME", parser, ...)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zoneinfo
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, fields
+from typing import Any
+
+TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
+
+
+class ConfigError(ValueError):
+    """A setting has a value the application cannot use."""
+
+
+def read_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def read_number(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"{name} must be a finite number >= {minimum:g}, got {raw!r}")
+    return value
+
+
+def read_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {raw!r}")
+    return value
+
+
+def read_list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def read_str(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name, default)
+
+
+def read_optional_str(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """Blank counts as unset."""
+    return (env.get(name) or "").strip() or default
+
+
+def read_secret(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name) or default
+
+
+def read_time_zone(env: Mapping[str, str], name: str, default: str) -> str:
+    time_zone = env.get(name, default).strip() or default
+    try:
+        zoneinfo.ZoneInfo(time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{name} is not a known time zone: {time_zone!r}") from None
+    return time_zone
+
+
+def read_log_level(env: Mapping[str, str], name: str, default: str) -> str:
+    log_level = env.get(name, default).strip().upper() or default
+    if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError(f"{name} must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}")
+    return log_level
+
+
+def env(name: str, parser: Callable[..., Any], *, shown: bool = True, **options: Any) -> dict[str, Any]:
+    """A field's metadata: read ``name`` with ``parser(env, name, default, **options)``.
+
+    ``default_from="other_field"`` makes the default the value read for that earlier field.
+    ``shown=False`` leaves the setting out of ``WorkerSettings.as_dict`` (``/api/config/``).
+    """
+    return {"env": name, "parser": parser, "options": options, "shown": shown}
+
+
+def values_from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]:
+    """The keyword arguments of ``cls`` read from ``source``, each field by its metadata."""
+    values: dict[str, Any] = {}
+    for spec in fields(cls):
+        meta = spec.metadata
+        if "env" not in meta:
+            continue
+        options = dict(meta["options"])
+        default_from = options.pop("default_from", None)
+        if default_from is not None:
+            default = values[default_from]
+        elif spec.default is not MISSING:
+            default = spec.default
+        else:
+            default = spec.default_factory()  # type: ignore[misc]
+        values[spec.name] = meta["parser"](source, meta["env"], default, **options)
+    return values
+
+
+# --- Durations in days (issue 19: retention) --------------------------------------------------
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
+
+
+def parse_days(raw: str, name: str) -> float:
+    """``7`` or ``7d`` (days), ``12h``, ``30m``, ``90s``, ``2w``, fractions allowed; in days.
+
+    ``0`` keeps forever. Anything else is a :class:`ConfigError` naming ``name``.
+    """
+    match = _DURATION.fullmatch(raw)
+    if match is None:
+        raise ConfigError(f"{name} must be a duration in days (7, 0.5, 7d, 12h, 30m), got {raw!r}")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not math.isfinite(seconds):
+        raise ConfigError(f"{name} must be finite, got {raw!r}")
+    return seconds / 86400
+
+
+def read_days(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration in days (:func:`parse_days`); blank counts as unset."""
+    raw = (env.get(name) or "").strip()
+    return parse_days(raw, name) if raw else default
+
+
+def read_choice(env: Mapping[str, str], name: str, default: str, *, choices: tuple[str, ...]) -> str:
+    """One of ``choices``, case-insensitive; blank counts as unset."""
+    value = (env.get(name) or "").strip().lower() or default
+    if value not in choices:
+        raise ConfigError(f"{name} must be {' or '.join(choices)}, got {value!r}")
+    return value
+
+
+def read_token(env: Mapping[str, str], name: str, default: str | None, *, min_length: int) -> str | None:
+    """An optional secret of at least ``min_length`` characters; blank counts as unset."""
+    token = (env.get(name) or "").strip() or default
+    if token is not None and len(token) < min_length:
+        raise ConfigError(f"{name} must be at least {min_length} characters")
+    return token
+
+
+def read_bool_if_set(env: Mapping[str, str], name: str, default: object) -> bool:
+    """A boolean whose default is whether the field named by ``default_from`` is set."""
+    return read_bool(env, name, default is not None)

@@ -1,0 +1,90 @@
+"""Is the database's schema the one this code was written for?
+
+:func:`schema_state` compares ``alembic_version`` with the head of ``migrations/``:
+
+- ``current``: at the head;
+- ``behind``: an older revision (or none: never migrated): this code must not run on it;
+- ``ahead``: a revision these scripts do not know, so a newer release migrated first (a
+  rolling deploy). Migrations are additive, so this code keeps working; ready, with a note.
+
+``/api/ready/`` answers 200 for ``current`` and ``ahead``, 503 otherwise; ``flask worker``
+refuses ``behind`` (:func:`require_current`), naming the command to run.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+UPGRADE_COMMAND = "flask --app wsgi db upgrade"
+
+
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    from ..database import MIGRATIONS_DIR
+
+    return ScriptDirectory(MIGRATIONS_DIR)
+
+
+def script_head() -> str:
+    head = _scripts().get_current_head()
+    assert head is not None
+    return head
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    state: str  # "current" | "behind" | "ahead"
+    database: str | None  # the database's revision (None: never migrated)
+    head: str  # this code's head
+
+    @property
+    def ready(self) -> bool:
+        return self.state in {"current", "ahead"}
+
+    def reason(self) -> str:
+        if self.state == "current":
+            return f"schema at head {self.head}"
+        if self.state == "ahead":
+            return f"schema at {self.database}, newer than this code's head {self.head} (a newer release)"
+        at = f"revision {self.database}" if self.database else "no revision (never migrated)"
+        return f"schema at {at}, this code needs {self.head}: run `{UPGRADE_COMMAND}`"
+
+
+def schema_state(conn) -> SchemaState:
+    """Read ``alembic_version`` on ``conn`` (a SQLAlchemy connection); raises if unreachable."""
+    head = script_head()
+    exists = conn.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
+    versions = []
+    if exists:
+        versions = [row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))]
+    if head in versions:
+        return SchemaState("current", head, head)
+    known = {rev.revision for rev in _scripts().walk_revisions()}
+    version = versions[0] if versions else None
+    if version is not None and version not in known:
+        return SchemaState("ahead", version, head)
+    return SchemaState("behind", version, head)
+
+
+def current_state() -> SchemaState:
+    """:func:`schema_state` on a fresh connection of the app's engine (app context needed)."""
+    from ..extensions import db
+
+    with db.engine.connect() as conn:
+        return schema_state(conn)
+
+
+def require_current(app) -> None:
+    """Refuse to run code against an older schema (``flask worker``): a ``click`` error."""
+    import click
+
+    with app.app_context():
+        state = current_state()
+    if state.state == "behind":
+        raise click.ClickException(f"refusing to start: {state.reason()}")
+    if state.state == "ahead":
+        app.logger.warning("%s", state.reason())

@@ -1,0 +1,126 @@
+"""A ``flask worker`` process's own metrics, served on ``JOB_WORKER_METRICS_PORT``.
+
+The worker calls four hooks (one line each in ``runtime/``: ``execution.py``, ``one_job.py``,
+``batch.py``, ``rescuer.py``):
+
+- :func:`attempt` around running one claimed job: ``jobqueue_worker_jobs_started_total``,
+  the busy-threads gauge, and the log context of the attempt (``logs.job_scope``);
+- :func:`finished` when an attempt's end is known: succeeded / retried / failed / lost
+  (a stale write refused) / abandoned (left to lease recovery), per type, and the attempt's
+  duration (handler and recording its end) in ``jobqueue_worker_job_duration_seconds``;
+- :func:`claimed` with the round trip of each claim statement, and :func:`recovered` with the
+  leases each cleanup pass recovered.
+
+:func:`serve` starts the HTTP endpoint (prometheus_client's, on a daemon thread) and adds the
+gauges read at scrape time: the LISTEN connection's state and the configured threads.
+Metrics live in this module's :data:`REGISTRY` (one per process), not the global default.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .logs import job_scope
+
+log = logging.getLogger(__name__)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+OUTCOMES = {"succeeded": "succeeded", "queued": "retried", "failed": "failed", "lost": "lost"}
+
+STARTED = Counter("jobqueue_worker_jobs_started_total", "Attempts started", ["type"], registry=REGISTRY)
+SUCCEEDED = Counter("jobqueue_worker_jobs_succeeded_total", "Attempts succeeded", ["type"], registry=REGISTRY)
+FAILED = Counter("jobqueue_worker_jobs_failed_total", "Attempts failed for good", ["type"], registry=REGISTRY)
+RETRIED = Counter(
+    "jobqueue_worker_jobs_retried_total", "Attempts failed, retry scheduled", ["type"], registry=REGISTRY
+)
+LOST = Counter(
+    "jobqueue_worker_jobs_lost_total",
+    "Attempts whose end was refused: the lease had been recovered (stale write)",
+    ["type"],
+    registry=REGISTRY,
+)
+ABANDONED = Counter(
+    "jobqueue_worker_jobs_abandoned_total",
+    "Attempts whose end could not be recorded before the lease ran out (left to lease recovery)",
+    ["type"],
+    registry=REGISTRY,
+)
+DURATION = Histogram(
+    "jobqueue_worker_job_duration_seconds",
+    "Attempt duration: handler and recording its end",
+    ["type"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+    registry=REGISTRY,
+)
+CLAIM = Histogram(
+    "jobqueue_worker_claim_seconds",
+    "Round trip of a claim statement (one-job claim, batch claim, or success-and-claim)",
+    ["kind"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+    registry=REGISTRY,
+)
+BUSY = Gauge("jobqueue_worker_busy_threads", "Threads running a job now", registry=REGISTRY)
+RECOVERED = Counter(
+    "jobqueue_worker_leases_recovered_total",
+    "Expired leases this process recovered, by what became of the job",
+    ["outcome"],
+    registry=REGISTRY,
+)
+_COUNTERS = {"succeeded": SUCCEEDED, "retried": RETRIED, "failed": FAILED, "lost": LOST}
+
+
+@contextmanager
+def attempt(job: Any, worker_id: str) -> Iterator[None]:
+    """Around one claimed job's run and settle: counts it started and busy, sets the log ids."""
+    STARTED.labels(job.type).inc()
+    BUSY.inc()
+    try:
+        with job_scope(job.id, job.type, job.attempts, job.locked_by or worker_id):
+            yield
+    finally:
+        BUSY.dec()
+
+
+def finished(job_type: str, status: str, seconds: float) -> None:
+    """An attempt ended as ``status`` (the worker's ``Outcome.status``) after ``seconds``."""
+    counter = _COUNTERS.get(OUTCOMES.get(status, ""))
+    if counter is None and status == "abandoned":
+        counter = ABANDONED
+    if counter is not None:
+        counter.labels(job_type).inc()
+        DURATION.labels(job_type).observe(seconds)
+
+
+def claimed(kind: str, started: float) -> None:
+    """A claim statement of ``kind`` that began at ``started`` (``time.monotonic()``) returned."""
+    CLAIM.labels(kind).observe(time.monotonic() - started)
+
+
+def recovered(result: Any) -> None:
+    """A cleanup pass's :class:`CleanupResult`."""
+    if result.requeued:
+        RECOVERED.labels("requeued").inc(len(result.requeued))
+    if result.failed:
+        RECOVERED.labels("failed").inc(len(result.failed))
+
+
+def serve(port: int, host: str, worker: Any) -> None:
+    """Serve :data:`REGISTRY` on ``host:port`` (0 = off), with the worker's scrape-time gauges."""
+    if not port:
+        return
+    listening = Gauge(
+        "jobqueue_worker_listen_connected",
+        "1 while the LISTEN connection is up; 0 while polling (lost, off, or behind a pooler)",
+        registry=REGISTRY,
+    )
+    listening.set_function(lambda: float(worker.listener is not None and worker.listener.connected.is_set()))
+    threads = Gauge("jobqueue_worker_threads", "Worker threads configured", registry=REGISTRY)
+    threads.set(worker.settings.threads)
+    start_http_server(port, addr=host, registry=REGISTRY)
+    log.info("metrics on http://%s:%d/metrics", host, port)

@@ -1,0 +1,55 @@
+"""The attempts a worker process is running, and whether one has run past its lease.
+
+A handler that sleeps past its lease without renewing (``demo.timeout``, a hung call) keeps its
+thread while lease recovery requeues its job; the next claim would hand that job to another
+thread, which hangs the same way, until every thread of every worker is captured. So:
+
+**While any thread of a process runs an attempt past its lease, that process claims no job
+whose last attempt's lease expired** (``store/sql.py _CLAIM_ROWS``, ``avoid_expired``). A job whose
+attempts keep expiring then holds at most one thread per worker process; other jobs keep
+flowing on the rest. Jobs requeued by lease recovery for other reasons (a crashed worker) are
+still claimed by processes without an overdue thread, and by this one once its overdue
+attempt ends.
+
+The lease end is each attempt's ``JobContext.locked_until`` (moved by every renewal), compared
+with the worker's clock, the one its claims and lease recovery use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from ..store.values import utcnow
+from .handlers import JobContext
+
+
+class RunningAttempts:
+    """Thread-safe set of the attempts this process runs (their contexts)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, JobContext] = {}
+
+    @contextmanager
+    def running(self, ctx: JobContext) -> Iterator[None]:
+        """Count ``ctx`` as running for the duration of the block (handler and settle)."""
+        with self._lock:
+            self._running[id(ctx)] = ctx
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.pop(id(ctx), None)
+
+    def any_overdue(self, now: datetime | None = None) -> bool:
+        """Whether an attempt of this process is running past its lease."""
+        now = now or utcnow()
+        with self._lock:
+            ends = [ctx.locked_until for ctx in self._running.values()]
+        return any(end is not None and end < now for end in ends)
+
+
+PROCESS = RunningAttempts()  # one per worker process: every JobRunner and the dispatcher share it

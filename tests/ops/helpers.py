@@ -1,0 +1,32 @@
+"""Scraping Prometheus text, free ports."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``{(sample name, sorted labels): value}`` from the exposition format."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def scrape(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return parse(response.read().decode())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,111 @@
+"""``GET /metrics`` on the web app: the queue gauges against known rows, their plans, access."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+
+from dashboard.extensions import db
+from dashboard.ops import web_metrics
+from dashboard.store import stats_refresh
+from dashboard.store.service import utcnow
+from tests.access.secured import VIEWER_TOKEN, bearer, build
+from tests.factories import make_job
+
+from .helpers import parse, value
+
+METRICS_TOKEN = "metrics-token-" + "m" * 40
+
+
+def scrape_app(app, **headers):
+    app.extensions["jobqueue.metrics"].clear()  # the cache would keep the previous test's figures
+    return app.test_client().get("/metrics", headers=headers)
+
+
+def test_queue_gauges_count_known_rows(app):
+    now = utcnow()
+    make_job("queued", type="mail.send", available_at=now - timedelta(seconds=90))
+    make_job("queued", type="mail.send")
+    make_job("queued", type="report.build", available_at=now + timedelta(hours=1))
+    make_job("running", type="report.build", locked_until=now - timedelta(seconds=5))  # overdue
+    make_job("running", type="mail.send")
+    for _ in range(3):
+        make_job("succeeded")
+    make_job("failed")
+    with app.app_context():
+        stats_refresh.refresh_finished_counts(wait=True)
+    response = scrape_app(app)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/plain")
+    samples = parse(response.get_data(as_text=True))
+    assert value(samples, "jobqueue_jobs", status="queued") == 3
+    assert value(samples, "jobqueue_jobs", status="running") == 2
+    assert value(samples, "jobqueue_jobs", status="succeeded") == 3
+    assert value(samples, "jobqueue_jobs", status="failed") == 1
+    assert value(samples, "jobqueue_jobs_ready", type="mail.send") == 2
+    assert value(samples, "jobqueue_jobs_ready", type="report.build") == 0
+    assert value(samples, "jobqueue_jobs_scheduled", type="report.build") == 1
+    assert value(samples, "jobqueue_jobs_running", type="mail.send") == 1
+    assert value(samples, "jobqueue_jobs_overdue", type="report.build") == 1
+    assert value(samples, "jobqueue_jobs_overdue", type="mail.send") == 0
+    assert value(samples, "jobqueue_oldest_ready_age_seconds", type="mail.send") >= 90
+    assert value(samples, "jobqueue_oldest_ready_age_seconds", type="report.build") is None  # none ready
+    assert value(samples, "jobqueue_queue_oldest_ready_age_seconds") >= 90
+    assert value(samples, "jobqueue_queue_capped", status="queued") == 0
+
+
+def test_a_count_past_the_cap_is_flagged(app):
+    for _ in range(3):
+        make_job("queued")
+    with app.app_context():
+        snap = web_metrics.read_snapshot(cap=2)
+    assert snap.total("ready") == 2
+    assert snap.capped == {"queued": True, "running": False}
+
+
+def test_one_snapshot_serves_scrapes_within_the_cache_time(app):
+    app.extensions["jobqueue.metrics"].clear()
+    client = app.test_client()
+    first = parse(client.get("/metrics").get_data(as_text=True))
+    make_job("queued")
+    second = parse(client.get("/metrics").get_data(as_text=True))
+    assert (
+        value(first, "jobqueue_jobs", status="queued") == value(second, "jobqueue_jobs", status="queued") == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "index"),
+    [(web_metrics.QUEUED_SQL, "job_claim_idx"), (web_metrics.RUNNING_SQL, "job_timeout_idx")],
+)
+def test_gauges_read_partial_indexes_with_a_limit(app, statement, index):
+    params = {"now": utcnow(), "cap": web_metrics.COUNT_CAP}
+    with app.app_context(), db.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # an empty table favours seq scans
+        plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + statement.text), params))
+    assert f"Index Scan using {index}" in plan
+    assert "Limit" in plan
+    assert "Sort" not in plan.split("Limit")[1]  # the walk is in index order, no sort of all rows
+
+
+def test_metrics_need_a_token_when_sign_in_is_on(app, database_url):
+    with build(database_url, METRICS_TOKEN=METRICS_TOKEN) as secured:
+        client = secured.test_client()
+        refused = client.get("/metrics")
+        assert refused.status_code == 401
+        assert "Bearer" in refused.headers["WWW-Authenticate"]
+        assert client.get("/metrics", headers=bearer("wrong-" + "x" * 40)).status_code == 401
+        assert client.get("/metrics", headers={"Authorization": "Basic abc"}).status_code == 401
+        assert client.get("/metrics", headers=bearer(METRICS_TOKEN)).status_code == 200
+        assert client.get("/metrics", headers=bearer(VIEWER_TOKEN)).status_code == 200
+
+
+def test_metrics_answer_503_not_500_when_the_database_is_down(app):
+    from dashboard import create_app
+    from tests.conftest import TEST_CONFIG
+
+    down = create_app({**TEST_CONFIG, "DATABASE_URL": "postgresql://nobody@127.0.0.1:9/none"})
+    response = down.test_client().get("/metrics")
+    assert response.status_code == 503
