@@ -74,7 +74,7 @@ def test_web_lines_are_json_with_the_request_id(libpq_url):
     env = subprocess_env(
         libpq_url,
         LOG_FORMAT="json",
-        SECRET_KEY="s" * 40,
+        SECRET_KEY="Vq3r-9ZkT_w2LmX8pYb4NcH7sJd0FgUe6AoRi1",  # random-looking: the entropy check
         API_TOKENS="deploy:operator:" + "t" * 40,
     )
     done = subprocess.run(
