@@ -91,4 +91,4 @@ def clean_tables(request: pytest.FixtureRequest) -> None:
         return
     app: Flask = request.getfixturevalue("app")
     with app.app_context(), db.engine.begin() as conn:
-        conn.execute(text("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY"))
+        conn.execute(text("TRUNCATE jobs_jobevent, jobs_job, jobs_worker RESTART IDENTITY"))
