@@ -262,6 +262,10 @@ class WorkerSettings:
     handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", _list))
     batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", _int, minimum=1))
     listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", _bool))
+    # Issue 17: each worker process upserts its jobs_worker row this often (3 missed: stale).
+    heartbeat_seconds: float = field(
+        default=5.0, metadata=env("JOB_WORKER_HEARTBEAT_SECONDS", _number, minimum=0.05)
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:

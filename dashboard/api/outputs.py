@@ -154,6 +154,7 @@ class Config(BaseModel):
     JOB_HANDLER_MODULES: list[str]
     JOB_WORKER_BATCH_SIZE: int = Field(description="Jobs claimed per claim statement (1: one at a time).")
     JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
+    JOB_WORKER_HEARTBEAT_SECONDS: float = Field(description="How often each worker process reports in.")
     job_types: list[str] = Field(description="Job types this deployment can run.")
 
 

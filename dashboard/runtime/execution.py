@@ -23,6 +23,7 @@ from ..config import WorkerSettings
 from ..store import service
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
+from . import heartbeat
 from .failures import (
     ResultRejected,
     UnknownJobType,
@@ -218,6 +219,7 @@ class JobRunner(ThreadRuntime):
         self, ctx: JobContext, status: str, error: str, started: float, retry_at: JobRecord | None = None
     ) -> Outcome:
         """Log how the attempt ended and return it as an :class:`Outcome`."""
+        heartbeat.job_done()
         seconds = time.monotonic() - started
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"
         if status == "succeeded":
