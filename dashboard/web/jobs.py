@@ -11,11 +11,13 @@ from werkzeug.wrappers import Response
 
 from ..config import settings_of
 from ..runtime import handlers
-from ..store import read_jobs, service, stats_refresh
+from ..store import read_jobs, service
 from ..store.records import EventRecord
 from ..store.states import LIVE, STATUSES, Status
+from . import search
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
+from .job_extras import job_extras
 from .params import job_filters
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .signin import audit_data, operator_required
@@ -39,19 +41,18 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
 
 
 @bp.get("/jobs/")
-def job_list() -> str:
+def job_list() -> str | Response:
     filters = job_filters(request.args)
-    page = None
-    if not filters.errors:
-        page = read_jobs.list_jobs(
-            limit=filters.limit,
-            offset=filters.offset,
-            status=filters.status or None,
-            type=filters.type or None,
-            policy=stats_refresh.policy_of(settings_of(current_app)),
-        )
+    read = search.list_page(filters)  # q, "next to run" or newest first (issue 17)
+    if read.single is not None and not is_htmx():  # a search that found one job opens it
+        return redirect(url_for("web.job_detail", job_id=read.single), 303)
     return page_or_fragment(
-        "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
+        "jobs/list.html",
+        "fragments/job_list.html",
+        filters=filters,
+        page=read.page,
+        statuses=STATUSES,
+        notes=read.notes,
     )
 
 
@@ -79,6 +80,7 @@ def detail_context(
         "progress": _progress_percent(timeline.progress) if running else None,
         "retry_form": RetryForm(),
         "notices": notices or [],
+        **job_extras(job, timeline.events),  # why not running, attempts' errors (issue 17)
     }
 
 
