@@ -83,7 +83,10 @@ class JobEvent(Output):
 
     id: int
     job: uuid.UUID = Field(validation_alias=AliasChoices("job", "job_id"), description="The job's id.")
-    type: EventType
+    type: EventType = Field(
+        description="The reference's nine types, plus `cancelled` and `rescheduled` (extension, issue 17: "
+        "an operator cancelled the queued job, or made a waiting one due now)."
+    )
     attempt: int
     worker_id: str | None
     message: str

@@ -20,6 +20,7 @@ from ..runtime.handlers import registered_types
 from ..store import read_jobs, read_stats, service, stats_refresh
 from .access import audit_data
 from .blueprint import routes
+from .bulk import search_page
 from .cursor import Cursor
 from .errors import ApiError
 from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
@@ -185,9 +186,12 @@ def job_list(query: JobListQuery) -> Response:
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
     policy = stats_refresh.policy_of(settings_of(current_app))
-    page = read_jobs.list_jobs(
-        limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
-    )
+    if query.q:  # extension (issue 17)
+        page = search_page(query.q, limit=limit, offset=offset, status=query.status, type=query.type)
+    else:
+        page = read_jobs.list_jobs(
+            limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
+        )
     next_url = (
         page_url(JobListQuery, limit=limit, offset=offset + limit) if offset + limit < page.count else None
     )

@@ -95,8 +95,8 @@ def parse_q(raw: str) -> Terms:
     text = raw.strip()
     if not text:
         raise SearchError("Type something to search for.")
-    if len(text) > Q_MAX_LENGTH or "\x00" in text or not text.isprintable():
-        raise SearchError(f"A search is at most {Q_MAX_LENGTH} printable characters.")
+    if len(text) > Q_MAX_LENGTH or "\x00" in text:
+        raise SearchError(f"A search is at most {Q_MAX_LENGTH} characters, without NUL.")
     payload = _payload(text)
     if payload is not None:
         if "\\u0000" in json.dumps(payload):
