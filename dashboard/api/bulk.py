@@ -13,26 +13,17 @@ from typing import Literal
 from flask import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from ..store import read_search, search, service
+from ..store import search, service
 from ..store.bulk import ACTION_STATUS
-from ..store.read_jobs import JobPage
 from .access import audit_data
 from .blueprint import routes
 from .errors import validation_error
 from .fields import Text
 from .inputs import TypeFilter
 from .registry import Reply
+from .views import json_response
 
 SearchText = Text(max_length=search.Q_MAX_LENGTH)
-
-
-def search_page(q: str, *, limit: int, offset: int, status: str | None, type: str | None) -> JobPage:
-    """``GET /api/jobs/?q=``: 400 naming ``q`` when it cannot be read."""
-    try:
-        terms = search.parse_q(q)
-    except search.SearchError as exc:
-        raise validation_error({"q": [str(exc)]}) from None
-    return read_search.search_jobs(terms, limit=limit, offset=offset, status=status, type=type)
 
 
 class BulkAction(BaseModel):
@@ -65,8 +56,6 @@ class BulkAnswer(BaseModel):
 
 
 def _bulk(action: str, body: BulkAction | BulkRetry) -> Response:
-    from .views import json_response
-
     wanted = ACTION_STATUS[action]
     if body.status is not None and body.status != wanted:
         raise validation_error({"status": [f"This action only touches {wanted} jobs."]})

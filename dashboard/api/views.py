@@ -17,12 +17,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.handlers import registered_types
-from ..store import read_jobs, read_stats, service, stats_refresh
+from ..store import read_jobs, read_search, read_stats, search, service, stats_refresh
 from .access import audit_data
 from .blueprint import routes
-from .bulk import search_page
 from .cursor import Cursor
-from .errors import ApiError
+from .errors import ApiError, validation_error
 from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
 from .outputs import (
     BulkResult,
@@ -187,7 +186,13 @@ def job_list(query: JobListQuery) -> Response:
     limit, offset = query.page_size, query.offset
     policy = stats_refresh.policy_of(settings_of(current_app))
     if query.q:  # extension (issue 17)
-        page = search_page(query.q, limit=limit, offset=offset, status=query.status, type=query.type)
+        try:
+            terms = search.parse_q(query.q)
+        except search.SearchError as exc:
+            raise validation_error({"q": [str(exc)]}) from None
+        page = read_search.search_jobs(
+            terms, limit=limit, offset=offset, status=query.status, type=query.type
+        )
     else:
         page = read_jobs.list_jobs(
             limit=limit, offset=offset, status=query.status, type=query.type, policy=policy

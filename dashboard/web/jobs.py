@@ -14,12 +14,12 @@ from ..runtime import handlers
 from ..store import read_jobs, service
 from ..store.records import EventRecord
 from ..store.states import LIVE, STATUSES, Status
-from . import search
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
 from .job_extras import job_extras
 from .params import job_filters
 from .rendering import is_htmx, now, page_or_fragment, safe_next
+from .search import list_page
 from .signin import audit_data, operator_required
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
@@ -43,7 +43,7 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
 @bp.get("/jobs/")
 def job_list() -> str | Response:
     filters = job_filters(request.args)
-    read = search.list_page(filters)  # q, "next to run" or newest first (issue 17)
+    read = list_page(filters)  # q, "next to run" or newest first (issue 17)
     if read.single is not None and not is_htmx():  # a search that found one job opens it
         return redirect(url_for("web.job_detail", job_id=read.single), 303)
     return page_or_fragment(
