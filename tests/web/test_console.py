@@ -16,9 +16,14 @@ from .conftest import HX, csrf_token
 
 def _events(job_id, kind):
     with db.engine.connect() as conn:
-        return conn.execute(
-            text("SELECT data FROM jobs_jobevent WHERE job_id = :id AND type = :t"), {"id": job_id, "t": kind}
-        ).scalars().all()
+        return (
+            conn.execute(
+                text("SELECT data FROM jobs_jobevent WHERE job_id = :id AND type = :t"),
+                {"id": job_id, "t": kind},
+            )
+            .scalars()
+            .all()
+        )
 
 
 def test_short_id_search_opens_the_job(app, client):
@@ -125,7 +130,9 @@ def test_why_not_running_texts(app, client):
     scheduled = make_job("queued", available_at=now + timedelta(hours=2))
     html = client.get(f"/jobs/{scheduled.id}/").get_data(as_text=True)
     assert 'data-why="scheduled"' in html and 'data-why="no_worker"' in html
-    backing = make_job("queued", attempts=2, max_attempts=5, available_at=now + timedelta(seconds=40), last_error="boom")
+    backing = make_job(
+        "queued", attempts=2, max_attempts=5, available_at=now + timedelta(seconds=40), last_error="boom"
+    )
     html = client.get(f"/jobs/{backing.id}/").get_data(as_text=True)
     assert "retry 3 of 5 in" in html and "boom" in html
     me = workers.Identity("h:1:x", "h", 1, now, "one-job", 2, "1", 5.0, ("demo.success",))
@@ -142,15 +149,23 @@ def test_failed_job_lists_each_attempts_error_with_traceback_lines(app, client):
     job = service.create_job("demo.fail", {}, max_attempts=2).job
     for attempt in (1, 2):
         claimed = service.claim_next_job("w:1:thread-1:a", lease_seconds=30)
-        trace = f"Traceback (most recent call last):\n  File \"x.py\", line {attempt}\nValueError: bad {attempt}\n"
+        trace = (
+            f'Traceback (most recent call last):\n  File "x.py", line {attempt}\nValueError: bad {attempt}\n'
+        )
         service.fail_job(
-            claimed.id, "w:1:thread-1:a", attempt, f"ValueError: bad {attempt}",
-            backoff_base_seconds=0, backoff_max_seconds=0,
+            claimed.id,
+            "w:1:thread-1:a",
+            attempt,
+            f"ValueError: bad {attempt}",
+            backoff_base_seconds=0,
+            backoff_max_seconds=0,
             event_data={"exception_type": "ValueError", "traceback": trace},
         )
     html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert html.count("data-attempt=") == 2
-    assert '<pre class="traceback">Traceback (most recent call last):\n  File &#34;x.py&#34;, line 1\n' in html
+    assert (
+        '<pre class="traceback">Traceback (most recent call last):\n  File &#34;x.py&#34;, line 1\n' in html
+    )
     assert "\\n" not in html.split("data-attempt-errors")[1].split("</section>")[0]
 
 
