@@ -199,6 +199,10 @@ class WorkerSettings:
     shutdown_timeout_seconds: float = field(
         default=3.0, metadata=env("JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", read_number, minimum=0)
     )
+    # Issue 17: each worker process upserts its jobs_worker row this often (3 missed: stale).
+    heartbeat_seconds: float = field(
+        default=5.0, metadata=env("JOB_WORKER_HEARTBEAT_SECONDS", read_number, minimum=0.05)
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:

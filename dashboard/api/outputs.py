@@ -83,7 +83,10 @@ class JobEvent(Output):
 
     id: int
     job: uuid.UUID = Field(validation_alias=AliasChoices("job", "job_id"), description="The job's id.")
-    type: EventType
+    type: EventType = Field(
+        description="The reference's nine types, plus `cancelled` and `rescheduled` (extension, issue 17: "
+        "an operator cancelled the queued job, or made a waiting one due now)."
+    )
     attempt: int
     worker_id: str | None
     message: str
@@ -157,6 +160,7 @@ class Config(BaseModel):
     JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = Field(
         description="After SIGINT/SIGTERM, seconds running jobs get before they are requeued (0: no limit)."
     )
+    JOB_WORKER_HEARTBEAT_SECONDS: float = Field(description="How often each worker process reports in.")
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 

@@ -24,6 +24,7 @@ from ..ops import worker_metrics  # issue 19: metrics, log ids
 from ..store import service
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
+from . import heartbeat
 from .attempts import RunningAttempts
 from .failures import (
     ResultRejected,
@@ -248,6 +249,7 @@ class JobRunner(ThreadRuntime):
         self, ctx: JobContext, status: str, error: str, started: float, retry_at: JobRecord | None = None
     ) -> Outcome:
         """Log how the attempt ended and return it as an :class:`Outcome`."""
+        heartbeat.job_done()
         seconds = time.monotonic() - started
         worker_metrics.finished(ctx.job_type, status, seconds)
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from . import sql
+from . import bulk, sql
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .enqueue import JobSpec, create_job, create_jobs
@@ -26,7 +26,7 @@ from .records import CleanupResult, JobRecord, RetryResult
 from .values import aware as _aware
 from .values import pg_safe, utcnow
 
-__all__ = [  # create_* live in enqueue.py; the doors reach every transition here
+__all__ = [  # create_* live in enqueue.py, bulk actions in bulk.py; the doors reach them here
     "JobSpec",
     "create_job",
     "create_jobs",
@@ -293,3 +293,28 @@ def retry_job(
     if status is None:
         return RetryResult(job=None, reason="not_found")
     return RetryResult(job=None, reason="not_failed", status=status)
+
+
+# Operator actions on many jobs, or one (issue 17): the statements live in bulk.py.
+BulkSelection = bulk.Selection
+BULK_ACTIONS = bulk.ACTIONS
+
+
+def bulk_dry_run(action: str, selection: bulk.Selection, *, now: datetime | None = None) -> int:
+    """How many jobs :func:`bulk_apply` would change: ``retry``, ``cancel`` or ``run_now``."""
+    return bulk.count(action, selection, now=now)
+
+
+def bulk_apply(action: str, selection: bulk.Selection, *, event_data: dict[str, Any]) -> bulk.BulkOutcome:
+    """Apply ``action`` to the selected jobs in chunks, one transaction and one event per job each."""
+    return bulk.run(action, selection, event_data=event_data)
+
+
+def cancel_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
+    """queued -> failed, "Cancelled by <actor>" (event ``cancelled``)."""
+    return bulk.run_one("cancel", job_id, event_data=event_data)
+
+
+def run_job_now(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
+    """A queued job waiting for a later time becomes due now (event ``rescheduled``)."""
+    return bulk.run_one("run_now", job_id, event_data=event_data)
