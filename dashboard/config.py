@@ -262,6 +262,9 @@ class WorkerSettings:
     handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", _list))
     batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", _int, minimum=1))
     listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", _bool))
+    progress_flush_ms: float = field(
+        default=250.0, metadata=env("JOB_WORKER_PROGRESS_FLUSH_MS", _number, minimum=0)
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:

@@ -134,6 +134,7 @@ class OneJobLoop(JobRunner):
             ctx.attempt,
             result,
             lease_seconds=self.settings.lease_seconds,
+            progress=ctx.settle_progress(),
             conn=self.connection,
         )
         if self._carried is not None:

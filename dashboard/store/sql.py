@@ -14,7 +14,9 @@ worker: nobody else can hold the job, so its result is kept. Once cleanup requeu
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, Text, bindparam, text
+from typing import Any
+
+from sqlalchemy import Float, Integer, Text, TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
@@ -163,21 +165,53 @@ SUCCEED = (
     "status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL, "
     "finished_at = :now, updated_at = :now"
 )
+_SUCCEEDED = "'succeeded', 'Job succeeded', '{}'::jsonb"
+_SUCCEEDED_WITH = "'succeeded', 'Job succeeded', :event_data"
 
-COMPLETE = text(
-    f"""
+# A settle also writes the attempt's pending progress reports (runtime.progress coalesces a
+# handler's reports instead of committing each): a jsonb array of {message, data, created_at},
+# inserted by the same INSERT as the terminal event, before it (ORDER BY: ids follow), and
+# only for rows the fenced UPDATE matched, so a lost attempt writes no progress either.
+_PROGRESS_ROWS = """
+            SELECT p.n, 'progress', p.e->>'message', p.e->'data', CAST(p.e->>'created_at' AS timestamptz)
+            FROM jsonb_array_elements({source}) WITH ORDINALITY AS p(e, n)
+            UNION ALL"""
+
+
+def _events(rows: str, worker: str, terminal: str, progress: str | None) -> str:
+    """The INSERT of a settle's events: per row of ``rows``, its progress reports (a jsonb
+    array expression, or none), then its terminal event (``terminal``: type, message, data)."""
+    head = "INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)"
+    if progress is None:
+        columns = "(job_id, type, message, data, attempt, worker_id, created_at)"
+        select = f"SELECT s.id, {terminal}, s.attempts, {worker}, :now FROM {rows} AS s"
+        return f"INSERT INTO jobs_jobevent {columns}\n        {select}"
+    return f"""{head}
+        SELECT s.id, e.type, s.attempts, {worker}, e.message, e.data, e.created_at
+        FROM {rows} AS s CROSS JOIN LATERAL ({_PROGRESS_ROWS.format(source=progress)}
+            SELECT 9223372036854775807, {terminal}, CAST(:now AS timestamptz)
+        ) AS e(n, type, message, data, created_at)
+        ORDER BY s.id, e.n"""
+
+
+def _complete(progress: bool) -> TextClause:
+    return text(
+        f"""
     WITH done AS (
         UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
         RETURNING *
     ), ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', :event_data, :now
-        FROM done
+        {_events("done", ":worker_id", _SUCCEEDED_WITH, ":progress" if progress else None)}
     )
     SELECT * FROM done
     """
-).bindparams(bindparam("result", type_=JSONB), bindparam("event_data", type_=JSONB))
+    ).bindparams(*_jsonb("result", "event_data", *(["progress"] if progress else [])))
+
+
+def _jsonb(*names: str) -> list[Any]:
+    return [bindparam(name, type_=JSONB) for name in names]
+
 
 # One-job mode's settle-and-claim: a thread that has just run a job records its success and
 # claims its next job in one statement, so a job costs one round trip and one commit instead
@@ -187,28 +221,33 @@ COMPLETE = text(
 # Always one row: ``completed`` (0 or 1) and the claimed job's columns, NULL when the queue
 # had nothing eligible.
 # Index: job_claim_idx, as CLAIM.
-COMPLETE_AND_CLAIM = text(
-    f"""
+def _complete_and_claim(progress: bool) -> TextClause:
+    return text(
+        f"""
     WITH done AS (
         UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
         RETURNING id, attempts
     ), done_ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', '{{}}'::jsonb, :now
-        FROM done
+        {_events("done", ":worker_id", _SUCCEEDED, ":progress" if progress else None)}
     ), {_CLAIM_STEPS.format(limit="1")}
     SELECT (SELECT count(*) FROM done) AS completed, claimed.*
     FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
-).bindparams(bindparam("result", type_=JSONB), bindparam("worker_ids", type_=ARRAY(Text)))
+    ).bindparams(
+        bindparam("worker_ids", type_=ARRAY(Text)), *_jsonb("result", *(["progress"] if progress else []))
+    )
+
 
 # Batch mode's completer: many successes in one statement, each row still fenced by its own
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
-COMPLETE_MANY = text(
-    """
+def _complete_many(progress: bool) -> TextClause:
+    extra = ", progress jsonb" if progress else ""
+    return text(
+        f"""
     WITH input AS (
-        SELECT * FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
+        SELECT * FROM jsonb_to_recordset(:rows)
+            AS r(id uuid, worker_id text, attempt integer, result jsonb{extra})
     ), done AS (
         UPDATE jobs_job AS j
         SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
@@ -216,18 +255,26 @@ COMPLETE_MANY = text(
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, input.worker_id
+        RETURNING j.id, j.attempts, input.worker_id{", input.progress" if progress else ""}
     ), ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', '{}'::jsonb, :now FROM done
+        {_events("done", "s.worker_id", _SUCCEEDED, "s.progress" if progress else None)}
     )
     SELECT id FROM done
     """
-).bindparams(bindparam("rows", type_=JSONB))
+    ).bindparams(*_jsonb("rows"))
+
 
 # Requeue with backoff while attempts remain, else fail for good.
-FAIL = text(
-    f"""
+_FAILED = """CASE WHEN s.status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END, :error,
+               CASE WHEN s.status = 'queued'
+                    THEN :event_data || jsonb_build_object(
+                        'retry_at', s.available_at, 'retry_in_seconds', :delay)
+                    ELSE :event_data END"""
+
+
+def _fail(progress: bool) -> TextClause:
+    return text(
+        f"""
     WITH failed AS (
         UPDATE jobs_job
         SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
@@ -238,20 +285,18 @@ FAIL = text(
         WHERE {OWNED}
         RETURNING *
     ), ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id,
-               CASE WHEN status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END,
-               attempts, :worker_id, :error,
-               CASE WHEN status = 'queued'
-                    THEN :event_data || jsonb_build_object(
-                        'retry_at', available_at, 'retry_in_seconds', :delay)
-                    ELSE :event_data END,
-               :now
-        FROM failed
+        {_events("failed", ":worker_id", _FAILED, ":progress" if progress else None)}
     )
     SELECT * FROM failed
     """
-).bindparams(bindparam("event_data", type_=JSONB), bindparam("delay", type_=Float))
+    ).bindparams(bindparam("delay", type_=Float), *_jsonb("event_data", *(["progress"] if progress else [])))
+
+
+# Each settle with (…_PROGRESS) and without pending progress reports.
+COMPLETE, COMPLETE_PROGRESS = _complete(False), _complete(True)
+COMPLETE_AND_CLAIM, COMPLETE_AND_CLAIM_PROGRESS = _complete_and_claim(False), _complete_and_claim(True)
+COMPLETE_MANY, COMPLETE_MANY_PROGRESS = _complete_many(False), _complete_many(True)
+FAIL, FAIL_PROGRESS = _fail(False), _fail(True)
 
 # Recover expired leases, oldest first, at most :batch per pass.
 # Index: job_timeout_idx (locked_until) WHERE status = 'running'.
