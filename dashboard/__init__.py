@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from . import limits
 from .config import ConfigError, Settings
-from .database import MIGRATION_LOCK_KEY, engine_options, resolve_url
+from .database import MIGRATION_LOCK_KEY, engine_options, ping_when_suspect, resolve_url
 from .extensions import csrf, db, htmx, migrate
 from .store import jsonb
 
@@ -55,6 +55,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     debug_toolbar = settings.debug and settings.enable_debug_toolbar and not app.testing
 
     db.init_app(app)
+    with app.app_context():
+        ping_when_suspect(db.engine)
     jsonb.install()
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)
