@@ -75,4 +75,4 @@ def test_bad_values_name_the_variable(name, value):
 def test_worker_settings_are_shown_under_their_environment_names():
     shown = WorkerSettings().as_dict()
     assert shown["JOB_WORKER_THREADS"] == 4 and shown["JOB_WORKER_LEASE_SECONDS"] == 30
-    assert len(shown) == 12
+    assert len(shown) == 13

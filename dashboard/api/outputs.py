@@ -154,6 +154,9 @@ class Config(BaseModel):
     JOB_HANDLER_MODULES: list[str]
     JOB_WORKER_BATCH_SIZE: int = Field(description="Jobs claimed per claim statement (1: one at a time).")
     JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
+    JOB_WORKER_PROGRESS_FLUSH_MS: float = Field(
+        description="A handler's pending progress report is written within this long (else with its settle)."
+    )
     job_types: list[str] = Field(description="Job types this deployment can run.")
 
 

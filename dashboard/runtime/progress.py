@@ -17,12 +17,21 @@ import itertools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from flask import Flask, current_app, has_app_context
 
-if TYPE_CHECKING:
-    from .handlers import JobContext
+
+class JobContext(Protocol):
+    """What the flusher needs of ``handlers.JobContext``."""
+
+    job_id: Any
+
+    @property
+    def needs_app(self) -> bool: ...
+
+    def flush(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
