@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+import psycopg
 from sqlalchemy import Engine, event
 from sqlalchemy import exc as sa_exc
 
@@ -140,7 +142,8 @@ def _check(dbapi_connection: Any, record: Any, proxy: Any) -> None:
         return
     if dbapi_connection.closed or dbapi_connection.broken:
         raise sa_exc.DisconnectionError("connection closed")
-    if idle_since >= _last_failure[0] and time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+    fresh = idle_since >= _last_failure[0] and time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS
+    if fresh and not _has_input(dbapi_connection):
         return
     autocommit = dbapi_connection.autocommit
     try:
@@ -149,3 +152,14 @@ def _check(dbapi_connection: Any, record: Any, proxy: Any) -> None:
         dbapi_connection.autocommit = autocommit
     except Exception as error:
         raise sa_exc.DisconnectionError(str(error)) from error
+
+
+def _has_input(dbapi_connection: Any) -> bool:
+    """Whether an idle connection's socket has something to read: a server that terminated
+    the session (shutdown, restart, ``pg_terminate_backend``) said so or closed it. A system
+    call, no round trip; then the connection is pinged like a suspect one."""
+    try:
+        readable, _, _ = select.select([dbapi_connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
