@@ -161,6 +161,9 @@ class Config(BaseModel):
         description="After SIGINT/SIGTERM, seconds running jobs get before they are requeued (0: no limit)."
     )
     JOB_WORKER_HEARTBEAT_SECONDS: float = Field(description="How often each worker process reports in.")
+    JOB_WORKER_PROGRESS_FLUSH_MS: float = Field(
+        description="A handler's pending progress report is written within this long (else with its settle)."
+    )
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 
