@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from dashboard import upgrade_database
 from dashboard.store import stats_refresh
 
-from . import ceiling, claim, drain, enqueue, pages
+from . import api_enqueue, ceiling, claim, drain, enqueue, pages
 from .db import ROOT, fresh_database, make_app, seed_finished, server_url
 
 
@@ -67,8 +67,26 @@ def large_database(finished: int, *, reseed: bool) -> tuple[str, float]:
     return url, time.monotonic() - started
 
 
-def median_of(runs: int, measure) -> float:
-    return statistics.median(measure() for _ in range(runs))
+class Figure(float):
+    """A median of runs that remembers its spread (min and max of the runs)."""
+
+    low: float
+    high: float
+
+
+def median_of(runs: int, measure) -> Figure:
+    values = [measure() for _ in range(runs)]
+    figure = Figure(statistics.median(values))
+    figure.low, figure.high = min(values), max(values)
+    return figure
+
+
+def jobs_s(rate: float) -> str:
+    """``1,234 jobs/s (1,100-1,300)``: the median and, over several runs, their spread."""
+    spread = (
+        f" ({rate.low:,.0f}-{rate.high:,.0f})" if isinstance(rate, Figure) and rate.low != rate.high else ""
+    )
+    return f"{rate:,.0f} jobs/s{spread}"
 
 
 def machine() -> str:
@@ -104,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def row(what: str, value: str, ratio: str = "") -> None:
         rows.append((what, value, ratio))
-        print(f"{what:<58} {value:>14} {ratio:>8}", flush=True)
+        print(f"{what:<66} {value:>28} {ratio:>6}", flush=True)
 
     started = time.monotonic()
     base = None
@@ -113,15 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         with_events = median_of(runs, lambda: ceiling.run(url, jobs=sizes.ceiling_jobs, events=True))
         batched = median_of(runs, lambda: ceiling.run(url, jobs=sizes.ceiling_jobs, batch=10))
         results["ceiling"] = {"bare": base, "events": with_events, "batch10": batched}
-        row("pgbench ceiling: claim txn + completion txn, 1 job", f"{base:,.0f} jobs/s", "1.00")
+        row("pgbench ceiling: claim txn + completion txn, 1 job", jobs_s(base), "1.00")
         row(
             "pgbench, same with the two event inserts",
-            f"{with_events:,.0f} jobs/s",
+            jobs_s(with_events),
             f"{with_events / base:.2f}",
         )
-        row(
-            "pgbench, 10 jobs per claim and per completion", f"{batched:,.0f} jobs/s", f"{batched / base:.2f}"
-        )
+        row("pgbench, 10 jobs per claim and per completion", jobs_s(batched), f"{batched / base:.2f}")
     if "drain" in wanted:
         drained = {}
         for mode, env in (("one-job", {}), ("batch", BATCH)):
@@ -133,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 drained[f"{mode}/{threads}"] = rate
                 row(
                     f"flask worker, {mode} mode, {threads} threads",
-                    f"{rate:,.0f} jobs/s",
+                    jobs_s(rate),
                     f"{rate / base:.2f}",
                 )
         # Not a default: what an operator who accepts losing the last transitions in a database
@@ -148,17 +164,63 @@ def main(argv: list[str] | None = None) -> int:
         drained[f"batch-async-commit/{threads}"] = rate
         row(
             f"flask worker, batch mode, {threads} threads, synchronous_commit off",
-            f"{rate:,.0f} jobs/s",
+            jobs_s(rate),
             f"{rate / base:.2f}",
         )
         try:
             from .contenders import pgqueuer_throughput
         except ImportError:  # bench/requirements.txt not installed (CI's smoke run)
             pgqueuer_throughput = None
+        peer = None
         if pgqueuer_throughput is not None:
-            rate = median_of(runs, lambda: pgqueuer_throughput(server_url(), jobs=sizes.drain_jobs))
-            drained["pgqueuer"] = rate
-            row("pgqueuer 1.6 defaults, 1 process (contender)", f"{rate:,.0f} jobs/s", f"{rate / base:.2f}")
+            for driver in ("asyncpg", "psycopg"):
+                rate = median_of(
+                    runs, lambda d=driver: pgqueuer_throughput(server_url(), jobs=sizes.drain_jobs, driver=d)
+                )
+                drained[f"pgqueuer-{driver}"] = rate
+                peer = peer or rate  # asyncpg first: pgqueuer at its best is the contender
+                row(
+                    f"pgqueuer 1.6 defaults, {driver} driver, 1 process",
+                    jobs_s(rate),
+                    f"{rate / base:.2f}",
+                )
+        # The issue's rows, each with its same-run ratio.
+        top = max(sizes.threads)
+        noop_one = drained[f"one-job/{top}"]
+        noop_batch = drained[f"batch/{top}"]
+        demo_one = median_of(
+            runs, lambda: drain.throughput(url, jobs=sizes.drain_jobs, threads=top, job=drain.DEMO_SUCCESS)
+        )
+        demo_batch = median_of(
+            runs,
+            lambda: drain.throughput(
+                url, jobs=sizes.drain_jobs, threads=top, job=drain.DEMO_SUCCESS, **BATCH
+            ),
+        )
+        drained[f"one-job-demo/{top}"], drained[f"batch-demo/{top}"] = demo_one, demo_batch
+        versus = "pgqueuer asyncpg"
+        row(
+            f"one-job mode, {top} threads, no-op, vs pgbench ceiling",
+            jobs_s(noop_one),
+            f"{noop_one / base:.2f}",
+        )
+        if peer:
+            row(
+                f"batch mode, {top} threads, no-op, vs {versus}",
+                jobs_s(noop_batch),
+                f"{noop_batch / peer:.2f}",
+            )
+        row(
+            f"one-job mode, {top} threads, demo.success, vs its no-op",
+            jobs_s(demo_one),
+            f"{demo_one / noop_one:.2f}",
+        )
+        if peer:
+            row(
+                f"batch mode, {top} threads, demo.success, vs {versus}",
+                jobs_s(demo_batch),
+                f"{demo_batch / peer:.2f}",
+            )
         results["drain"] = drained
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)
@@ -168,10 +230,20 @@ def main(argv: list[str] | None = None) -> int:
         single = median_of(runs, lambda: enqueue.single(app, url, jobs=sizes.enqueue_jobs))
         held = median_of(runs, lambda: enqueue.single(app, url, jobs=sizes.enqueue_jobs, held=True))
         bulk = median_of(runs, lambda: enqueue.bulk(app, url, jobs=sizes.enqueue_jobs * 10))
-        results["enqueue"] = {"single": single, "single_held": held, "bulk": bulk}
-        row("enqueue, one job per call, one client (pooled connection)", f"{single:,.0f} jobs/s")
-        row("enqueue, one job per call, one client (held connection)", f"{held:,.0f} jobs/s")
-        row("enqueue, bulk (1,000 per call), one client", f"{bulk:,.0f} jobs/s")
+        api_single = median_of(runs, lambda: api_enqueue.single(url, jobs=sizes.enqueue_jobs))
+        api_bulk = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10))
+        results["enqueue"] = {
+            "single": single,
+            "single_held": held,
+            "bulk": bulk,
+            "api_single": api_single,
+            "api_bulk": api_bulk,
+        }
+        row("POST /api/jobs/, one keep-alive client, gunicorn (Procfile)", jobs_s(api_single), "")
+        row("service.create_job, held connection", jobs_s(held), "")
+        row("service.create_job, pooled connection", jobs_s(single), "")
+        row("POST /api/jobs/bulk/, 1,000 per call, idempotency keys", jobs_s(api_bulk), "")
+        row("service.create_jobs, 1,000 per call", jobs_s(bulk), "")
     if "claim" in wanted or "pages" in wanted:
         # The large sections share one database, seeded once and kept between runs.
         large_url, seeded = large_database(sizes.page_jobs, reseed=args.reseed)

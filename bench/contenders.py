@@ -6,7 +6,8 @@ process drains them, and the clock runs from the first pick to the last completi
 start-up and connection set-up are excluded. pgqueuer gets its own database on the same server,
 so its schema never meets ours. Nothing is tuned: batch size, concurrency, buffering, durability
 and log level are whatever ``pgq install`` and ``pgq run`` choose.
-The consumer uses pgqueuer's psycopg async driver (our driver; asyncpg is not installed). That
+The contender row uses pgqueuer's asyncpg driver (``driver="asyncpg"``, its fastest: the peer is
+compared at its best); ``driver="psycopg"`` (our driver) is the second line. The psycopg
 driver's NOTIFY watcher holds the connection for up to 1 s at a time, which shows as a ~1 s stall
 between the first pick and the first completion, once, at start-up. The rate is taken from the
 first completion on, so the stall is left out as our worker's start-up is: with it inside, a
@@ -89,7 +90,10 @@ def _wait_drained(url: str, table: str, proc: subprocess.Popen, log: IO[str], ti
     raise TimeoutError(f"pgqueuer did not drain its queue within {timeout} s")
 
 
-def pgqueuer_throughput(admin_url: str, *, jobs: int, timeout: float = 600) -> float:
+FACTORIES = {"asyncpg": "bench.pgqueuer_app:main", "psycopg": "bench.pgqueuer_app:main_psycopg"}
+
+
+def pgqueuer_throughput(admin_url: str, *, jobs: int, timeout: float = 600, driver: str = "asyncpg") -> float:
     """Jobs per second of one default pgqueuer consumer draining ``jobs`` queued no-op jobs.
 
     ``admin_url`` is a libpq URL of the server's ``postgres`` database (``bench.db.server_url()``).
@@ -106,7 +110,7 @@ def pgqueuer_throughput(admin_url: str, *, jobs: int, timeout: float = 600) -> f
     settings = db_settings()
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pgqueuer", "run", "bench.pgqueuer_app:main"],
+            [sys.executable, "-m", "pgqueuer", "run", FACTORIES[driver]],
             cwd=ROOT,
             env={**os.environ, DSN_ENV: url},
             stdout=subprocess.DEVNULL,
@@ -132,9 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.contenders", description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs to drain")
     parser.add_argument("--timeout", type=float, default=600, help="seconds before giving up")
+    parser.add_argument("--driver", choices=sorted(FACTORIES), default="asyncpg")
     args = parser.parse_args(argv)
-    rate = pgqueuer_throughput(server_url(), jobs=args.jobs, timeout=args.timeout)
-    print(f"pgqueuer {pgqueuer.__version__}, default configuration, 1 consumer: {rate:,.0f} jobs/s")
+    rate = pgqueuer_throughput(server_url(), jobs=args.jobs, timeout=args.timeout, driver=args.driver)
+    print(
+        f"pgqueuer {pgqueuer.__version__}, {args.driver} driver, default configuration, 1 consumer:"
+        f" {rate:,.0f} jobs/s"
+    )
     return 0
 
 

@@ -88,7 +88,7 @@ def truncate(url: str) -> None:
         conn.execute("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY")
 
 
-def seed_queued(url: str, count: int, *, job_type: str = "bench.noop") -> None:
+def seed_queued(url: str, count: int, *, job_type: str = "bench.noop", payload: str = "{}") -> None:
     """``count`` queued jobs available now, spread over priorities, with a created event each."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -96,7 +96,7 @@ def seed_queued(url: str, count: int, *, job_type: str = "bench.noop") -> None:
             WITH jobs AS (
                 INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
                                       max_attempts, last_error, created_at, updated_at)
-                SELECT gen_random_uuid(), %(type)s, '{}'::jsonb, 'queued', (g %% 5) * 10,
+                SELECT gen_random_uuid(), %(type)s, %(payload)s::jsonb, 'queued', (g %% 5) * 10,
                        now() - interval '1 hour' + g * interval '1 microsecond', 0, 3, '',
                        now() - interval '1 hour', now() - interval '1 hour'
                 FROM generate_series(1, %(count)s) AS g
@@ -106,7 +106,7 @@ def seed_queued(url: str, count: int, *, job_type: str = "bench.noop") -> None:
             SELECT id, 'created', 0, 'Job created', jsonb_build_object('type', %(type)s), created_at
             FROM jobs
             """,
-            {"type": job_type, "count": count},
+            {"type": job_type, "count": count, "payload": payload},
         )
         conn.execute("ANALYZE jobs_job")
         checkpoint(conn)

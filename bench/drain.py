@@ -71,10 +71,24 @@ def _wait_drained(url: str, jobs: int, timeout: float) -> None:
     raise TimeoutError(f"{jobs} jobs not drained within {timeout} s")
 
 
-def throughput(url: str, *, jobs: int, threads: int, timeout: float = 600, **env: str) -> float:
-    """Jobs per second from the first claim to the last completion (start-up excluded)."""
+DEMO_SUCCESS = ("demo.success", '{"sleep_seconds": 0}')  # one progress report per job, no sleep
+
+
+def throughput(
+    url: str,
+    *,
+    jobs: int,
+    threads: int,
+    timeout: float = 600,
+    job: tuple[str, str] = ("bench.noop", "{}"),
+    **env: str,
+) -> float:
+    """Jobs per second from the first claim to the last completion (start-up excluded).
+
+    ``job``: the type and JSON payload of the queued jobs.
+    """
     truncate(url)
-    seed_queued(url, jobs)
+    seed_queued(url, jobs, job_type=job[0], payload=job[1])
     with worker(url, threads=threads, **env):
         _wait_drained(url, jobs, timeout)
     with psycopg.connect(url) as conn:

@@ -45,6 +45,19 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
     # The job list's filters: a type with millions of jobs, a rare combination, no match.
     for query in FILTERS:
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
+    # Issue 17: search by each kind, next-to-run order, the bulk dry runs (the Workers page is
+    # a GET route without arguments, so it is measured above).
+    short = ids.get("id", "00000000")[:8]
+    for query in (
+        f"q={short}",
+        "q=no-such-key-42",
+        "q=timeout&status=failed",
+        "q=n=1&type=mail",
+        "order=next",
+    ):
+        found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
+    for slug in ("retry", "cancel", "run-now"):
+        found.append((f"/jobs/bulk/{slug}/?type=report.build", {}))
     return found
 
 

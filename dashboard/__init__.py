@@ -12,7 +12,14 @@ from sqlalchemy import text
 
 from . import limits
 from .config import ConfigError, Settings
-from .database import MIGRATION_LOCK_KEY, MIGRATIONS_DIR, PROJECT_ROOT, engine_options, resolve_url
+from .database import (
+    MIGRATION_LOCK_KEY,
+    MIGRATIONS_DIR,
+    PROJECT_ROOT,
+    engine_options,
+    ping_when_suspect,
+    resolve_url,
+)
 from .extensions import csrf, db, htmx, migrate
 from .ops.setup import init_app as init_ops
 from .store import jsonb
@@ -63,6 +70,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
 
     db.init_app(app)
+    with app.app_context():
+        ping_when_suspect(db.engine)
     jsonb.install()
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)
     csrf.init_app(app)

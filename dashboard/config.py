@@ -199,6 +199,14 @@ class WorkerSettings:
     shutdown_timeout_seconds: float = field(
         default=3.0, metadata=env("JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", read_number, minimum=0)
     )
+    # Issue 17: each worker process upserts its jobs_worker row this often (3 missed: stale).
+    heartbeat_seconds: float = field(
+        default=5.0, metadata=env("JOB_WORKER_HEARTBEAT_SECONDS", read_number, minimum=0.05)
+    )
+    # Issue 20: a handler's pending progress report is written within this long (else with its settle).
+    progress_flush_ms: float = field(
+        default=250.0, metadata=env("JOB_WORKER_PROGRESS_FLUSH_MS", read_number, minimum=0)
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:

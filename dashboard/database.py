@@ -12,9 +12,15 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import select
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
+
+import psycopg
+from sqlalchemy import Engine, event
+from sqlalchemy import exc as sa_exc
 
 from .config import OpsSettings, Settings
 
@@ -128,13 +134,13 @@ def engine_options(settings: Settings) -> dict[str, object]:
     thread and a few more (dispatcher, completer, stats refresh, a spare); the overflow
     covers ``flask worker --threads`` above ``JOB_WORKER_THREADS`` (the command refuses more
     than the pool can serve). ``POSTGRES_CONN_MAX_AGE`` maps to ``pool_recycle``; 0 (the
-    default) keeps connections until they fail, and ``pool_pre_ping`` replaces a connection
-    a database restart broke.
+    default) keeps connections until they fail. No ``pool_pre_ping`` on every checkout (a
+    round trip per request, half a single enqueue's database time): :func:`ping_when_suspect`
+    pings only a connection that may have gone stale.
     """
     options: dict[str, object] = {
         "pool_size": max(5, settings.worker.threads + 5),
         "max_overflow": POOL_OVERFLOW,
-        "pool_pre_ping": True,
         "pool_timeout": 10,
         # A host that drops packets must not hang a health check or a worker for minutes.
         "connect_args": {"connect_timeout": 5, **pooled_connect_args(settings.ops)},  # issue 19
@@ -158,3 +164,63 @@ def pool_capacity(settings: Settings) -> int:
     """How many connections the pool can hand out at once."""
     options = engine_options(settings)
     return int(options["pool_size"]) + int(options["max_overflow"])  # type: ignore[call-overload]
+
+
+# A pooled connection is pinged at checkout only when it may be stale: it sat idle longer than
+# this, or some connection of the process failed (was invalidated) since it was checked in, as
+# after a database restart. Otherwise a checkout costs no round trip.
+PING_AFTER_IDLE_SECONDS = 10.0
+_last_failure = [0.0]  # monotonic time of the latest invalidated connection in this process
+
+
+def ping_when_suspect(engine: Engine) -> None:
+    """Install the checks above on ``engine``'s pool (:func:`engine_options` has no pre-ping)."""
+    event.listen(engine, "checkin", _checked_in)
+    event.listen(engine, "invalidate", _failed)
+    event.listen(engine, "soft_invalidate", _failed)
+    event.listen(engine, "checkout", _check)
+
+
+def _checked_in(dbapi_connection: Any, record: Any) -> None:
+    record.info["idle_since"] = time.monotonic()
+
+
+def _failed(dbapi_connection: Any, record: Any, exception: BaseException | None) -> None:
+    _last_failure[0] = time.monotonic()
+
+
+def _check(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Raise ``DisconnectionError`` for a dead connection: the pool then opens a fresh one."""
+    idle_since = record.info.get("idle_since")
+    if idle_since is None:  # new: it has just connected
+        return
+    if dbapi_connection.closed or dbapi_connection.broken:
+        raise sa_exc.DisconnectionError("connection closed")
+    fresh = idle_since >= _last_failure[0] and time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS
+    if fresh and not _has_input(dbapi_connection):
+        return
+    autocommit = dbapi_connection.autocommit
+    try:
+        dbapi_connection.autocommit = True
+        dbapi_connection.execute("SELECT 1")
+        dbapi_connection.autocommit = autocommit
+    except Exception as error:
+        raise sa_exc.DisconnectionError(str(error)) from error
+
+
+def _has_input(dbapi_connection: Any) -> bool:
+    """Whether an idle connection's socket has something to read: a server that terminated
+    the session (shutdown, restart, ``pg_terminate_backend``) said so or closed it. A system
+    call, no round trip; then the connection is pinged like a suspect one.
+
+    Through PgBouncer (``DATABASE_POOLED``, issue 19) the socket is the pooler's: it turns
+    readable when PgBouncer closes the client connection (restart, ``client_idle_timeout``),
+    and then the ping finds it dead. A server session ended behind PgBouncer leaves the client
+    connection healthy (the pooler takes another server connection for the next transaction),
+    so nothing needs replacing. The ping is a plain ``SELECT 1`` in autocommit: no prepared
+    statement, no session state, as transaction pooling requires."""
+    try:
+        readable, _, _ = select.select([dbapi_connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)

@@ -92,7 +92,8 @@ def clean_tables(request: pytest.FixtureRequest) -> None:
         return
     app: Flask = request.getfixturevalue("app")
     with app.app_context(), db.engine.begin() as conn:
-        conn.execute(text("TRUNCATE jobs_jobevent, jobs_job, auth_signin_failure RESTART IDENTITY"))
+        tables = "jobs_jobevent, jobs_job, jobs_worker, auth_signin_failure"
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
 
 
 @pytest.fixture

@@ -77,7 +77,9 @@ def test_worker_settings_are_shown_under_their_environment_names():
     shown = WorkerSettings().as_dict()
     assert shown["JOB_WORKER_THREADS"] == 4 and shown["JOB_WORKER_LEASE_SECONDS"] == 30
     assert shown["JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS"] == 3.0
-    assert len(shown) == 13
+    assert shown["JOB_WORKER_HEARTBEAT_SECONDS"] == 5.0
+    assert shown["JOB_WORKER_PROGRESS_FLUSH_MS"] == 250.0
+    assert len(shown) == 15
 
 
 def test_job_types_strict_and_the_shutdown_timeout_are_read_from_the_environment():

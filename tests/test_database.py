@@ -90,3 +90,29 @@ def test_embedded_server_is_started_migrated_and_shared_by_processes(tmp_path):
             capture_output=True,
             timeout=60,
         )
+
+
+def test_a_pooled_connection_killed_while_idle_is_replaced_at_checkout(app, database_url, monkeypatch):
+    """No pre-ping on every checkout: a connection idle long enough (or pooled before some
+    connection failed) is pinged first, and a dead one is replaced, not handed out."""
+    import psycopg
+    from sqlalchemy import text
+
+    from dashboard import database
+    from dashboard.extensions import db
+    from tests.waiting import wait_until
+
+    with app.app_context():
+        with db.engine.connect() as conn:
+            pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        url = database_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(url, autocommit=True) as killer:
+            assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+            wait_until(lambda: killer.execute(gone, (pid,)).fetchone()[0], 15, "the session to end")
+        # Not idle long, no failure seen: the terminated session's socket gives it away.
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
+        monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar() == 1

@@ -146,6 +146,15 @@ class JobListQuery(BaseModel):
     offset: int = Field(default=0, ge=0, le=OFFSET_MAX, description="Jobs to skip.")
     status: Status | None = Field(default=None, description="Exact status.")
     type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
+    q: Text(max_length=500) | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description=(
+            "Search (extension, issue 17): a full id or an id prefix of 4+ hex digits, an idempotency "
+            "key, words in a failed job's last_error, or a payload match (key=value, a.b=1, or a JSON "
+            "object the payload contains; reads the newest 20,000 jobs of the filter). Text that is not a "
+            "valid payload search is searched as text; blank text is no search."
+        ),
+    )
 
     @property
     def page_size(self) -> int:

@@ -83,7 +83,10 @@ class JobEvent(Output):
 
     id: int
     job: uuid.UUID = Field(validation_alias=AliasChoices("job", "job_id"), description="The job's id.")
-    type: EventType
+    type: EventType = Field(
+        description="The reference's nine types, plus `cancelled` and `rescheduled` (extension, issue 17: "
+        "an operator cancelled the queued job, or made a waiting one due now)."
+    )
     attempt: int
     worker_id: str | None
     message: str
@@ -156,6 +159,10 @@ class Config(BaseModel):
     JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
     JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = Field(
         description="After SIGINT/SIGTERM, seconds running jobs get before they are requeued (0: no limit)."
+    )
+    JOB_WORKER_HEARTBEAT_SECONDS: float = Field(description="How often each worker process reports in.")
+    JOB_WORKER_PROGRESS_FLUSH_MS: float = Field(
+        description="A handler's pending progress report is written within this long (else with its settle)."
     )
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 

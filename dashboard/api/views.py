@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.handlers import registered_types
-from ..store import read_jobs, read_stats, service, stats_refresh
+from ..store import read_jobs, read_search, read_stats, search, service, stats_refresh
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
@@ -189,9 +189,15 @@ def job_list(query: JobListQuery) -> Response:
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
     policy = stats_refresh.policy_of(settings_of(current_app))
-    page = read_jobs.list_jobs(
-        limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
-    )
+    terms = search.parse_api_q(query.q) if query.q else None  # extension (issue 17)
+    if terms is not None:
+        page = read_search.search_jobs(
+            terms, limit=limit, offset=offset, status=query.status, type=query.type
+        )
+    else:
+        page = read_jobs.list_jobs(
+            limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
+        )
     next_url = (
         page_url(JobListQuery, limit=limit, offset=offset + limit) if offset + limit < page.count else None
     )

@@ -7,7 +7,8 @@ Cost at 10M jobs: every figure is read through a partial index and bounded.
 - running jobs: one walk of ``job_timeout_idx`` (running rows only), at most
   :data:`COUNT_CAP`, grouped by type into running / overdue (lease expired);
 - succeeded and failed totals: the one-row ``jobs_finished_counts`` view, recounted in the
-  background (``store.stats_refresh.refresh_finished_counts``) once older than ``STATS_REFRESH_SECONDS``.
+  background (``store.stats_refresh.refresh_finished_counts``) once older than ``STATS_REFRESH_SECONDS``;
+- worker processes alive: the recent rows of the small ``jobs_worker`` heartbeat table (issue 17).
 
 When a walk reaches the cap, its figures are lower bounds taken over the first jobs in claim
 (or lease) order, and ``jobqueue_queue_capped{status}`` is 1. One snapshot is cached for
@@ -68,6 +69,7 @@ class Snapshot:
     capped: dict[str, bool] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
     finished_counted_at: datetime | None = None
+    workers_alive: int | None = None
 
     def total(self, figure: str) -> float:
         return sum(row.get(figure, 0) for row in self.by_type.values())
@@ -76,7 +78,7 @@ class Snapshot:
 def read_snapshot(now: datetime | None = None, cap: int = COUNT_CAP) -> Snapshot:
     """Read the figures now (app context needed); see the module's notes on cost."""
     from ..extensions import db
-    from ..store import stats_refresh
+    from ..store import stats_refresh, workers
 
     now = now or datetime.now(UTC)
     snap = Snapshot(taken_at=now)
@@ -100,6 +102,7 @@ def read_snapshot(now: datetime | None = None, cap: int = COUNT_CAP) -> Snapshot
         refresh_after = settings_of(current_app).stats_refresh_seconds
         if (now - finished["counted_at"]).total_seconds() > refresh_after:
             stats_refresh.refresh_finished_counts(wait=False)
+    snap.workers_alive, _types = workers.live_job_types(now)
     return snap
 
 
@@ -165,6 +168,12 @@ class QueueCollector:
         for status, hit in sorted(snap.capped.items()):
             capped.add_metric([status], 1.0 if hit else 0.0)
         yield capped
+        if snap.workers_alive is not None:
+            yield GaugeMetricFamily(
+                "jobqueue_workers_alive",
+                "Worker processes whose heartbeat (jobs_worker) is recent",
+                value=snap.workers_alive,
+            )
         if snap.finished_counted_at is not None:
             yield GaugeMetricFamily(
                 "jobqueue_finished_counted_age_seconds",

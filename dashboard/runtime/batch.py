@@ -168,6 +168,7 @@ class Completer:
         self._lock = threading.Lock()
 
     def submit(self, ctx: JobContext, result: Any, started: float) -> None:
+        ctx.settle_progress()  # the handler is done: its pending report now waits for the completer
         self.pending.put(Success(ctx, result, started))
 
     def executor_done(self) -> None:
@@ -200,6 +201,7 @@ class Completer:
         try:
             done = service.complete_jobs(
                 [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
+                progress={s.ctx.job_id: s.ctx.settle_progress() for s in batch if s.ctx.settle_progress()},
                 conn=self.runner.connection,
             )
         except sa_exc.SQLAlchemyError:

@@ -24,6 +24,7 @@ from ..ops import worker_metrics  # issue 19: metrics, log ids
 from ..store import service
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
+from . import heartbeat
 from .attempts import RunningAttempts
 from .failures import (
     ResultRejected,
@@ -119,6 +120,7 @@ class JobRunner(ThreadRuntime):
             lease_seconds=self.settings.lease_seconds,
             stopping=self.stopping,
             conn=self.connection,
+            progress_flush_ms=self.settings.progress_flush_ms,
         )
         self.current = ctx
         try:
@@ -154,7 +156,14 @@ class JobRunner(ThreadRuntime):
     def complete_once(self, ctx: JobContext, result: Any, first_try: bool) -> object | None:
         """One try at recording a success: the completed job, or None if the attempt is no
         longer this worker's. The one-job loop also claims its next job on the first try."""
-        return service.complete_job(ctx.job_id, ctx.worker_id, ctx.attempt, result, conn=self.connection)
+        return service.complete_job(
+            ctx.job_id,
+            ctx.worker_id,
+            ctx.attempt,
+            result,
+            progress=ctx.settle_progress(),
+            conn=self.connection,
+        )
 
     def complete_now(self, ctx: JobContext, result: Any, started: float) -> Outcome:
         """Record one success (fenced), retrying through an outage while the lease lasts.
@@ -194,6 +203,7 @@ class JobRunner(ThreadRuntime):
                 backoff_base_seconds=settings.backoff_base_seconds,
                 backoff_max_seconds=settings.backoff_max_seconds,
                 event_data=data,
+                progress=ctx.settle_progress(),
                 conn=self.connection,
             )
 
@@ -248,6 +258,7 @@ class JobRunner(ThreadRuntime):
         self, ctx: JobContext, status: str, error: str, started: float, retry_at: JobRecord | None = None
     ) -> Outcome:
         """Log how the attempt ended and return it as an :class:`Outcome`."""
+        heartbeat.job_done()
         seconds = time.monotonic() - started
         worker_metrics.finished(ctx.job_type, status, seconds)
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"

@@ -28,6 +28,7 @@ from sqlalchemy import Connection
 from ..limits import TYPE_MAX_LENGTH
 from ..store import service
 from ..store.records import JobRecord
+from .progress import flusher
 
 Handler = Callable[["JobContext"], Any]  # called with the job's context; returns a JSON-able result
 
@@ -86,10 +87,16 @@ class JobContext:
     """What a handler knows about its attempt, and its two ways to talk back.
 
     ``renew()`` and ``progress()`` are guarded like every worker-side transition (this job,
-    running, locked by this worker, this attempt). Once either finds the attempt no longer
-    ours (the lease expired and cleanup requeued the job, maybe another worker runs it now),
-    :attr:`lost` turns true for good and both return ``False`` without touching the
+    running, locked by this worker, this attempt). Once a guarded write finds the attempt no
+    longer ours (the lease expired and cleanup requeued the job, maybe another worker runs it
+    now), :attr:`lost` turns true for good and both return ``False`` without touching the
     database: the handler should stop, since whatever it returns will be discarded.
+
+    Neither costs a round trip every time. ``progress()`` keeps the latest report pending
+    (``runtime/progress.py``): the attempt's settle statement writes it before the terminal
+    event, or the flusher writes it after ``progress_flush_ms`` if the handler still runs; so
+    its return value is the last known ownership, not the answer of a write. ``renew()``
+    with more than half of the lease left sends nothing and returns ``True``.
 
     They need the worker thread's application context; a database error propagates to the
     handler like any other exception.
@@ -103,6 +110,7 @@ class JobContext:
         lease_seconds: float,
         stopping: threading.Event | None = None,
         conn: Connection | None = None,
+        progress_flush_ms: float = 250.0,
     ) -> None:
         self.job = job
         self._conn = conn  # the worker thread's connection (connection.connect()), if it has one
@@ -111,6 +119,10 @@ class JobContext:
         self.locked_until: datetime | None = job.locked_until
         self._stopping = stopping or threading.Event()
         self._lost = False
+        self._flush_seconds = progress_flush_ms / 1000
+        self._lock = threading.Lock()  # the pending report, between handler, flusher and settle
+        self._pending: tuple[datetime, str, dict[str, Any]] | None = None
+        self._settled: list[dict[str, Any]] | None = None
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -142,8 +154,24 @@ class JobContext:
         """True once the worker was asked to shut down; the handler may still finish."""
         return self._stopping.is_set()
 
+    @property
+    def needs_app(self) -> bool:
+        """Whether a write needs an application context (no connection of its own)."""
+        return self._conn is None
+
     def renew(self) -> bool:
-        """Extend the lease by ``lease_seconds`` from now; ``False`` if ownership is lost."""
+        """Extend the lease by ``lease_seconds`` from now; ``False`` if ownership is lost.
+
+        Not sent while more than half of the lease is left (returns ``True``, the last known
+        ownership). A pending progress report is written first, so the timeline stays in order.
+        """
+        if self._lost:
+            return False
+        if self.locked_until is not None:
+            left = (self.locked_until - service.utcnow()).total_seconds()
+            if left > self.lease_seconds / 2:
+                return True
+        self.flush()
         if self._lost:
             return False
         locked_until = service.renew_lease(
@@ -158,9 +186,11 @@ class JobContext:
     def progress(
         self, percent: float | None = None, message: str = "", data: dict[str, Any] | None = None
     ) -> bool:
-        """Append a ``progress`` event (``percent`` 0-100 goes into its data).
+        """Report progress (``percent`` 0-100 goes into the event's data).
 
-        Returns ``False`` if ownership is lost.
+        The report replaces any still pending and is written with the attempt's settle, or by
+        the flusher if the handler runs on (see the class). Returns the last known ownership:
+        ``False`` once a guarded write found the attempt lost.
         """
         if percent is not None and (
             isinstance(percent, bool)
@@ -174,10 +204,50 @@ class JobContext:
         event_data = dict(data or {})
         if percent is not None:
             event_data["percent"] = percent
-        event_id = service.record_progress(
-            self.job.id, self.worker_id, self.job.attempts, message=message, data=event_data, conn=self._conn
-        )
-        if event_id is None:
-            self._lost = True
-            return False
-        return True
+        with self._lock:
+            schedule = self._pending is None and self._settled is None
+            if self._settled is None:
+                self._pending = (service.utcnow(), message, event_data)
+        if schedule:
+            flusher.schedule(self, self._flush_seconds)
+        return not self._lost
+
+    def flush(self) -> None:
+        """Write the pending report now (fenced ``record_progress``); nothing once settling.
+
+        On an error the report stays pending (unless a newer one replaced it) and the error
+        propagates.
+        """
+        with self._lock:
+            pending, self._pending = self._pending, None
+            if pending is None or self._settled is not None or self._lost:
+                return
+            at, message, data = pending
+            try:
+                event_id = service.record_progress(
+                    self.job.id,
+                    self.worker_id,
+                    self.job.attempts,
+                    message=message,
+                    data=data,
+                    now=at,
+                    conn=self._conn,
+                )
+            except BaseException:
+                self._pending = pending
+                raise
+            if event_id is None:
+                self._lost = True
+
+    def settle_progress(self) -> list[dict[str, Any]]:
+        """The pending reports for the attempt's settle statement (``progress=``), taken once:
+        from then on the flusher leaves this context alone. Called when the handler is done."""
+        with self._lock:
+            if self._settled is None:
+                pending, self._pending = self._pending, None
+                self._settled = (
+                    []
+                    if pending is None
+                    else [service.progress_report(pending[1], pending[2], now=pending[0])]
+                )
+            return self._settled

@@ -145,6 +145,7 @@ class OneJobLoop(JobRunner):
             ctx.attempt,
             result,
             lease_seconds=self.settings.lease_seconds,
+            progress=ctx.settle_progress(),
             conn=self.connection,
             avoid_expired=self.attempts.any_overdue(),
         )

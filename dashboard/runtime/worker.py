@@ -33,6 +33,7 @@ from .batch import BatchExecutor, Completer, Dispatcher
 from .execution import JobRunner
 from .failures import first_line
 from .handlers import Handler, get_handler
+from .heartbeat import Heartbeat
 from .one_job import OneJobLoop
 from .rescuer import Rescuer
 from .threads import RECONNECT_BASE_SECONDS, RECONNECT_MAX_SECONDS, Backoff, ThreadRuntime, make_worker_id
@@ -108,6 +109,7 @@ class Worker:
             for executor in executors:
                 executor.completer = self.completer
         self.listener: Listener | None = None
+        self.heartbeat = Heartbeat(app, settings)  # the jobs_worker row (issue 17)
         self.threads: list[threading.Thread] = []
         self._forced_by: int | None = None
         self._give_up_at: float | None = None  # monotonic; set by the first signal
@@ -132,6 +134,7 @@ class Worker:
             threading.Thread(target=self.listener.run, name="listener", daemon=True).start()
         for thread in self.threads:
             thread.start()
+        self.heartbeat.start()
         for loop in self.loops:
             log.info("started %s", loop.worker_id)
         if self.dispatcher is not None:
@@ -154,7 +157,10 @@ class Worker:
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return not self.alive()
+        if self.alive():
+            return False
+        self.heartbeat.stop()
+        return True
 
     def run_until_signalled(self) -> int:
         """Run until SIGINT/SIGTERM; return the process exit status.
@@ -179,6 +185,7 @@ class Worker:
             log.info("worker stopped")
             return 0
         finally:
+            self.heartbeat.stop()  # the row says stopped: a clean exit, or a forced one
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 

@@ -19,6 +19,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -29,7 +30,7 @@ from sqlalchemy import (
     Uuid,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
@@ -102,6 +103,14 @@ class Job(db.Model):
         ),
         # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
+        # Search by error text of failed jobs (``search.py``), issue 17: partial, so the drain
+        # path (claims and successes) never touches it; migration 0007.
+        Index(
+            "job_failed_error_fts_idx",
+            text("to_tsvector('simple', last_error)"),
+            postgresql_using="gin",
+            postgresql_where=text("status = 'failed'"),
+        ),
         # Idempotent create (``sql.CREATE``'s ON CONFLICT): unique only when a key is given.
         Index(
             "job_idempotency_key_unique",
@@ -138,3 +147,31 @@ class JobEvent(db.Model):
         # Global feed, newest first by id, cursor-paginated (``read_jobs.list_events``).
         Index("job_event_id_idx", "id"),
     )
+
+
+class WorkerProcess(db.Model):
+    """One ``flask worker`` process, as its heartbeat thread last reported it (issue 17).
+
+    Upserted every ``JOB_WORKER_HEARTBEAT_SECONDS`` by ``runtime/heartbeat.py``; ``stopped_at``
+    is set on a clean exit. A row whose ``last_seen`` is older than three of its own intervals
+    is stale (the process died or lost the database). Rows stopped or stale for a day are
+    deleted by the heartbeats of the living. Small: one row per process start.
+    """
+
+    __tablename__ = "jobs_worker"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)  # "host:pid:random"
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    mode: Mapped[str] = mapped_column(String(16))
+    threads: Mapped[int] = mapped_column(Integer)
+    busy: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    jobs_done: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    stopped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    version: Mapped[str] = mapped_column(String(64), server_default=text("''"))
+    interval_seconds: Mapped[float] = mapped_column(Float)
+    job_types: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+
+    __table_args__ = (Index("jobs_worker_last_seen_idx", "last_seen"),)

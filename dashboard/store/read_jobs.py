@@ -46,7 +46,7 @@ JOB_TYPES_SQL = text(
 FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
 
 
-def _list_columns(preview_chars: int | None) -> list[Any]:
+def list_columns(preview_chars: int | None) -> list[Any]:
     """Every job column; with ``preview_chars``, payload and result are only the first that
     many characters of their JSON text, cut in SQL so a large value never leaves the database."""
     if preview_chars is None:
@@ -98,7 +98,7 @@ def list_jobs(
         else:
             where.append(jobs.c.type.in_(types_matching(conn, type)))
             count, exact = _filtered_count(conn, where, policy)
-        columns = _list_columns(preview_chars)
+        columns = list_columns(preview_chars)
         query = select(*columns).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
         if type and exact and count <= FILTERED_COUNT_CAP:
             # Few matches: read them all through the type index and sort them. Left to itself

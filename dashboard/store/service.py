@@ -12,13 +12,13 @@ cookie, no template.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
 
-from . import sql
+from . import bulk, sql, sql_settle
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .enqueue import JobSpec, create_job, create_jobs
@@ -26,7 +26,7 @@ from .records import CleanupResult, JobRecord, RetryResult
 from .values import aware as _aware
 from .values import pg_safe, utcnow
 
-__all__ = [  # create_* live in enqueue.py; the doors reach every transition here
+__all__ = [  # create_* live in enqueue.py, bulk actions in bulk.py; the doors reach them here
     "JobSpec",
     "create_job",
     "create_jobs",
@@ -135,6 +135,15 @@ def record_progress(
         return found[0]["id"] if found else None
 
 
+def progress_report(
+    message: str = "", data: dict[str, Any] | None = None, *, now: datetime | None = None
+) -> dict[str, Any]:
+    """A progress report held back to be written with the attempt's settle (``progress=`` of
+    the settle calls below): the event :func:`record_progress` would write, as a value."""
+    at = _aware(now or utcnow(), "now")
+    return {"message": pg_safe(message), "data": pg_safe(data or {}), "created_at": at.isoformat()}
+
+
 def complete_job(
     job_id: uuid.UUID,
     worker_id: str,
@@ -142,18 +151,25 @@ def complete_job(
     result: Any = None,
     *,
     event_data: dict[str, Any] | None = None,
+    progress: Sequence[dict[str, Any]] = (),
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> JobRecord | None:
-    """running -> succeeded, only for the owner of this attempt; else ``None``."""
+    """running -> succeeded, only for the owner of this attempt; else ``None``.
+
+    ``progress``: reports from :func:`progress_report`, written before the ``succeeded`` event
+    in the same statement, and only if the attempt is still ours (the same for every settle).
+    """
     params = {
         **_owner(job_id, worker_id, attempt),
         "now": _aware(now or utcnow(), "now"),
         "result": result,
         "event_data": event_data or {},
     }
+    if progress:
+        params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        return fetch_job(conn, sql.COMPLETE, params)
+        return fetch_job(conn, sql_settle.COMPLETE_PROGRESS if progress else sql_settle.COMPLETE, params)
 
 
 def complete_and_claim(
@@ -163,6 +179,7 @@ def complete_and_claim(
     result: Any = None,
     *,
     lease_seconds: float,
+    progress: Sequence[dict[str, Any]] = (),
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
@@ -182,8 +199,11 @@ def complete_and_claim(
         "result": result,
         "avoid_expired": avoid_expired,
     }
+    statement = sql_settle.COMPLETE_AND_CLAIM
+    if progress:
+        params["progress"], statement = list(progress), sql_settle.COMPLETE_AND_CLAIM_PROGRESS
     with autocommit(conn) as conn:
-        row = fetch_rows(conn, sql.COMPLETE_AND_CLAIM, params)[0]
+        row = fetch_rows(conn, statement, params)[0]
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 
@@ -191,13 +211,15 @@ def complete_and_claim(
 def complete_jobs(
     completions: Sequence[tuple[uuid.UUID, str, int, Any]],
     *,
+    progress: Mapping[uuid.UUID, Sequence[dict[str, Any]]] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> set[uuid.UUID]:
     """Record many successes ``(job_id, worker_id, attempt, result)`` in one statement.
 
     Each is fenced on its own, exactly as :func:`complete_job`; returns the ids recorded (the
-    others were no longer owned by that worker and attempt).
+    others were no longer owned by that worker and attempt). ``progress``: pending reports
+    by job id, written as :func:`complete_job` writes them.
     """
     if not completions:
         return set()
@@ -205,8 +227,13 @@ def complete_jobs(
         {"id": str(job_id), "worker_id": worker_id, "attempt": attempt, "result": result}
         for job_id, worker_id, attempt, result in completions
     ]
+    statement = sql_settle.COMPLETE_MANY
+    if progress:
+        statement = sql_settle.COMPLETE_MANY_PROGRESS
+        for row, (job_id, *_) in zip(rows, completions, strict=True):
+            row["progress"] = list(progress.get(job_id, ()))
     with autocommit(conn) as conn:
-        found = fetch_rows(conn, sql.COMPLETE_MANY, {"rows": rows, "now": _aware(now or utcnow(), "now")})
+        found = fetch_rows(conn, statement, {"rows": rows, "now": _aware(now or utcnow(), "now")})
         return {row["id"] for row in found}
 
 
@@ -219,6 +246,7 @@ def fail_job(
     backoff_base_seconds: float,
     backoff_max_seconds: float,
     event_data: dict[str, Any] | None = None,
+    progress: Sequence[dict[str, Any]] = (),
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> JobRecord | None:
@@ -238,8 +266,10 @@ def fail_job(
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
     }
+    if progress:
+        params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        return fetch_job(conn, sql.FAIL, params)
+        return fetch_job(conn, sql_settle.FAIL_PROGRESS if progress else sql_settle.FAIL, params)
 
 
 def cleanup_expired_jobs(
@@ -293,3 +323,28 @@ def retry_job(
     if status is None:
         return RetryResult(job=None, reason="not_found")
     return RetryResult(job=None, reason="not_failed", status=status)
+
+
+# Operator actions on many jobs, or one (issue 17): the statements live in bulk.py.
+BulkSelection = bulk.Selection
+BULK_ACTIONS = bulk.ACTIONS
+
+
+def bulk_dry_run(action: str, selection: bulk.Selection, *, now: datetime | None = None) -> int:
+    """How many jobs :func:`bulk_apply` would change: ``retry``, ``cancel`` or ``run_now``."""
+    return bulk.count(action, selection, now=now)
+
+
+def bulk_apply(action: str, selection: bulk.Selection, *, event_data: dict[str, Any]) -> bulk.BulkOutcome:
+    """Apply ``action`` to the selected jobs in chunks, one transaction and one event per job each."""
+    return bulk.run(action, selection, event_data=event_data)
+
+
+def cancel_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
+    """queued -> failed, "Cancelled by <actor>" (event ``cancelled``)."""
+    return bulk.run_one("cancel", job_id, event_data=event_data)
+
+
+def run_job_now(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
+    """A queued job waiting for a later time becomes due now (event ``rescheduled``)."""
+    return bulk.run_one("run_now", job_id, event_data=event_data)

@@ -99,7 +99,7 @@ FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :
 # :avoid_expired (true while a thread of the claiming process runs an attempt past its lease):
 # skip jobs whose last attempt's lease expired, so a job whose attempts keep expiring holds at
 # most one thread per process instead of capturing them all (runtime.attempts.RunningAttempts).
-_CLAIM_ROWS = """
+CLAIM_ROWS = """
     picked AS (
         SELECT id FROM jobs_job
         WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
@@ -118,7 +118,7 @@ _CLAIM_ROWS = """
         RETURNING j.*
     )"""
 _CLAIM_STEPS = (
-    _CLAIM_ROWS
+    CLAIM_ROWS
     + """, claim_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
@@ -166,118 +166,8 @@ PROGRESS = text(
     """
 ).bindparams(bindparam("data", type_=JSONB))
 
-# What a success writes: COMPLETE and COMPLETE_AND_CLAIM (COMPLETE_MANY, the same per row).
-SUCCEED = (
-    "status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL, "
-    "finished_at = :now, updated_at = :now"
-)
-
-COMPLETE = text(
-    f"""
-    WITH done AS (
-        UPDATE jobs_job SET {SUCCEED}
-        WHERE {OWNED}
-        RETURNING *
-    ), ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', :event_data, :now
-        FROM done
-    )
-    SELECT * FROM done
-    """
-).bindparams(bindparam("result", type_=JSONB), bindparam("event_data", type_=JSONB))
-
-# One-job mode's settle-and-claim: a thread that has just run a job records its success and
-# claims its next job in one statement, so a job costs one round trip and one commit instead
-# of two. The two halves are independent: the completion is fenced exactly as COMPLETE (a lost
-# attempt records nothing, and the claim still happens), and the claim is CLAIM_ONE's own
-# steps (the job just completed is no longer queued, so it cannot be picked again).
-# Always one row: ``completed`` (0 or 1) and the claimed job's columns, NULL when the queue
-# had nothing eligible.
-# Events in causal order: both events are written by ONE INSERT ... SELECT ... ORDER BY, so the
-# success takes its id from the sequence before the next job's ``claimed`` (two sibling
-# INSERT CTEs run in no defined order, and a thread's history then showed it holding two jobs
-# at once). The claim's event is stamped 1 µs after :now, so created_at orders them the same
-# way; the job row's own times (updated_at, locked_until) keep :now.
-# Index: job_claim_idx, as CLAIM.
-COMPLETE_AND_CLAIM = text(
-    f"""
-    WITH done AS (
-        UPDATE jobs_job SET {SUCCEED}
-        WHERE {OWNED}
-        RETURNING id, attempts
-    ), {_CLAIM_ROWS.format(limit="1")}, ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
-            SELECT 1 AS n, id AS job_id, 'succeeded' AS type, attempts AS attempt,
-                   CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
-                   '{{}}'::jsonb AS data, CAST(:now AS timestamptz) AS created_at
-            FROM done
-            UNION ALL
-            SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
-                   jsonb_build_object('locked_until', locked_until),
-                   CAST(:now AS timestamptz) + interval '1 microsecond'
-            FROM claimed
-        ) AS both_events
-        ORDER BY n
-    )
-    SELECT (SELECT count(*) FROM done) AS completed, claimed.*
-    FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
-    """
-).bindparams(bindparam("result", type_=JSONB), bindparam("worker_ids", type_=ARRAY(Text)))
-
-# Batch mode's completer: many successes in one statement, each row still fenced by its own
-# owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
-# Events get their ids in the order the successes were submitted (ORDER BY n).
-COMPLETE_MANY = text(
-    """
-    WITH input AS (
-        SELECT r.*, row_number() OVER () AS n
-        FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
-    ), done AS (
-        UPDATE jobs_job AS j
-        SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
-            finished_at = :now, updated_at = :now
-        FROM input
-        WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
-          AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, input.worker_id, input.n
-    ), ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', '{}'::jsonb, :now FROM done
-        ORDER BY n
-    )
-    SELECT id FROM done
-    """
-).bindparams(bindparam("rows", type_=JSONB))
-
-# Requeue with backoff while attempts remain, else fail for good.
-FAIL = text(
-    f"""
-    WITH failed AS (
-        UPDATE jobs_job
-        SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
-            available_at = CASE WHEN attempts < max_attempts THEN :retry_at
-                                ELSE available_at END,
-            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
-            locked_by = NULL, locked_until = NULL, last_error = :error, updated_at = :now
-        WHERE {OWNED}
-        RETURNING *
-    ), ev AS (
-        INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id,
-               CASE WHEN status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END,
-               attempts, :worker_id, :error,
-               CASE WHEN status = 'queued'
-                    THEN :event_data || jsonb_build_object(
-                        'retry_at', available_at, 'retry_in_seconds', :delay)
-                    ELSE :event_data END,
-               :now
-        FROM failed
-    )
-    SELECT * FROM failed
-    """
-).bindparams(bindparam("event_data", type_=JSONB), bindparam("delay", type_=Float))
+# The settle statements (COMPLETE, COMPLETE_AND_CLAIM, COMPLETE_MANY, FAIL, with and without
+# pending progress reports) are in sql_settle.py.
 
 # Recover expired leases, oldest first, at most :batch per pass; their events take ids in that
 # order (one INSERT ... ORDER BY, as every statement that writes events for several jobs).

@@ -7,7 +7,9 @@
     running -> queued      fail_job, attempts left   (event: retry_scheduled)
     running -> queued      cleanup_expired_jobs      (event: timeout_requeued)
     running -> failed      fail_job / cleanup, none left (event: failed)
-    failed  -> queued      retry_job                 (event: manual_retry)
+    failed  -> queued      retry_job / bulk retry    (event: manual_retry)
+    queued  -> failed      cancel (operator)         (event: cancelled)
+    queued  -> queued      run now (operator)        (event: rescheduled)
 
 Events ``created``, ``progress`` and ``lease_renewed`` record facts without a status change.
 """
@@ -38,6 +40,9 @@ class EventType(StrEnum):
     FAILED = "failed"
     TIMEOUT_REQUEUED = "timeout_requeued"
     MANUAL_RETRY = "manual_retry"
+    # Extensions (issue 17), operator actions beside the reference's nine:
+    CANCELLED = "cancelled"  # queued -> failed, "Cancelled by <actor>"
+    RESCHEDULED = "rescheduled"  # queued, available_at moved to now ("run now")
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)

@@ -10,16 +10,17 @@ from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..limits import PREVIEW_CHARS
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
-from ..store import read_jobs, service, stats_refresh
+from ..store import read_jobs, service
 from ..store.records import EventRecord, JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
+from .job_extras import job_extras
 from .params import job_filters
 from .rendering import is_htmx, now, page_or_fragment, safe_next
+from .search import list_page
 from .signin import audit_data, operator_required
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
@@ -41,20 +42,18 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
 
 
 @bp.get("/jobs/")
-def job_list() -> str:
+def job_list() -> str | Response:
     filters = job_filters(request.args)
-    page = None
-    if not filters.errors:
-        page = read_jobs.list_jobs(
-            limit=filters.limit,
-            offset=filters.offset,
-            status=filters.status or None,
-            type=filters.type or None,
-            policy=stats_refresh.policy_of(settings_of(current_app)),
-            preview_chars=PREVIEW_CHARS,  # the page shows neither: never load them whole
-        )
+    read = list_page(filters)  # q, "next to run" or newest first (issue 17)
+    if read.single is not None and not is_htmx():  # a search that found one job opens it
+        return redirect(url_for("web.job_detail", job_id=read.single), 303)
     return page_or_fragment(
-        "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
+        "jobs/list.html",
+        "fragments/job_list.html",
+        filters=filters,
+        page=read.page,
+        statuses=STATUSES,
+        notes=read.notes,
     )
 
 
@@ -111,6 +110,7 @@ def detail_context(
         "retry_form": RetryForm(),
         "notices": notices or [],
         "type_note": type_note(job),
+        **job_extras(job, timeline.events),  # why not running, attempts' errors (issue 17)
     }
 
 

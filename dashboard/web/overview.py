@@ -11,6 +11,7 @@ from flask import current_app
 
 from ..config import settings_of
 from ..store import read_stats, read_timeout, stats_refresh
+from ..store import workers as read_workers
 from .blueprint import bp
 from .chart import build_chart, window
 from .forms import RetryForm
@@ -33,7 +34,7 @@ def overview_context() -> dict[str, Any]:
     with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
         stats = _panel(lambda: read_stats.stats(current, policy))
         minutes = _panel(lambda: read_stats.finished_per_minute(start, until))
-        workers = _panel(lambda: read_stats.recent_workers(current - WORKERS_WINDOW))
+        workers = _panel(lambda: read_workers.board(current))  # heartbeats (issue 17)
         failures = _panel(lambda: read_stats.latest_failures(FAILURES_SHOWN))
     return {
         "stats": stats,

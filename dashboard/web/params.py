@@ -45,10 +45,13 @@ class JobFilters:
     limit: int = JOB_PAGE_SIZE
     offset: int = 0
     errors: dict[str, str] = field(default_factory=dict)
+    q: str = ""  # search (issue 17, ``store/search.py``)
+    order: str = "newest"  # or "next": ready jobs in claim order
 
     def query(self, **changes: object) -> dict[str, object]:
         """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
         values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
+        values.update(q=self.q, order="" if self.order == "newest" else self.order)
         if self.limit != JOB_PAGE_SIZE:
             values["limit"] = self.limit
         values.update(changes)
@@ -67,7 +70,15 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         type_ = ""
     limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
     offset = _int(args, "offset", errors, minimum=0, maximum=2**31 - 1) or 0
-    return JobFilters(status=status, type=type_, limit=limit, offset=offset, errors=errors)
+    q, order = (args.get("q") or "").strip(), (args.get("order") or "newest").strip()
+    if order not in ORDERS:
+        errors["order"] = f"order must be one of {', '.join(ORDERS)}."
+        order = "newest"
+    extra = {"q": q, "order": order}
+    return JobFilters(status=status, type=type_, limit=limit, offset=offset, errors=errors, **extra)
+
+
+ORDERS = ("newest", "next")
 
 
 @dataclass(frozen=True)

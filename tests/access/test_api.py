@@ -15,7 +15,7 @@ from tests.factories import make_job
 from .secured import OPERATOR_TOKEN, VIEWER_TOKEN, bearer
 
 OPEN = {"health", "ready", "schema", "docs"}
-WRITES = {"create_job", "create_jobs", "job_retry"}
+WRITES = {"create_job", "create_jobs", "job_retry", "bulk_retry", "bulk_cancel", "bulk_run_now"}
 
 
 def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | None]:
@@ -34,10 +34,16 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "event_feed": "/api/job-events/",
         "schema": "/api/schema/",
         "docs": "/api/docs/",
+        "bulk_retry": "/api/jobs/bulk-retry/",
+        "bulk_cancel": "/api/jobs/bulk-cancel/",
+        "bulk_run_now": "/api/jobs/bulk-run-now/",
     }
     bodies = {
         "create_job": {"type": "demo.success"},
         "create_jobs": {"jobs": [{"type": "demo.success"}]},
+        "bulk_retry": {"dry_run": True},
+        "bulk_cancel": {"dry_run": True},
+        "bulk_run_now": {"dry_run": True},
     }
     registered = {ep.name: ep.method for ep in routes.endpoints}
     assert set(registered) == set(paths), "a new endpoint needs a row here"

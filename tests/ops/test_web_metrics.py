@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.ops import web_metrics
-from dashboard.store import stats_refresh
+from dashboard.store import stats_refresh, workers
 from dashboard.store.service import utcnow
 from tests.access.secured import VIEWER_TOKEN, bearer, build
 from tests.factories import make_job
@@ -54,6 +54,16 @@ def test_queue_gauges_count_known_rows(app):
     assert value(samples, "jobqueue_oldest_ready_age_seconds", type="report.build") is None  # none ready
     assert value(samples, "jobqueue_queue_oldest_ready_age_seconds") >= 90
     assert value(samples, "jobqueue_queue_capped", status="queued") == 0
+
+
+def test_workers_alive_counts_recent_heartbeats(app):
+    now = utcnow()
+    assert value(parse(scrape_app(app).get_data(as_text=True)), "jobqueue_workers_alive") == 0
+    beating = workers.Identity("hostA:11:aa", "hostA", 11, now, "one-job", 4, "1", 5.0, ("demo.success",))
+    silent = workers.Identity("hostB:12:bb", "hostB", 12, now, "one-job", 4, "1", 5.0, ())
+    workers.beat(beating, jobs_done=0, now=now)
+    workers.beat(silent, jobs_done=0, now=now - timedelta(minutes=1))  # three beats missed: stale
+    assert value(parse(scrape_app(app).get_data(as_text=True)), "jobqueue_workers_alive") == 1
 
 
 def test_a_count_past_the_cap_is_flagged(app):

@@ -35,6 +35,9 @@ CRASH_SETTINGS = {
     "JOB_WORKER_BACKOFF_MAX_SECONDS": "1",
     "JOB_WORKER_LOG_LEVEL": "INFO",
     "JOB_HANDLER_MODULES": "",
+    # Progress reports stay pending until the attempt's settle (no timer flush within these
+    # short attempts), so what a crash leaves behind does not depend on timing.
+    "JOB_WORKER_PROGRESS_FLUSH_MS": "60000",
     "PYTHONUNBUFFERED": "1",
 }
 

@@ -33,7 +33,10 @@ class Window:
     job_type: str
     payload: dict[str, Any]
     max_attempts: int
-    at_death: list[str]  # event types written before the SIGKILL
+    # Event types written before the SIGKILL. Progress reports wait for the attempt's settle
+    # (or the flush timer, set long here), so a crash before the settle loses them; and the
+    # lease is never half gone, so no renewal is sent.
+    at_death: list[str]
     final_status: str
     final_story: list[tuple[str, int]]
     last_error: str = ""
@@ -62,7 +65,7 @@ WINDOWS = [
         "demo.success",
         {"sleep_seconds": 0.2},
         3,
-        ["created", "claimed", "progress"],
+        ["created", "claimed"],
         "succeeded",
         RECOVERED_THEN_SUCCEEDED,
     ),
@@ -71,7 +74,7 @@ WINDOWS = [
         "demo.success",
         {"sleep_seconds": 0.2},
         3,
-        ["created", "claimed", "progress", "lease_renewed", "progress"],
+        ["created", "claimed"],
         "succeeded",
         RECOVERED_THEN_SUCCEEDED,
     ),
@@ -80,7 +83,7 @@ WINDOWS = [
         "demo.flaky",
         {"fail_until_attempt": 2},
         3,
-        ["created", "claimed", "progress"],
+        ["created", "claimed"],
         "succeeded",
         RECOVERED_THEN_SUCCEEDED,
     ),
@@ -89,7 +92,7 @@ WINDOWS = [
         "demo.fail",
         {"error": "boom"},
         2,
-        ["created", "claimed", "progress"],
+        ["created", "claimed"],
         "failed",
         [("created", 0), ("claimed", 1), ("timeout_requeued", 1), ("claimed", 2), ("failed", 2)],
         last_error="DemoError: boom",

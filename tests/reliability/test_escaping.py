@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from dashboard.store import service
+from dashboard.store import service, workers
 from tests.factories import make_job
 
 SCRIPT = "<script>alert('xss')</script>"
@@ -81,7 +81,11 @@ def test_markup_from_every_field_is_shown_as_text_on_every_page(client, hostile_
 def test_each_hostile_field_is_visible_escaped_where_it_belongs(client, hostile_jobs):
     overview = _assert_text_only(client, "/", {})
     assert str(escape(HOSTILE)) in overview  # latest failures: the last error
-    assert str(escape(WORKER)) in overview  # workers seen: the worker id
+    now = service.utcnow()  # a worker process whose host name is markup (issue 17's heartbeats)
+    workers.beat(
+        workers.Identity("h:1:x", HOSTILE, 1, now, "one-job", 1, SCRIPT, 5.0, ()), jobs_done=0, now=now
+    )
+    assert str(escape(HOSTILE)) in _assert_text_only(client, "/workers/", {})  # the host
     failed = _assert_text_only(client, f"/jobs/{hostile_jobs['failed']}/", {})
     assert f'<pre class="error-text">{escape(HOSTILE)}</pre>' in failed  # last_error
     assert f'<p class="event-message">{escape(HOSTILE)}</p>' in failed  # progress and failed messages

@@ -7,7 +7,7 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import service
+from dashboard.store import service, workers
 from dashboard.store.service import utcnow
 from tests.factories import make_job
 
@@ -82,18 +82,22 @@ def test_chart_counts_succeeded_and_failed_events_of_the_last_hour(app, client):
     assert "2 succeeded, 1 failed" in svg
 
 
-def test_workers_come_from_recent_events_and_current_locks(app, client):
-    _finish("demo.success")  # events by host:1:thread-1:abcd
-    make_job("running", locked_by="other:2:thread-3:ffff")
+def test_worker_panel_lists_processes_from_heartbeats_and_warns_about_orphans(app, client):
+    now = utcnow()
+    alive = workers.Identity("hostA:11:aa", "hostA", 11, now, "one-job", 8, "1", 5.0, ("demo.success",))
+    make_job("running", locked_by="hostA:11:thread-1:abcd")
+    make_job("running", locked_by="gone:2:thread-3:ffff")  # no heartbeat row: not alive
+    workers.beat(alive, jobs_done=3, now=now)  # busy: the running jobs it holds
     html = client.get("/").get_data(as_text=True)
-    assert "host:1:thread-1:abcd" in html
-    assert "other:2:thread-3:ffff" in html
-    assert "holds a lease" in html
+    assert 'data-worker="hostA:11"' in html
+    assert 'data-state="alive"' in html
+    assert "1/8" in html
+    assert 'data-orphaned="1"' in html
 
 
 def test_no_workers_and_no_failures(app, client):
     html = client.get("/").get_data(as_text=True)
-    assert "No worker has written an event" in html
+    assert "No worker process has reported in" in html
     assert "No failed jobs." in html
 
 

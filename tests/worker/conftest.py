@@ -34,6 +34,8 @@ FAST_SETTINGS = {
     "JOB_WORKER_BACKOFF_MAX_SECONDS": "5",
     "JOB_WORKER_LOG_LEVEL": "INFO",
     "JOB_HANDLER_MODULES": "",
+    # Progress reports are written with the settle, never by the timer: timelines are exact.
+    "JOB_WORKER_PROGRESS_FLUSH_MS": "60000",
 }
 
 

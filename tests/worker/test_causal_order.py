@@ -1,7 +1,7 @@
 """Events read in causal order (issue 14): a worker thread's history never shows two jobs at once.
 
 One-job mode records a success and claims the thread's next job in one statement
-(``sql.COMPLETE_AND_CLAIM``). Both events must come out of it in causal order: the success
+(``sql_settle.COMPLETE_AND_CLAIM``). Both events must come out of it in causal order: the success
 first, in id and in ``created_at``.
 """
 

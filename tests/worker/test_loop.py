@@ -212,6 +212,9 @@ def test_stale_attempt_learns_it_lost_the_job_and_changes_nothing(app):
             "cleaner", batch_size=10, backoff_base_seconds=0, backoff_max_seconds=0, now=expired_at
         )
         outcome["other"] = service.claim_next_job("other-worker", lease_seconds=30, now=expired_at)
+        # The hang is simulated with ``now``: on the wall clock the lease is fresh, and a
+        # renewal with more than half the lease left is not sent. Say the lease is over.
+        ctx.locked_until = service.utcnow()
         outcome["renewed"] = ctx.renew()
         outcome["progress"] = ctx.progress(99)
         outcome["lost"] = ctx.lost

@@ -1,0 +1,115 @@
+"""Enqueue through the HTTP API: ``gunicorn`` with the Procfile's settings, one keep-alive client.
+
+``single``: ``POST /api/jobs/`` one job per request; ``bulk``: ``POST /api/jobs/bulk/`` with
+``chunk`` jobs per request. The server is ``gunicorn wsgi:app`` as the Procfile starts it
+(``gunicorn.conf.py``: 2 gthread workers of 4 threads), access log off so the terminal is not
+the bottleneck; the client is one ``http.client`` connection kept alive for the whole run.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .db import ROOT, truncate
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def gunicorn(url: str) -> Iterator[http.client.HTTPConnection]:
+    """The Procfile's web process on ``url``'s database; yields one keep-alive client."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "PORT": str(port),
+        "DEBUG": "false",
+        "ENABLE_DEBUG_TOOLBAR": "false",
+        "AUTO_MIGRATE": "false",
+        "AUTH_DISABLED": "true",  # the benchmark measures enqueueing, not token checks
+        "ALLOWED_HOSTS": "*",
+        "SECRET_KEY": "bench-only-secret-key-0123456789abcdef",
+        "JOB_HANDLER_MODULES": "bench.handlers",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--access-logfile", "/dev/null", "wsgi:app"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.request("GET", "/api/health/")
+                client.getresponse().read()
+                break
+            except OSError:
+                client.close()
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("gunicorn did not start") from None
+                time.sleep(0.2)
+        yield client
+    finally:
+        client.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _post(client: http.client.HTTPConnection, path: str, body: object) -> None:
+    client.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    response = client.getresponse()
+    response.read()
+    if response.status != 201:
+        raise RuntimeError(f"POST {path} answered {response.status}")
+
+
+def single(url: str, *, jobs: int) -> float:
+    """Jobs per second through ``POST /api/jobs/``, one request at a time."""
+    truncate(url)
+    with gunicorn(url) as client:
+        for _ in range(20):  # warm both gunicorn workers' pools and prepared statements
+            _post(client, "/api/jobs/", {"type": "bench.noop"})
+        start = time.perf_counter()
+        for i in range(jobs):
+            _post(client, "/api/jobs/", {"type": "bench.noop", "payload": {"i": i}})
+        return jobs / (time.perf_counter() - start)
+
+
+def bulk(url: str, *, jobs: int, chunk: int = 1000) -> float:
+    """Jobs per second through ``POST /api/jobs/bulk/``, ``chunk`` jobs per request, each with
+    an idempotency key (the keys are honoured: that is the point of the bulk path)."""
+    truncate(url)
+    with gunicorn(url) as client:
+        _post(client, "/api/jobs/bulk/", {"jobs": [{"type": "bench.noop"}] * 10})
+        bodies = [
+            {
+                "jobs": [
+                    {"type": "bench.noop", "payload": {"i": i}, "idempotency_key": f"k{i}"}
+                    for i in range(start, min(start + chunk, jobs))
+                ]
+            }
+            for start in range(0, jobs, chunk)
+        ]
+        started = time.perf_counter()
+        for body in bodies:
+            _post(client, "/api/jobs/bulk/", body)
+        return jobs / (time.perf_counter() - started)

@@ -1,0 +1,73 @@
+"""The job list read by search (``q``) and in claim order ("next to run"), issue 17.
+
+Beside :func:`read_jobs.list_jobs` (newest first, no ``q``): same :class:`read_jobs.JobPage`,
+so the list page and the API render either the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from .read_jobs import FILTERED_COUNT_CAP, JobPage, list_columns, types_matching
+from .read_timeout import reading
+from .records import JobRecord
+from .search import Terms, filters, jobs, matching
+
+
+def search_jobs(
+    terms: Terms,
+    *,
+    limit: int,
+    offset: int,
+    status: str | None = None,
+    type: str | None = None,
+    preview_chars: int | None = None,
+) -> JobPage:
+    """The jobs ``terms`` finds (with the status and type filters), newest first.
+    ``preview_chars``: as in :func:`read_jobs.list_jobs` (the pages cut payload and result).
+
+    The count is exact: each kind of search contributes at most ``search.ARM_CAP`` ids, read
+    through its index, and the page sorts only those.
+    """
+    with reading() as conn:
+        types = types_matching(conn, type) if type else None
+        ids = matching(terms, filters(status, types), status=status).subquery()
+        count = conn.execute(select(func.count()).select_from(ids)).scalar_one()
+        if count == 0:
+            return JobPage(count=0, results=[])
+        query = (
+            select(*list_columns(preview_chars))
+            .where(jobs.c.id.in_(select(ids.c.id)))
+            .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        rows = conn.execute(query).mappings().all()
+    return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows])
+
+
+def next_to_run(
+    *, limit: int, offset: int, now: datetime, type: str | None = None, preview_chars: int | None = None
+) -> JobPage:
+    """Queued jobs that are due, in claim order (priority highest first, then available_at,
+    created_at, id): the order the next claims take them. Jobs scheduled for later or backing
+    off are not listed (the status filter ``queued`` shows them). Index: job_claim_idx, read in
+    order; the count is exact up to ``FILTERED_COUNT_CAP``."""
+    where = [jobs.c.status == "queued", jobs.c.available_at <= now, jobs.c.attempts < jobs.c.max_attempts]
+    with reading() as conn:
+        if type:
+            where.append(jobs.c.type.in_(types_matching(conn, type)))
+        capped = select(jobs.c.id).where(*where).limit(FILTERED_COUNT_CAP + 1).subquery()
+        count = conn.execute(select(func.count()).select_from(capped)).scalar_one()
+        query = (
+            select(*list_columns(preview_chars))
+            .where(*where)
+            .order_by(jobs.c.priority.desc(), jobs.c.available_at, jobs.c.created_at, jobs.c.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        rows = conn.execute(query).mappings().all()
+    exact = count <= FILTERED_COUNT_CAP
+    return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows], count_exact=exact)

@@ -1,0 +1,176 @@
+"""Find any job (issue 17): the ``q`` of the job list, the header box and ``/api/jobs/?q=``.
+
+:func:`parse_q` reads what an operator typed; :func:`matching` turns it into a set of job ids
+that every caller shares (the list, the API, the bulk actions), so a bulk dry run counts
+exactly the jobs the list shows. Each kind is an index lookup:
+
+- a full id, or 4 to 32 hex digits of one (the 8-character short id the lists show): a range
+  on the primary key, the prefix padded with ``0`` and with ``f``;
+- an idempotency key, exactly: ``job_idempotency_key_unique``;
+- words in ``last_error`` of failed jobs (each word a prefix, all of them present):
+  ``job_failed_error_fts_idx``, a partial GIN that the drain path never writes to;
+- a payload match, ``key=value`` (``a.b=1`` nests) or a JSON object the payload contains:
+  there is no index on ``payload`` (a GIN there would be written by every claim and every
+  success). It reads the newest :data:`PAYLOAD_SCAN_ROWS` jobs of the status and type filter
+  and says so (:attr:`Search.payload_scan`).
+
+Any text that is not payload syntax is tried as an id prefix (when it is hex), an idempotency
+key and error words at once; the matches are the union. Each arm stops at :data:`ARM_CAP`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, cast, func, literal, select, union
+from sqlalchemy.dialects.postgresql import JSONB
+
+from .models import Job
+
+jobs = Job.__table__
+
+Q_MAX_LENGTH = 500
+ID_PREFIX_MIN = 4
+PAYLOAD_SCAN_ROWS = 20_000
+ARM_CAP = 10_000  # matches one kind of search contributes at most
+MAX_WORDS = 8
+_HEX = re.compile(r"[0-9a-f]+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+_KEY_VALUE = re.compile(r"^([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
+
+
+class SearchError(ValueError):
+    """``q`` cannot be read; the message says what would be."""
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What ``q`` asks for; empty fields are kinds that do not apply."""
+
+    text: str
+    id_range: tuple[uuid.UUID, uuid.UUID] | None = None
+    idempotency_key: str | None = None
+    error_query: str | None = None  # a to_tsquery('simple', ...) text built from words only
+    payload: dict[str, Any] | None = None
+    kinds: tuple[str, ...] = field(default=())
+
+
+def _id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+    digits = text.lower().replace("-", "")
+    if not ID_PREFIX_MIN <= len(digits) <= 32 or not _HEX.fullmatch(digits):
+        return None
+    return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
+
+
+def _payload(text: str) -> dict[str, Any] | None:
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            raise SearchError('A payload search is a JSON object, like {"user": 42}, or key=value.') from None
+        if not isinstance(value, dict) or not value:
+            raise SearchError('A payload search is a non-empty JSON object, like {"user": 42}.')
+        return value
+    match = _KEY_VALUE.match(text)
+    if match is None:
+        return None
+    key, raw = match.groups()
+    try:
+        value: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        value = raw  # a bare word is a string
+    for part in reversed(key.split(".")):
+        if not part:
+            raise SearchError("A payload key has no empty parts: use a.b=1.")
+        value = {part: value}
+    return value
+
+
+def parse_q(raw: str) -> Terms:
+    """``q`` as :class:`Terms`; :class:`SearchError` with a message for text that cannot be a search."""
+    text = raw.strip()
+    if not text:
+        raise SearchError("Type something to search for.")
+    if len(text) > Q_MAX_LENGTH or "\x00" in text:
+        raise SearchError(f"A search is at most {Q_MAX_LENGTH} characters, without NUL.")
+    payload = _payload(text)
+    if payload is not None:
+        if "\\u0000" in json.dumps(payload):
+            raise SearchError("A payload search cannot contain the NUL character.")
+        return Terms(text=text, payload=payload, kinds=("payload",))
+    return _text_terms(text)
+
+
+def _text_terms(text: str) -> Terms:
+    id_range = _id_range(text)
+    words = [w.lower() for w in _WORD.findall(text)][:MAX_WORDS]
+    error_query = " & ".join(f"{w}:*" for w in words) if words else None
+    kinds = (("id",) if id_range else ()) + ("idempotency key",) + (("error text",) if error_query else ())
+    return Terms(
+        text=text, id_range=id_range, idempotency_key=text[:255], error_query=error_query, kinds=kinds
+    )
+
+
+def parse_api_q(raw: str) -> Terms | None:
+    """``q`` as the API reads it: any text its schema allows is a search. Blank is no search;
+    text that looks like payload syntax but is not a valid payload search is searched as
+    text (id, idempotency key, error words) instead of refused. The pages use :func:`parse_q`,
+    which says what is wrong, for a person typing."""
+    if not raw.strip():
+        return None
+    try:
+        return parse_q(raw)
+    except SearchError:
+        return _text_terms(raw.strip())
+
+
+def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = []
+    if status:
+        where.append(jobs.c.status == status)
+    if types is not None:
+        where.append(jobs.c.type.in_(types))
+    return where
+
+
+def matching(terms: Terms, where: list[ColumnElement[bool]], *, status: str | None) -> Select[Any]:
+    """The ids of the jobs ``terms`` finds among those ``where`` selects (a SELECT of ``id``)."""
+    if terms.payload is not None:
+        newest = (
+            select(jobs.c.id, jobs.c.payload)
+            .where(*where)
+            .order_by(jobs.c.created_at.desc())
+            .limit(PAYLOAD_SCAN_ROWS)
+            .subquery()
+        )
+        return select(newest.c.id).where(
+            newest.c.payload.op("@>")(cast(literal(terms.payload, JSONB), JSONB))
+        )
+    arms: list[Select[Any]] = []
+    if terms.id_range is not None:
+        low, high = terms.id_range
+        arms.append(select(jobs.c.id).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
+    if terms.idempotency_key is not None:
+        arms.append(select(jobs.c.id).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
+    if terms.error_query is not None and status in (None, "failed"):
+        tsquery = func.to_tsquery("simple", terms.error_query)
+        found = func.to_tsvector("simple", jobs.c.last_error).op("@@")(tsquery)
+        arms.append(select(jobs.c.id).where(and_(jobs.c.status == "failed", found), *where).limit(ARM_CAP))
+    subqueries = [arm.subquery() for arm in arms]
+    return union(*[select(s.c.id) for s in subqueries]) if len(subqueries) > 1 else select(subqueries[0].c.id)
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a search found: its kinds, and whether the payload scan bounded it."""
+
+    terms: Terms
+    payload_scan: int | None = None  # the newest this many jobs were scanned (payload search)
+
+
+def describe(terms: Terms) -> Search:
+    return Search(terms=terms, payload_scan=PAYLOAD_SCAN_ROWS if terms.payload is not None else None)

@@ -1,0 +1,92 @@
+"""Why is this queued job not running? (issue 17). Every reason that holds, as plain data that
+``templates/fragments/why_not_running.html`` puts into words:
+
+- ``scheduled``: its ``available_at`` is later (created with a delay);
+- ``backing_off``: an attempt failed and the retry waits for its backoff (retry n of m, the
+  last error);
+- ``no_worker``: no worker process is alive (heartbeats, ``store/workers.py``);
+- ``no_handler``: live workers exist but none has a handler for its type;
+- ``waiting``: it is due and waits for a free worker, with the number of jobs ahead of it in
+  claim order, counted up to :data:`AHEAD_CAP` (two bounded range scans of job_claim_idx:
+  higher priorities that are due, then the same priority earlier in order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+
+from .read_timeout import reading
+from .records import JobRecord
+from .workers import live_job_types
+
+AHEAD_CAP = 1000
+
+AHEAD_SQL = text(
+    """
+    SELECT
+      (SELECT count(*) FROM (
+          SELECT 1 FROM jobs_job
+          WHERE status = 'queued' AND priority > :priority AND available_at <= :now
+            AND attempts < max_attempts
+          LIMIT :cap) AS higher)
+    + (SELECT count(*) FROM (
+          SELECT 1 FROM jobs_job
+          WHERE status = 'queued' AND priority = :priority
+            AND (available_at, created_at, id) < (:available_at, :created_at, :id)
+            AND attempts < max_attempts
+          LIMIT :cap) AS same)
+    """
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def jobs_ahead(job: JobRecord, now: datetime) -> int:
+    """Due queued jobs ahead of ``job`` in claim order, at most ``AHEAD_CAP + 1``."""
+    params = {
+        "priority": job.priority,
+        "now": now,
+        "available_at": job.available_at,
+        "created_at": job.created_at,
+        "id": job.id,
+        "cap": AHEAD_CAP + 1,
+    }
+    with reading() as conn:
+        return min(conn.execute(AHEAD_SQL, params).scalar_one(), AHEAD_CAP + 1)
+
+
+def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:
+    """The reasons a queued job is not running now; empty for any other status."""
+    if job.status != "queued":
+        return []
+    reasons: list[Reason] = []
+    due = job.available_at <= now
+    if not due:
+        wait = (job.available_at - now).total_seconds()
+        if job.attempts > 0:
+            values = {
+                "retry": job.attempts + 1,
+                "of": job.max_attempts,
+                "seconds": wait,
+                "error": job.last_error,
+            }
+            reasons.append(Reason("backing_off", values))
+        else:
+            reasons.append(Reason("scheduled", {"at": job.available_at, "seconds": wait}))
+    alive, types = live_job_types(now)
+    if alive == 0:
+        reasons.append(Reason("no_worker"))
+    elif job.type not in types:
+        reasons.append(Reason("no_handler", {"type": job.type, "types": sorted(types), "alive": alive}))
+    elif due:
+        ahead = jobs_ahead(job, now)
+        reasons.append(Reason("waiting", {"ahead": ahead, "capped": ahead > AHEAD_CAP, "cap": AHEAD_CAP}))
+    return reasons

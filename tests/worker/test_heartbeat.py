@@ -1,0 +1,41 @@
+"""The real ``flask worker`` reports in (issue 17): its row, busy count, stale after SIGKILL,
+stopped after a clean exit."""
+
+from __future__ import annotations
+
+import signal
+
+from sqlalchemy import text
+
+from dashboard.extensions import db
+from dashboard.store import workers
+from dashboard.store.service import utcnow
+
+from .helpers import wait_until
+
+
+def _rows():
+    with db.engine.connect() as conn:
+        return conn.execute(text("SELECT * FROM jobs_worker")).mappings().all()
+
+
+def _state():
+    return [w.state for w in workers.board(utcnow()).workers]
+
+
+def test_worker_row_alive_then_stopped_on_clean_exit(app, start_worker):
+    worker = start_worker(JOB_WORKER_HEARTBEAT_SECONDS="0.2")
+    wait_until(lambda: _state() == ["alive"], 20, "the worker's heartbeat")
+    row = _rows()[0]
+    assert row["pid"] == worker.proc.pid and row["threads"] == 2 and row["mode"] == "one-job"
+    worker.send(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert _state() == ["stopped"]
+
+
+def test_killed_worker_turns_stale(app, start_worker):
+    worker = start_worker(JOB_WORKER_HEARTBEAT_SECONDS="0.2")
+    wait_until(lambda: _state() == ["alive"], 20, "the worker's heartbeat")
+    worker.proc.kill()
+    worker.proc.wait(10)
+    wait_until(lambda: _state() == ["stale"], 20, "the row to go stale")
