@@ -8,6 +8,10 @@ by the executor that will run it, with its own attempt and lease), and hands eac
 :class:`Completer`, which records everything that arrived meanwhile in one statement
 (``service.complete_jobs``), each row fenced by its own owner and attempt. Expired leases are
 recovered by the process's rescuer (``rescuer.py``).
+
+Causal order: an executor asks for its next job only once the completer has recorded its last
+success, so each worker id's events read ``claimed``, then that job's outcome, then the next
+``claimed`` (in id and in ``created_at``), as in one-job mode.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class BatchExecutor(JobRunner):
         super().__init__(*args, **kwargs)
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
         self.completer: Completer | None = None
+        self.recorded = threading.Event()  # cleared while a success waits for the completer
+        self.recorded.set()
 
     def serve(self, idle: queue.SimpleQueue[BatchExecutor]) -> None:
         """Run the jobs the dispatcher hands over until it sends ``None``."""
@@ -56,6 +62,9 @@ class BatchExecutor(JobRunner):
                 except Exception:  # execute() settles every handler outcome; this is the database
                     self.drop_connection()
                     log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
+                # The next claim's event must follow this job's outcome; a completer that cannot
+                # write within a lease leaves the job to lease recovery anyway.
+                self.recorded.wait(self.settings.lease_seconds)
         if self.completer is not None:
             self.completer.executor_done()
         log.debug("%s: stopped", self.worker_id)
@@ -64,7 +73,8 @@ class BatchExecutor(JobRunner):
         """Recorded with other successes in one statement by the completer."""
         if self.completer is None:
             return self.complete_now(ctx, result, started)
-        self.completer.submit(ctx, result, started)
+        self.recorded.clear()
+        self.completer.submit(ctx, result, started, self.recorded)
         return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, "submitted", "", time.monotonic() - started)
 
 
@@ -154,6 +164,7 @@ class Success:
     ctx: JobContext
     result: Any
     started: float
+    recorded: threading.Event  # set once the success is written (or given up on)
 
 
 class Completer:
@@ -167,9 +178,9 @@ class Completer:
         self._executors = executors
         self._lock = threading.Lock()
 
-    def submit(self, ctx: JobContext, result: Any, started: float) -> None:
+    def submit(self, ctx: JobContext, result: Any, started: float, recorded: threading.Event) -> None:
         ctx.settle_progress()  # the handler is done: its pending report now waits for the completer
-        self.pending.put(Success(ctx, result, started))
+        self.pending.put(Success(ctx, result, started, recorded))
 
     def executor_done(self) -> None:
         """The last executor to stop ends the completer once everything is recorded."""
@@ -195,7 +206,11 @@ class Completer:
                     else:
                         batch.append(item)
                 if batch:
-                    self._record(batch)
+                    try:
+                        self._record(batch)
+                    finally:
+                        for success in batch:
+                            success.recorded.set()
 
     def _record(self, batch: list[Success]) -> None:
         try:
