@@ -82,6 +82,19 @@ CREATE_MANY = text(
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 
+# What the overview's charts read from the events (read_overview.py): the claim records how long
+# the job waited since it became due (``wait_ms``, claim time minus available_at), and the
+# outcome of an attempt records the job's type and how long the attempt ran (``run_ms``, from
+# that attempt's ``claimed`` event: job_event_job_id_idx read backwards from the newest event).
+def run_facts(row: str) -> str:
+    return (
+        f"jsonb_build_object('type', {row}.type, 'run_ms', (SELECT round(extract(epoch FROM "
+        f"CAST(:now AS timestamptz) - c.created_at) * 1000)::bigint FROM jobs_jobevent AS c "
+        f"WHERE c.job_id = {row}.id AND c.attempt = {row}.attempts AND c.type = 'claimed' "
+        "ORDER BY c.id DESC LIMIT 1))"
+    )
+
+
 FIND_BY_IDEMPOTENCY_KEYS = text("SELECT * FROM jobs_job WHERE idempotency_key = ANY(:keys)").bindparams(
     bindparam("keys", type_=ARRAY(Text))
 )
@@ -115,7 +128,9 @@ _CLAIM_STEPS = """
     ), claim_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until), :now
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms',
+                   GREATEST(0, round(extract(epoch FROM CAST(:now AS timestamptz) - available_at)
+                                     * 1000))::bigint), :now
         FROM claimed
     )
 """
@@ -172,7 +187,8 @@ COMPLETE = text(
         RETURNING *
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', :event_data, :now
+        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded',
+               :event_data || {run_facts("done")}, :now
         FROM done
     )
     SELECT * FROM done
@@ -192,10 +208,10 @@ COMPLETE_AND_CLAIM = text(
     WITH done AS (
         UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
-        RETURNING id, attempts
+        RETURNING id, attempts, type
     ), done_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', '{{}}'::jsonb, :now
+        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', {run_facts("done")}, :now
         FROM done
     ), {_CLAIM_STEPS.format(limit="1")}
     SELECT (SELECT count(*) FROM done) AS completed, claimed.*
@@ -206,7 +222,7 @@ COMPLETE_AND_CLAIM = text(
 # Batch mode's completer: many successes in one statement, each row still fenced by its own
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
 COMPLETE_MANY = text(
-    """
+    f"""
     WITH input AS (
         SELECT * FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
     ), done AS (
@@ -216,10 +232,11 @@ COMPLETE_MANY = text(
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, input.worker_id
+        RETURNING j.id, j.attempts, j.type, input.worker_id
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', '{}'::jsonb, :now FROM done
+        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', {run_facts("done")}, :now
+        FROM done
     )
     SELECT id FROM done
     """
@@ -245,7 +262,7 @@ FAIL = text(
                CASE WHEN status = 'queued'
                     THEN :event_data || jsonb_build_object(
                         'retry_at', available_at, 'retry_in_seconds', :delay)
-                    ELSE :event_data END,
+                    ELSE :event_data END || {run_facts("failed")},
                :now
         FROM failed
     )
