@@ -18,11 +18,12 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.handlers import registered_types
 from ..store import read_jobs, read_stats, service, stats_refresh
+from . import stats_detail
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
 from .errors import ApiError
-from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
+from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery
 from .outputs import (
     BulkResult,
     BulkResults,
@@ -35,6 +36,7 @@ from .outputs import (
     JobEventPage,
     JobPage,
     Stats,
+    StatsDetail,
 )
 from .registry import Reply, query_values
 
@@ -219,6 +221,20 @@ def job_stats() -> Response:
     )
 
 
+@route(
+    "/jobs/stats/detail/",
+    "GET",
+    summary="Queue statistics in detail",
+    replies={200: Reply("The overview's figures: queued split, waits, per-type rows, charts.", StatsDetail)},
+)
+def job_stats_detail() -> Response:
+    """Queued split into ready / scheduled / retrying, the oldest ready job's wait (now minus
+    its `available_at`), one row per job type, and per-minute outcomes, failure rate and claim
+    waits of the last hour, with run times per type. Every count reads a bounded index range:
+    exact up to a cap, then `exact: false`."""
+    return json_response(StatsDetail.model_validate(stats_detail.detail(service.utcnow())))
+
+
 @route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", Job)})
 def job_detail(job_id: uuid.UUID) -> Response:
     """The job, in the same shape as the list's items."""
@@ -229,12 +245,15 @@ def job_detail(job_id: uuid.UUID) -> Response:
     "/jobs/<uuid:job_id>/events/",
     "GET",
     summary="One job's events",
+    query=JobEventsQuery,
     replies={200: Reply("The job's timeline, oldest first.", JobEventList)},
 )
-def job_events(job_id: uuid.UUID) -> Response:
-    """Every event of the job, ascending by id."""
+def job_events(job_id: uuid.UUID, query: JobEventsQuery) -> Response:
+    """Every event of the job, ascending by id. `after_id` keeps the events after that id,
+    `limit` the first that many of them (a poller asks for what is new since its last)."""
     job_or_404(job_id)
-    events = [JobEvent.model_validate(e) for e in read_jobs.job_events(job_id)]
+    found = read_jobs.job_events(job_id, after_id=query.after_id, limit=query.limit)
+    events = [JobEvent.model_validate(e) for e in found]
     return json_response(JobEventList(events))
 
 
