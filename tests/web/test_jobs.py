@@ -14,7 +14,7 @@ from .conftest import HX
 
 
 def _rows(html: str) -> list[str]:
-    return re.findall(r'<td><a class="mono" href="/jobs/([0-9a-f-]{36})/"', html)
+    return re.findall(r'<td[^>]*><a class="mono" href="/jobs/([0-9a-f-]{36})/"', html)
 
 
 def test_job_list_page_newest_first(app, client):
