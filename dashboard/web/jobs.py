@@ -19,6 +19,7 @@ from .forms import CreateJobForm, RetryForm
 from .params import job_filters
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .signin import audit_data, operator_required
+from .timeline import timeline_context
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
 
@@ -72,6 +73,7 @@ def detail_context(
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
     return {
+        **timeline_context(timeline.events),
         "job": job,
         "events": timeline.events,
         "live": job.status in LIVE,

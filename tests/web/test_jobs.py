@@ -6,7 +6,7 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import service
+from dashboard.store import read_jobs, service
 from dashboard.store.service import utcnow
 from tests.factories import make_job
 
@@ -128,12 +128,14 @@ def test_detail_of_a_running_job_shows_owner_lease_and_progress_and_polls(app, c
     html = client.get(f"/jobs/{job.id}/", headers=HX).get_data(as_text=True)
     assert "<html" not in html
     assert html.lstrip().startswith('<article id="job-detail"')
-    assert f'hx-get="/jobs/{job.id}/" hx-trigger="every 2s, poll-now"' in html
+    claimed_id = [e.id for e in read_jobs.job_events(job.id) if e.type == "claimed"][0]
+    live = f"/jobs/{job.id}/live/?after={claimed_id}&amp;status=running"
+    assert f'hx-get="{live}" hx-trigger="every 2s, poll-now"' in html
     assert re.search(r'data-field="owner">w:1:thread-2:bbbb<', html)
     lease = int(re.search(r"Lease expires in <strong>(\d+) s</strong>", html).group(1))
     assert 0 < lease <= 30
     assert '<progress max="100" value="65.4">' in html
-    assert "halfway" in html
+    assert "+ 2 progress, latest 65 % so far" in html  # folded, not one line each
 
 
 def test_an_expired_lease_says_so(app, client):
