@@ -128,7 +128,7 @@ def test_detail_of_a_running_job_shows_owner_lease_and_progress_and_polls(app, c
     html = client.get(f"/jobs/{job.id}/", headers=HX).get_data(as_text=True)
     assert "<html" not in html
     assert html.lstrip().startswith('<article id="job-detail"')
-    claimed_id = [e.id for e in read_jobs.job_events(job.id) if e.type == "claimed"][0]
+    claimed_id = next(e.id for e in read_jobs.job_events(job.id) if e.type == "claimed")
     live = f"/jobs/{job.id}/live/?after={claimed_id}&amp;status=running"
     assert f'hx-get="{live}" hx-trigger="every 2s, poll-now"' in html
     assert re.search(r'data-field="owner">w:1:thread-2:bbbb<', html)
