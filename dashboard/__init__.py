@@ -122,3 +122,14 @@ def _init_debug_toolbar(app: Flask, settings: Settings) -> None:
     app.config.setdefault("DEBUG_TB_INTERCEPT_REDIRECTS", False)
     app.config.setdefault("DEBUG_TB_HOSTS", list(settings.internal_ips))
     DebugToolbarExtension(app)
+
+    @app.after_request
+    def _toolbar_starts_collapsed(response):  # type: ignore[no-untyped-def]
+        # Flask-DebugToolbar has no setting for this; its toolbar.js hides itself while the
+        # ``fldt`` cookie is set. Set it once per browser; the toolbar's handle reopens it.
+        from flask import request
+
+        if "fldt" not in request.cookies and "fldt_seen" not in request.cookies:
+            response.set_cookie("fldt", "hide", path="/", samesite="Lax")
+            response.set_cookie("fldt_seen", "1", path="/", samesite="Lax", max_age=86400 * 365)
+        return response
