@@ -18,7 +18,6 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.handlers import registered_types
 from ..store import read_jobs, read_stats, service, stats_refresh
-from . import stats_detail
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
@@ -39,6 +38,7 @@ from .outputs import (
     StatsDetail,
 )
 from .registry import Reply, query_values
+from .stats_detail import detail as stats_detail
 
 
 def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -232,7 +232,7 @@ def job_stats_detail() -> Response:
     its `available_at`), one row per job type, and per-minute outcomes, failure rate and claim
     waits of the last hour, with run times per type. Every count reads a bounded index range:
     exact up to a cap, then `exact: false`."""
-    return json_response(StatsDetail.model_validate(stats_detail.detail(service.utcnow())))
+    return json_response(StatsDetail.model_validate(stats_detail(service.utcnow())))
 
 
 @route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", Job)})

@@ -82,6 +82,7 @@ CREATE_MANY = text(
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 
+
 # What the overview's charts read from the events (read_overview.py): the claim records how long
 # the job waited since it became due (``wait_ms``, claim time minus available_at), and the
 # outcome of an attempt records the job's type and how long the attempt ran (``run_ms``, from

@@ -7,14 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import render_template, request
-from htmx_flask import make_response
-
-from ..limits import BIGINT_MAX
-from ..store import read_jobs
 from ..store.records import EventRecord
-from .blueprint import bp
-from .params import _int
 
 NOISE = frozenset({"progress", "lease_renewed"})
 
@@ -68,30 +61,3 @@ def fold(events: list[EventRecord], after: int = 0) -> Folded:
 def timeline_context(events: list[EventRecord]) -> dict[str, Any]:
     folded = fold(events)
     return {"timeline": folded.items, "tail": folded.tail, "last_event_id": folded.last_id}
-
-
-@bp.get("/jobs/<job_id>/live/")
-def job_live(job_id: str) -> Any:
-    """The polled part of a live job's page: the header, plus (out of band) the events after
-    ``after`` and the folded tail. A status change sends the whole detail instead."""
-    from .jobs import _job_id, _timeline_or_404, detail_context  # the page's own helpers
-
-    job_uuid = _job_id(job_id)
-    errors: dict[str, str] = {}
-    after = _int(request.args, "after", errors, minimum=0, maximum=BIGINT_MAX) or 0
-    shown_status = request.args.get("status", "")
-    job = read_jobs.get_job(job_uuid)
-    if job is None or job.status != shown_status or errors:
-        timeline = _timeline_or_404(job_uuid)
-        html = render_template("fragments/job_detail.html", **detail_context(timeline))
-        return make_response(html, 200, retarget="#job-detail", reswap="outerHTML")
-    newer = read_jobs.job_events(job_uuid, after_id=after)
-    folded = fold(newer, after)
-    progress = None
-    for event in reversed(newer):
-        if event.type == "progress" and event.attempt == job.attempts:
-            progress = event
-            break
-    context = detail_context(read_jobs.JobTimeline(job=job, events=[], progress=progress))
-    context.update(new_items=folded.items, tail=folded.tail, last_event_id=folded.last_id)
-    return render_template("jobs/live.html", **context)
