@@ -6,27 +6,35 @@
 (function () {
   "use strict";
 
-  // Live updates keep the operator's place: a poll is skipped while updates are paused (the
-  // "Pause live updates" button), and while focus or a text selection is inside the element it
-  // would replace; the job page polls only its small header (#job-live) and appends events.
+  // Live updates keep the operator's place: polled parts swap by morphing (the vendored
+  // idiomorph extension, hx-swap="morph"), which changes only the nodes that differ, so focus
+  // and a text selection in unchanged parts survive a refresh. A poll is skipped while the tab
+  // is hidden or while updates are paused (the "Pause live updates" button).
   var root = document.documentElement;
-
-  function holdsPlace(elt) {
-    var active = document.activeElement;
-    if (active && active !== document.body && elt.contains(active) && !active.hasAttribute("data-live-toggle")) {
-      return true;
-    }
-    var selection = window.getSelection && window.getSelection();
-    return !!(selection && !selection.isCollapsed && selection.anchorNode && elt.contains(selection.anchorNode));
-  }
 
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail && event.detail.elt;
     if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-poll")) {
       return;
     }
-    if (document.hidden || root.hasAttribute("data-paused") || holdsPlace(elt)) {
+    if (document.hidden || root.hasAttribute("data-paused")) {
       event.preventDefault();
+    }
+  });
+
+  // A refused form: focus its first invalid field (the page also marks it autofocus, for
+  // browsers without JavaScript; htmx-swapped forms need this).
+  function focusFirstInvalid(scope) {
+    var field = scope && scope.querySelector && scope.querySelector("[aria-invalid=true]");
+    if (field && document.activeElement !== field) {
+      field.focus();
+    }
+  }
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.tagName === "FORM") {
+      focusFirstInvalid(target);
     }
   });
 
@@ -54,7 +62,10 @@
     showLiveControls(document);
   });
 
-  document.addEventListener("DOMContentLoaded", function () { showLiveControls(document); });
+  document.addEventListener("DOMContentLoaded", function () {
+    showLiveControls(document);
+    focusFirstInvalid(document.querySelector("form"));
+  });
   document.addEventListener("htmx:afterSettle", function () { showLiveControls(document); });
 
   document.addEventListener("visibilitychange", function () {

@@ -173,7 +173,7 @@ def job_live(job_id: str) -> Any:
     if job is None or job.status != shown_status or errors:
         timeline = _timeline_or_404(job_uuid)
         html = render_template("fragments/job_detail.html", **detail_context(timeline))
-        return make_response(html, 200, retarget="#job-detail", reswap="outerHTML")
+        return make_response(html, 200, retarget="#job-detail", reswap="morph")
     newer = read_jobs.job_events(job_uuid, after_id=after)
     folded = fold(newer, after)
     progress = None
