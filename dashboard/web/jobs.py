@@ -173,7 +173,9 @@ def job_live(job_id: str) -> Any:
     if job is None or job.status != shown_status or errors:
         timeline = _timeline_or_404(job_uuid)
         html = render_template("fragments/job_detail.html", **detail_context(timeline))
-        return make_response(html, 200, retarget="#job-detail", reswap="morph")
+        response = make_response(html, 200, retarget="#job-detail")
+        response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
+        return response
     newer = read_jobs.job_events(job_uuid, after_id=after)
     folded = fold(newer, after)
     progress = None

@@ -34,7 +34,7 @@ def test_progress_and_renewals_fold_into_one_line_and_the_poll_sends_only_what_c
 
     service.complete_job(job.id, WORKER, 1, {"ok": True})
     done = client.get(poll, headers=HX)
-    assert done.headers["HX-Retarget"] == "#job-detail" and done.headers["HX-Reswap"] == "outerHTML"
+    assert done.headers["HX-Retarget"] == "#job-detail" and done.headers["HX-Reswap"] == "morph"
     assert b'data-status="succeeded"' in done.get_data()
 
 
