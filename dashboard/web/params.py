@@ -70,29 +70,53 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
     return JobFilters(status=status, type=type_, limit=limit, offset=offset, errors=errors)
 
 
+QUIET = ("progress", "lease_renewed")  # what "hide progress and renewals" leaves out
+
+
+def _all(args: Mapping[str, str], name: str) -> list[str]:
+    """Every value of a repeated parameter (``type=a&type=b``), or the one a plain mapping has."""
+    getlist = getattr(args, "getlist", None)
+    values = getlist(name) if getlist else [args.get(name) or ""]
+    return [v.strip() for v in values if v and v.strip()]
+
+
 @dataclass(frozen=True)
 class EventFilters:
-    type: str = ""
+    types: tuple[str, ...] = ()
     job_id: uuid.UUID | None = None
     before: int | None = None
     after: int | None = None
     limit: int = EVENT_PAGE_SIZE
+    quiet: bool = False  # leave out progress and lease renewals
     errors: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def filtered(self) -> bool:
+        return bool(self.types or self.job_id or self.quiet)
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        return QUIET if self.quiet else ()
+
     def query(self, **changes: object) -> dict[str, object]:
-        values: dict[str, object] = {"type": self.type, "job_id": self.job_id}
+        values: dict[str, object] = {"type": list(self.types), "job_id": self.job_id}
+        if self.quiet:
+            values["quiet"] = 1
         if self.limit != EVENT_PAGE_SIZE:
             values["limit"] = self.limit
         values.update(changes)
-        return {k: v for k, v in values.items() if v not in ("", None)}
+        return {k: v for k, v in values.items() if v not in ("", None, [])}
 
 
 def event_filters(args: Mapping[str, str]) -> EventFilters:
+    """``type`` may repeat (any of them); ``quiet=1`` leaves out progress and renewals."""
     errors: dict[str, str] = {}
-    type_ = (args.get("type") or "").strip()
-    if type_ and type_ not in EVENT_TYPES:
+    wanted = _all(args, "type")
+    unknown = [t for t in wanted if t not in EVENT_TYPES]
+    if unknown:
         errors["type"] = f"type must be one of {', '.join(EVENT_TYPES)}."
-        type_ = ""
+    types = tuple(dict.fromkeys(t for t in wanted if t in EVENT_TYPES))
+    quiet = (args.get("quiet") or "").strip().lower() in ("1", "true", "on", "yes")
     job_id = None
     raw_job = (args.get("job_id") or "").strip()
     if raw_job:
@@ -106,4 +130,6 @@ def event_filters(args: Mapping[str, str]) -> EventFilters:
         errors["after"] = "Give before or after, not both."
         after = None
     limit = _page_size(args, errors, EVENT_PAGE_SIZE, EVENT_PAGE_MAX)
-    return EventFilters(type=type_, job_id=job_id, before=before, after=after, limit=limit, errors=errors)
+    return EventFilters(
+        types=types, job_id=job_id, before=before, after=after, limit=limit, quiet=quiet, errors=errors
+    )
