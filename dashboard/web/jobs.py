@@ -17,7 +17,7 @@ from ..store.records import EventRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .params import _int, job_filters
+from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .signin import audit_data, operator_required
 from .timeline import fold, timeline_context
@@ -51,9 +51,16 @@ def job_list() -> str:
             status=filters.status or None,
             type=filters.type or None,
             policy=stats_refresh.policy_of(settings_of(current_app)),
+            before=filters.before,
+            after=filters.after,
         )
     return page_or_fragment(
-        "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
+        "jobs/list.html",
+        "fragments/job_list.html",
+        filters=filters,
+        page=page,
+        statuses=STATUSES,
+        keyset=keyset_param,
     )
 
 

@@ -10,8 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from ..limits import BIGINT_MAX, EVENT_PAGE_MAX, EVENT_PAGE_SIZE, JOB_PAGE_MAX, JOB_PAGE_SIZE, TYPE_MAX_LENGTH
+from ..limits import (
+    BIGINT_MAX,
+    EVENT_PAGE_MAX,
+    EVENT_PAGE_SIZE,
+    JOB_OFFSET_MAX,
+    JOB_PAGE_MAX,
+    JOB_PAGE_SIZE,
+    TYPE_MAX_LENGTH,
+)
 from ..store.states import EVENT_TYPES, STATUSES
 
 
@@ -38,24 +47,62 @@ def _page_size(args: Mapping[str, str], errors: dict[str, str], default: int, ma
     return default if value is None else min(value, maximum)
 
 
+Keyset = tuple[datetime, uuid.UUID]
+
+
+def keyset_param(created_at: datetime, job_id: uuid.UUID) -> str:
+    """A row's position in the list as a URL value: ``<created_at ISO>_<id>``."""
+    return f"{created_at.isoformat()}_{job_id}"
+
+
+def _keyset(args: Mapping[str, str], name: str, errors: dict[str, str]) -> Keyset | None:
+    raw = (args.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        moment, _, job_id = raw.rpartition("_")
+        created_at = datetime.fromisoformat(moment)
+        if created_at.tzinfo is None:
+            raise ValueError("no time zone")
+        return created_at, uuid.UUID(job_id)
+    except ValueError:
+        errors[name] = f"{name} must be a position from the list's own links."
+        return None
+
+
 @dataclass(frozen=True)
 class JobFilters:
     status: str = ""
     type: str = ""
     limit: int = JOB_PAGE_SIZE
     offset: int = 0
+    before: Keyset | None = None  # keyset paging: rows older than this (created_at, id)
+    after: Keyset | None = None  # rows newer than this
     errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def positioned(self) -> bool:
+        """Not the first page."""
+        return bool(self.offset or self.before or self.after)
 
     def query(self, **changes: object) -> dict[str, object]:
         """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
         values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
+        for name in ("before", "after"):
+            key = getattr(self, name)
+            values[name] = keyset_param(*key) if key else None
         if self.limit != JOB_PAGE_SIZE:
             values["limit"] = self.limit
         values.update(changes)
         return {k: v for k, v in values.items() if v not in ("", None, 0)}
 
+    def first_page(self) -> dict[str, object]:
+        return self.query(offset=None, before=None, after=None)
+
 
 def job_filters(args: Mapping[str, str]) -> JobFilters:
+    """The list's filters; paging by ``before``/``after`` keyset links, or an ``offset`` up to
+    :data:`JOB_OFFSET_MAX` (deeper pages only by keyset: an offset reads every row it skips)."""
     errors: dict[str, str] = {}
     status = (args.get("status") or "").strip()
     if status and status not in STATUSES:
@@ -66,8 +113,16 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         errors["type"] = f"type must be at most {TYPE_MAX_LENGTH} printable characters."
         type_ = ""
     limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
-    offset = _int(args, "offset", errors, minimum=0, maximum=2**31 - 1) or 0
-    return JobFilters(status=status, type=type_, limit=limit, offset=offset, errors=errors)
+    offset = _int(args, "offset", errors, minimum=0, maximum=JOB_OFFSET_MAX) or 0
+    if "offset" in errors:
+        errors["offset"] += " Deeper pages: follow the Older link."
+    before, after = _keyset(args, "before", errors), _keyset(args, "after", errors)
+    if before and after:
+        errors["after"] = "Give before or after, not both."
+        after = None
+    return JobFilters(
+        status=status, type=type_, limit=limit, offset=offset, before=before, after=after, errors=errors
+    )
 
 
 QUIET = ("progress", "lease_renewed")  # what "hide progress and renewals" leaves out
