@@ -50,6 +50,8 @@ def seed_pages() -> Seeded:
     running = run_long(30)
     service.record_progress(running.id, "seed-worker", 1, message=LONG_WORD, data={"percent": 50})
     now = service.utcnow()
-    ready_old = service.create_job("demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)).job
+    ready_old = service.create_job(
+        "demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)
+    ).job
     service.create_job("demo.success", {}, available_at=now + timedelta(hours=1))
     return Seeded(failed=failed, running=running, ready_old=ready_old)

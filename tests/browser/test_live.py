@@ -48,7 +48,9 @@ def _wait_polls(page: Any, seen: list[Any], count: int, between: Any = None) -> 
     for _ in range(count):
         target = len(seen) + 1
         wait_until(lambda t=target: page.evaluate("1") and len(seen) >= t, 30, "a refresh")
-        page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')")
+        page.wait_for_function(
+            "() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')"
+        )
         if between:
             between()
 
@@ -97,7 +99,9 @@ def test_overview_split_matches_and_keeps_place(
     retried = service.create_job("demo.flaky", {}, max_attempts=3).job
     (claimed,) = service.claim_jobs("seed-worker", lease_seconds=60)
     assert claimed.id == retried.id
-    service.fail_job(retried.id, "seed-worker", 1, "once", backoff_base_seconds=3600, backoff_max_seconds=3600)
+    service.fail_job(
+        retried.id, "seed-worker", 1, "once", backoff_base_seconds=3600, backoff_max_seconds=3600
+    )
     oldest = service.create_job("demo.success", {}, available_at=now - timedelta(minutes=90)).job
     for minutes in (30, 5):
         service.create_job("demo.success", {}, available_at=now - timedelta(minutes=minutes))
@@ -129,7 +133,9 @@ def test_overview_split_matches_and_keeps_place(
     )
     _wait_polls(page, polls, 1)
     assert stat("[data-stat=ready]").inner_text() == "5"  # the refreshes did change the page
-    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == retry.get_attribute("aria-label")
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == retry.get_attribute(
+        "aria-label"
+    )
     assert page.evaluate("window.getSelection().toString()") == selected
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     assert page.console_errors == []
