@@ -82,6 +82,27 @@ CREATE_MANY = text(
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 
+
+# What the overview's charts read from the events (read_overview.py): the claim records how long
+# the job waited since it became due (``wait_ms``, claim time minus available_at), and the
+# outcome of an attempt records the job's type and how long the attempt ran (``run_ms``, from
+# that attempt's ``claimed`` event: job_event_job_id_idx read backwards from the newest event).
+def run_facts(row: str) -> str:
+    return (
+        f"jsonb_build_object('type', {row}.type, 'run_ms', (SELECT round(extract(epoch FROM "
+        f"CAST(:now AS timestamptz) - c.created_at) * 1000)::bigint FROM jobs_jobevent AS c "
+        f"WHERE c.job_id = {row}.id AND c.attempt = {row}.attempts AND c.type = 'claimed' "
+        "ORDER BY c.id DESC LIMIT 1))"
+    )
+
+
+# A ``claimed`` event's data (CLAIM, CLAIM_ONE, COMPLETE_AND_CLAIM), over the claimed row.
+CLAIM_FACTS = (
+    "jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', "
+    "GREATEST(0, round(extract(epoch FROM CAST(:now AS timestamptz) - available_at) * 1000))::bigint)"
+)
+
+
 FIND_BY_IDEMPOTENCY_KEYS = text("SELECT * FROM jobs_job WHERE idempotency_key = ANY(:keys)").bindparams(
     bindparam("keys", type_=ARRAY(Text))
 )
@@ -121,8 +142,9 @@ _CLAIM_STEPS = (
     _CLAIM_ROWS
     + """, claim_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until), :now
+        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker', """
+    + CLAIM_FACTS
+    + """, :now
         FROM claimed
     )
 """
@@ -180,7 +202,8 @@ COMPLETE = text(
         RETURNING *
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded', :event_data, :now
+        SELECT id, 'succeeded', attempts, :worker_id, 'Job succeeded',
+               :event_data || {run_facts("done")}, :now
         FROM done
     )
     SELECT * FROM done
@@ -205,17 +228,16 @@ COMPLETE_AND_CLAIM = text(
     WITH done AS (
         UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
-        RETURNING id, attempts
+        RETURNING id, attempts, type
     ), {_CLAIM_ROWS.format(limit="1")}, ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
             SELECT 1 AS n, id AS job_id, 'succeeded' AS type, attempts AS attempt,
                    CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
-                   '{{}}'::jsonb AS data, CAST(:now AS timestamptz) AS created_at
+                   {run_facts("done")} AS data, CAST(:now AS timestamptz) AS created_at
             FROM done
             UNION ALL
-            SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
-                   jsonb_build_object('locked_until', locked_until),
+            SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker', {CLAIM_FACTS},
                    CAST(:now AS timestamptz) + interval '1 microsecond'
             FROM claimed
         ) AS both_events
@@ -230,7 +252,7 @@ COMPLETE_AND_CLAIM = text(
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
 # Events get their ids in the order the successes were submitted (ORDER BY n).
 COMPLETE_MANY = text(
-    """
+    f"""
     WITH input AS (
         SELECT r.*, row_number() OVER () AS n
         FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb)
@@ -241,10 +263,11 @@ COMPLETE_MANY = text(
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, input.worker_id, input.n
+        RETURNING j.id, j.attempts, j.type, input.worker_id, input.n
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', '{}'::jsonb, :now FROM done
+        SELECT id, 'succeeded', attempts, worker_id, 'Job succeeded', {run_facts("done")}, :now
+        FROM done
         ORDER BY n
     )
     SELECT id FROM done
@@ -271,7 +294,7 @@ FAIL = text(
                CASE WHEN status = 'queued'
                     THEN :event_data || jsonb_build_object(
                         'retry_at', available_at, 'retry_in_seconds', :delay)
-                    ELSE :event_data END,
+                    ELSE :event_data END || {run_facts("failed")},
                :now
         FROM failed
     )

@@ -10,7 +10,7 @@ from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..limits import PREVIEW_CHARS
+from ..limits import BIGINT_MAX, PREVIEW_CHARS
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
 from ..store import read_jobs, service, stats_refresh
@@ -18,9 +18,10 @@ from ..store.records import EventRecord, JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .params import job_filters
+from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .signin import audit_data, operator_required
+from .timeline import fold, timeline_context
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
 
@@ -52,9 +53,16 @@ def job_list() -> str:
             type=filters.type or None,
             policy=stats_refresh.policy_of(settings_of(current_app)),
             preview_chars=PREVIEW_CHARS,  # the page shows neither: never load them whole
+            before=filters.before,
+            after=filters.after,
         )
     return page_or_fragment(
-        "jobs/list.html", "fragments/job_list.html", filters=filters, page=page, statuses=STATUSES
+        "jobs/list.html",
+        "fragments/job_list.html",
+        filters=filters,
+        page=page,
+        statuses=STATUSES,
+        keyset=keyset_param,
     )
 
 
@@ -103,6 +111,7 @@ def detail_context(
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
     return {
+        **timeline_context(timeline.events),
         "job": job,
         "events": timeline.events,
         "live": job.status in LIVE,
@@ -189,3 +198,30 @@ def job_new() -> str | Response | tuple[str, int]:
         time_zone=settings_of(current_app).time_zone,
     )
     return html, status
+
+
+@bp.get("/jobs/<job_id>/live/")
+def job_live(job_id: str) -> Any:
+    """The polled part of a live job's page: the header, plus (out of band) the events after
+    ``after`` and the folded tail. A status change sends the whole detail instead."""
+    job_uuid = _job_id(job_id)
+    errors: dict[str, str] = {}
+    after = _int(request.args, "after", errors, minimum=0, maximum=BIGINT_MAX) or 0
+    shown_status = request.args.get("status", "")
+    job = read_jobs.get_job(job_uuid)
+    if job is None or job.status != shown_status or errors:
+        timeline = _timeline_or_404(job_uuid)
+        html = render_template("fragments/job_detail.html", **detail_context(timeline))
+        response = make_response(html, 200, retarget="#job-detail")
+        response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
+        return response
+    newer = read_jobs.job_events(job_uuid, after_id=after)
+    folded = fold(newer, after)
+    progress = None
+    for event in reversed(newer):
+        if event.type == "progress" and event.attempt == job.attempts:
+            progress = event
+            break
+    context = detail_context(read_jobs.JobTimeline(job=job, events=[], progress=progress))
+    context.update(new_items=folded.items, tail=folded.tail, last_event_id=folded.last_id)
+    return render_template("jobs/live.html", **context)

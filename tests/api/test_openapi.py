@@ -58,7 +58,8 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/health/", "GET"), ("/api/config/", "GET"), ("/api/jobs/", "POST"), ("/api/jobs/", "GET"),
         ("/api/jobs/bulk/", "POST"),
         ("/api/jobs/{job_id}/", "GET"), ("/api/jobs/{job_id}/events/", "GET"), ("/api/job-events/", "GET"),
-        ("/api/jobs/stats/", "GET"), ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
+        ("/api/jobs/stats/", "GET"), ("/api/jobs/stats/detail/", "GET"),
+        ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
         ("/api/docs/", "GET"), ("/api/ready/", "GET"),
     } == routes  # fmt: skip
 
