@@ -202,3 +202,12 @@ class EventFeedQuery(BaseModel):
     @property
     def page_size(self) -> int:
         return min(self.limit, EVENT_PAGE_MAX)
+
+
+class JobEventsQuery(BaseModel):
+    """Query of `GET /api/jobs/{id}/events/`. Without parameters: every event, as before."""
+
+    model_config = ConfigDict(title="JobEventsQuery")
+
+    after_id: int | None = Field(default=None, ge=0, le=BIGINT_MAX, description="Only later events.")
+    limit: int | None = Field(default=None, ge=1, le=BIGINT_MAX, description="At most this many events.")

@@ -22,7 +22,7 @@ from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
 from .errors import ApiError
-from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
+from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery
 from .outputs import (
     BulkResult,
     BulkResults,
@@ -35,8 +35,10 @@ from .outputs import (
     JobEventPage,
     JobPage,
     Stats,
+    StatsDetail,
 )
 from .registry import Reply, query_values
+from .stats_detail import detail as stats_detail
 
 
 def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -229,6 +231,20 @@ def job_stats() -> Response:
     )
 
 
+@route(
+    "/jobs/stats/detail/",
+    "GET",
+    summary="Queue statistics in detail",
+    replies={200: Reply("The overview's figures: queued split, waits, per-type rows, charts.", StatsDetail)},
+)
+def job_stats_detail() -> Response:
+    """Queued split into ready / scheduled / retrying, the oldest ready job's wait (now minus
+    its `available_at`), one row per job type, and per-minute outcomes, failure rate and claim
+    waits of the last hour, with run times per type. Every count reads a bounded index range:
+    exact up to a cap, then `exact: false`."""
+    return json_response(StatsDetail.model_validate(stats_detail(service.utcnow())))
+
+
 @route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", Job)})
 def job_detail(job_id: uuid.UUID) -> Response:
     """The job, in the same shape as the list's items."""
@@ -239,12 +255,15 @@ def job_detail(job_id: uuid.UUID) -> Response:
     "/jobs/<uuid:job_id>/events/",
     "GET",
     summary="One job's events",
+    query=JobEventsQuery,
     replies={200: Reply("The job's timeline, oldest first.", JobEventList)},
 )
-def job_events(job_id: uuid.UUID) -> Response:
-    """Every event of the job, ascending by id."""
+def job_events(job_id: uuid.UUID, query: JobEventsQuery) -> Response:
+    """Every event of the job, ascending by id. `after_id` keeps the events after that id,
+    `limit` the first that many of them (a poller asks for what is new since its last)."""
     job_or_404(job_id)
-    events = [JobEvent.model_validate(e) for e in read_jobs.job_events(job_id)]
+    found = read_jobs.job_events(job_id, after_id=query.after_id, limit=query.limit)
+    events = [JobEvent.model_validate(e) for e in found]
     return json_response(JobEventList(events))
 
 
