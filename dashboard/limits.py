@@ -32,6 +32,7 @@ LIVE_COUNT_CAP = 10_000  # ready / scheduled / retrying, list counts
 TYPE_COUNT_CAP = 1_000  # per-type rows of the overview
 TYPES_SHOWN = 30  # job types in the overview's per-type table
 JOB_OFFSET_MAX = 500  # the dashboard's list offers offsets up to this; deeper pages go by keyset
+CHART_EVENTS_MAX = 20_000  # the overview's hour charts read at most the newest this many events
 
 
 class NonFiniteNumber(ValueError):

@@ -226,3 +226,11 @@ class StatsDetail(BaseModel):
     types: list[TypeDetail]
     minutes: list[MinuteDetail] = Field(description="The last hour, minutes with activity only.")
     run_times: list[RunTimeDetail] = Field(description="Attempts that ended in the last hour, per type.")
+    sampled: bool = Field(
+        description=(
+            "True when the last hour held at least `sampled_events` events: `minutes` and "
+            "`run_times` then come from the newest `sampled_events` events only (older minutes "
+            "may be missing or partial). The live counts are not affected."
+        )
+    )
+    sampled_events: int = Field(description="How many of the hour's newest events the charts read at most.")

@@ -35,6 +35,8 @@ def detail(now: datetime) -> dict[str, Any]:
             }
             for row in queue.types
         ],
-        "minutes": [{**asdict(m), "failure_rate": m.failure_rate} for m in minutes],
-        "run_times": [asdict(r) for r in runs],
+        "minutes": [{**asdict(m), "failure_rate": m.failure_rate} for m in minutes.items],
+        "run_times": [asdict(r) for r in runs.items],
+        "sampled": minutes.sampled or runs.sampled,
+        "sampled_events": minutes.cap,
     }

@@ -62,11 +62,12 @@ def page_url(query: type[BaseModel], **changes: Any) -> str:
     Only the parameters the endpoint knows are carried over: anything else a client sent has
     no business in a link the API hands out.
     """
-    args = {key: value for key, value in query_values(request.args).items() if key in query.model_fields}
+    given = query_values(request.args, query)
+    args = {key: value for key, value in given.items() if key in query.model_fields}
     args.update(changes)
     params = {key: value for key, value in args.items() if value is not None}
     base = url_for(request.endpoint or "", _external=True)
-    return f"{base}?{urlencode(params)}" if params else base
+    return f"{base}?{urlencode(params, doseq=True)}" if params else base  # repeated: each value
 
 
 def feed_link(cursor: Cursor | None, limit: int) -> str | None:
@@ -298,12 +299,13 @@ def job_retry(job_id: uuid.UUID) -> Response:
 def event_feed(query: EventFeedQuery) -> Response:
     """Cursor pages, newest first (default 50, at most 200). Follow `next` for older events:
     events that arrive meanwhile never shift a page, so each older event is seen once.
-    `previous` leads to newer events."""
+    `previous` leads to newer events. Extensions: several `type`s (any of them) and `exclude`;
+    `next` and `previous` keep every filter."""
     limit, position = query.page_size, query.cursor
     before = position.position if position and position.direction == "before" else None
     after = position.position if position and position.direction == "after" else None
     page = read_jobs.list_events(
-        limit=limit, before=before, after=after, type=query.type, job_id=query.job_id
+        limit=limit, before=before, after=after, types=query.type, exclude=query.exclude, job_id=query.job_id
     )
     ids = [event.id for event in page.results]
     older = newer = None

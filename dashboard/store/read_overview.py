@@ -6,18 +6,19 @@ Every live count is bounded: it reads at most ``cap + 1`` index entries and past
 "more than ``cap``" (:class:`Capped`). Indexes (migration 0008): job_queued_idx
 ``(least(attempts, 1), available_at) WHERE status = 'queued'``, job_queued_type_idx (the same
 led by type), job_failed_type_idx ``(type, finished_at) WHERE status = 'failed'``,
-job_timeout_idx for running, jobs_jobevent_created_at_idx for the charts' hour of events.
+job_timeout_idx for running, jobs_jobevent_created_at_idx for the charts' hour of events: at
+most the newest :data:`~dashboard.limits.CHART_EVENTS_MAX` of them (:class:`Sampled`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, text
 
-from ..limits import LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
+from ..limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
 from .read_jobs import JOB_TYPES_SQL
 from .read_timeout import reading
 
@@ -177,50 +178,99 @@ class RunTime:
     p95_ms: float
 
 
-# One pass over the window's events (jobs_jobevent_created_at_idx): outcomes and the waits
-# recorded by the claims (sql.py: ``wait_ms``), per minute.
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sampled(Generic[T]):
+    """A chart's figures, read from at most the newest ``cap`` events of its window.
+
+    ``sampled``: the window held ``cap`` events or more, so older ones were not read and the
+    figures describe the newest ``cap`` only (the page and the API say so)."""
+
+    items: list[T]
+    sampled: bool
+    cap: int
+
+
+# The newest :cap events of the window, newest first: jobs_jobevent_created_at_idx read
+# backwards and stopped by the LIMIT, so a busy hour costs at most :cap index entries and rows
+# (the type filter comes after the limit, or a window without matches would be read whole).
+# ``events_read`` comes back on every row, and alone (figure columns NULL) when none matched.
+_RECENT = """
+    WITH recent AS MATERIALIZED (
+        SELECT created_at, type, data FROM jobs_jobevent
+        WHERE created_at >= :since AND created_at < :until
+        ORDER BY created_at DESC
+        LIMIT :cap
+    ), figures AS ({figures}
+    )
+    SELECT (SELECT count(*) FROM recent) AS events_read, figures.*
+    FROM (VALUES (1)) AS one LEFT JOIN figures ON true
+"""
+# Outcomes and the waits recorded by the claims (sql.py: ``wait_ms``), per minute.
 MINUTES_SQL = text(
-    """
-    SELECT date_trunc('minute', created_at) AS minute,
-           count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
-           count(*) FILTER (WHERE type = 'failed') AS failed,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
-               FILTER (WHERE type = 'claimed') AS wait_p50,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
-               FILTER (WHERE type = 'claimed') AS wait_p95
-    FROM jobs_jobevent
-    WHERE created_at >= :since AND created_at < :until
-      AND type IN ('succeeded', 'failed', 'claimed')
-    GROUP BY 1 ORDER BY 1
-    """
+    _RECENT.format(
+        figures="""
+        SELECT date_trunc('minute', created_at) AS minute,
+               count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE type = 'failed') AS failed,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
+                   FILTER (WHERE type = 'claimed') AS wait_p50,
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
+                   FILTER (WHERE type = 'claimed') AS wait_p95
+        FROM recent
+        WHERE type IN ('succeeded', 'failed', 'claimed')
+        GROUP BY 1"""
+    )
+    + "ORDER BY minute"
 )
 # Run times recorded by the outcomes (sql.py: ``run_ms`` and ``type``), per type.
 RUN_TIMES_SQL = text(
-    """
-    SELECT data->>'type' AS type, count(*) AS runs,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p50,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p95
-    FROM jobs_jobevent
-    WHERE created_at >= :since AND created_at < :until
-      AND type IN ('succeeded', 'failed', 'retry_scheduled')
-      AND jsonb_typeof(data->'run_ms') = 'number' AND jsonb_typeof(data->'type') = 'string'
-    GROUP BY 1 ORDER BY 1
-    LIMIT :types
-    """
+    _RECENT.format(
+        figures="""
+        SELECT data->>'type' AS run_type, count(*) AS runs,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p50,
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p95
+        FROM recent
+        WHERE type IN ('succeeded', 'failed', 'retry_scheduled')
+          AND jsonb_typeof(data->'run_ms') = 'number' AND jsonb_typeof(data->'type') = 'string'
+        GROUP BY 1 ORDER BY 1
+        LIMIT :types"""
+    )
+    + "ORDER BY run_type"
 )
 
 
-def minute_figures(since: datetime, until: datetime) -> list[MinuteFigures]:
-    """Finished, failed and claim waits per minute in ``[since, until)``; empty minutes absent."""
+def _cap(cap: int | None) -> int:
+    return CHART_EVENTS_MAX if cap is None else cap
+
+
+def minute_figures(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[MinuteFigures]:
+    """Finished, failed and claim waits per minute in ``[since, until)``, from at most the
+    newest ``cap`` events (default :data:`~dashboard.limits.CHART_EVENTS_MAX`); empty minutes
+    absent."""
+    cap = _cap(cap)
     with reading() as conn:
-        rows = conn.execute(MINUTES_SQL, {"since": since, "until": until}).mappings().all()
-    return [
-        MinuteFigures(r["minute"], r["succeeded"], r["failed"], r["wait_p50"], r["wait_p95"]) for r in rows
+        rows = conn.execute(MINUTES_SQL, {"since": since, "until": until, "cap": cap}).mappings().all()
+    items = [
+        MinuteFigures(r["minute"], r["succeeded"], r["failed"], r["wait_p50"], r["wait_p95"])
+        for r in rows
+        if r["minute"] is not None
     ]
+    return Sampled(items, _hit(rows, cap), cap)
 
 
-def run_times(since: datetime, until: datetime) -> list[RunTime]:
-    """Run time p50 / p95 per job type of the attempts that ended in ``[since, until)``."""
+def run_times(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[RunTime]:
+    """Run time p50 / p95 per job type of the attempts that ended in ``[since, until)``, from at
+    most the newest ``cap`` events (as :func:`minute_figures`)."""
+    cap = _cap(cap)
+    params = {"since": since, "until": until, "types": TYPES_SHOWN, "cap": cap}
     with reading() as conn:
-        rows = conn.execute(RUN_TIMES_SQL, {"since": since, "until": until, "types": TYPES_SHOWN}).mappings()
-        return [RunTime(r["type"], r["runs"], r["p50"], r["p95"]) for r in rows.all()]
+        rows = conn.execute(RUN_TIMES_SQL, params).mappings().all()
+    items = [RunTime(r["run_type"], r["runs"], r["p50"], r["p95"]) for r in rows if r["run_type"] is not None]
+    return Sampled(items, _hit(rows, cap), cap)
+
+
+def _hit(rows: Any, cap: int) -> bool:
+    return bool(rows) and rows[0]["events_read"] >= cap

@@ -49,8 +49,10 @@ def overview_context() -> dict[str, Any]:
         "failures": failures,
         "retry_form": RetryForm(),
         "queue": queue,
-        "charts": build_figure_charts(figures, start) if figures is not None else None,
-        "run_times": runs,
+        "charts": build_figure_charts(figures.items, start) if figures is not None else None,
+        "run_times": runs.items if runs is not None else None,
+        # the hour held more events than the charts read (limits.CHART_EVENTS_MAX): say so
+        "charts_sample": next((s for s in (figures, runs) if s is not None and s.sampled), None),
     }
 
 

@@ -23,6 +23,7 @@ def test_stats_detail_splits_the_queue_and_keeps_the_reference_stats_shape(clien
     assert 300 <= body["oldest_ready_wait_seconds"] < 400
     assert body["types"][0]["type"] == "demo.success" and body["types"][0]["ready"]["count"] == 1
     assert set(body) >= {"minutes", "run_times", "running", "overdue_running"}
+    assert body["sampled"] is False and body["sampled_events"] == 20_000
     stats = client.get("/api/jobs/stats/").get_json()
     assert set(stats) == {"total", "by_status", "overdue_running", "retries_pending", "oldest_queued_at"}
     assert stats["by_status"]["queued"] == 3 and stats["retries_pending"] == 1
@@ -39,3 +40,17 @@ def test_job_events_after_id_and_limit(client, job_type):
     assert [e["type"] for e in one] == ["claimed"]
     for bad in ("after_id=-1", "limit=0", "after_id=x", "limit=99999999999999999999999"):
         assert client.get(f"/api/jobs/{job['id']}/events/?{bad}").status_code == 400
+
+
+def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, monkeypatch):
+    from dashboard.store import read_overview
+
+    for _ in range(3):
+        service.create_job("demo.success", {})
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 2)
+    body = client.get("/api/jobs/stats/detail/").get_json()
+    assert body["sampled"] is True and body["sampled_events"] == 2
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 3)
+    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is True  # 3 of 3: said
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 4)
+    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is False

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.store import sql
+from tests.factories import seed_analysed_backlog
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -26,26 +27,12 @@ def test_upgrade_leaves_no_difference_between_models_and_schema(app):
 def test_claim_uses_the_claim_index_in_order_without_sorting(app):
     """The claim reads job_claim_idx in order; a Sort would mean reading every queued row.
 
-    Planned on a table the planner has statistics for (a backlog of due, scheduled and retried
-    jobs of several priorities and types, then ANALYZE), with every plan type allowed: on an
-    empty, never analysed table the estimates are guesses, and other partial indexes on queued
-    rows (job_queued_idx) could win by chance. The rows and the statistics are rolled back."""
+    Planned on an analysed backlog (:func:`tests.factories.seed_analysed_backlog`, rolled back)
+    with every plan type allowed."""
     params = {"now": NOW, "worker_ids": ["w"], "locked_until": NOW, "avoid_expired": False}
     explain = text("EXPLAIN " + sql.CLAIM.text).bindparams(*sql.CLAIM._bindparams.values())
-    backlog = text(
-        """
-        INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                              max_attempts, last_error, created_at, updated_at)
-        SELECT gen_random_uuid(), 'demo.t' || (g % 7), '{}', 'queued', (g % 11) - 5,
-               CAST(:now AS timestamptz) - (g % 3600) * interval '1 second'
-                   + CASE WHEN g % 10 = 0 THEN interval '1 day' ELSE interval '0' END,
-               g % 2, 3, '', CAST(:now AS timestamptz) - g * interval '1 millisecond', :now
-        FROM generate_series(1, 20000) AS g
-        """
-    )
     with db.engine.connect() as conn, conn.begin() as transaction:
-        conn.execute(backlog, {"now": NOW})
-        conn.exec_driver_sql("ANALYZE jobs_job")
+        seed_analysed_backlog(conn, NOW)
         plan = "\n".join(row[0] for row in conn.execute(explain, params))
         transaction.rollback()
     selection = plan.split("CTE picked")[1].split("CTE next")[0]  # not the batch's final order
