@@ -26,7 +26,7 @@ from dashboard import upgrade_database
 from dashboard.store import stats_refresh
 
 from . import api_enqueue, ceiling, claim, drain, enqueue, pages
-from .db import ROOT, fresh_database, make_app, seed_finished, server_url
+from .db import ROOT, fresh_database, make_app, remove_backlog, seed_backlog, seed_finished, server_url
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,12 @@ class Sizes:
     claim_large: int
     page_jobs: int
     page_samples: int
+    backlog_queued: int
+    backlog_running: int
 
 
-FULL = Sizes(10_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 20)
-SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3)
+FULL = Sizes(10_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 20, 1_000_000, 100)
+SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3, 400, 10)
 SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages", "prune")
 # prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
 PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
@@ -262,6 +264,17 @@ def main(argv: list[str] | None = None) -> int:
         results["pages_ms"] = measured
         for path, (p50, p95, status) in measured.items():
             row(f"GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
+        # The backlog scenario (issue 18): the same pages with a queue that has fallen behind,
+        # added to the large database in place and removed afterwards.
+        seed_backlog(large_url, sizes.backlog_queued, sizes.backlog_running)
+        try:
+            backlog = pages.measure(large_app, large_url, samples=sizes.page_samples)
+        finally:
+            remove_backlog(large_url)
+        results["pages_backlog_ms"] = backlog
+        label = f"{sizes.backlog_queued:,} queued, {sizes.backlog_running} running"
+        for path, (p50, p95, status) in backlog.items():
+            row(f"backlog ({label}): GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
     if "prune" in wanted:
         from . import prune
 

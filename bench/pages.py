@@ -61,7 +61,14 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
     return found
 
 
-FILTERS = ("type=mail", "status=failed&type=report.build", "type=no.such.type")
+FILTERS = (
+    "type=mail",
+    "status=failed&type=report.build",
+    "type=no.such.type",
+    "status=queued",
+    "status=running",
+    "offset=1000000",
+)
 
 
 def measure(app: Flask, url: str, *, samples: int) -> dict[str, tuple[float, float, int]]:

@@ -11,12 +11,13 @@ Contract:
   password), the SQLAlchemy panel (its ``sql_select``/``sql_explain`` views run SQL, and are
   broken on SQLAlchemy 2, which has no ``Engine.execute``), the profiler and ``g``. The two
   SQL views answer 404 even if the panel's module was imported;
-- a request with an untrusted ``Host`` gets no toolbar (it cannot build URLs): it answers 400.
+- a request with an untrusted ``Host`` gets no toolbar (it cannot build URLs): it answers 400;
+- it starts collapsed: the ``fldt`` cookie its toolbar.js reads is set once per browser.
 """
 
 from __future__ import annotations
 
-from flask import Flask, abort, request
+from flask import Flask, Response, abort, request
 from flask.globals import request_ctx
 from flask_debugtoolbar import DebugToolbarExtension
 
@@ -65,3 +66,13 @@ def init_toolbar(app: Flask, settings: Settings) -> None:
     for endpoint in REMOVED_VIEWS:
         if endpoint in app.view_functions:
             app.view_functions[endpoint] = _gone
+    app.after_request(_toolbar_starts_collapsed)
+
+
+def _toolbar_starts_collapsed(response: Response) -> Response:
+    # Flask-DebugToolbar has no setting for this; its toolbar.js hides itself while the
+    # ``fldt`` cookie is set. Set it once per browser; the toolbar's handle reopens it.
+    if "fldt" not in request.cookies and "fldt_seen" not in request.cookies:
+        response.set_cookie("fldt", "hide", path="/", samesite="Lax")
+        response.set_cookie("fldt_seen", "1", path="/", samesite="Lax", max_age=86400 * 365)
+    return response

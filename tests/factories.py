@@ -48,3 +48,31 @@ def make_job(status: str = "queued", *, now: datetime | None = None, **fields: A
     job = read_jobs.get_job(row["id"])
     assert job is not None
     return job
+
+
+# A backlog the planner has statistics for: queued jobs of several priorities and types, most
+# due, some scheduled, half of them retries, and some running. Plan tests seed it inside a
+# transaction they roll back, then ANALYZE: on an empty, never analysed table the estimates are
+# guesses, and any partial index on queued rows may win by chance (issue 18 added two), while
+# ``enable_seqscan = off`` would hide a real regression.
+BACKLOG_SQL = """
+    INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                          max_attempts, last_error, locked_by, locked_until, created_at, updated_at)
+    SELECT gen_random_uuid(), 'demo.t' || (g % 7), '{}',
+           CASE WHEN g % 10 = 1 THEN 'running' ELSE 'queued' END, (g % 11) - 5,
+           CAST(:now AS timestamptz) - (g % 3600) * interval '1 second'
+               + CASE WHEN g % 10 = 0 THEN interval '1 day' ELSE interval '0' END,
+           CASE WHEN g % 10 = 1 THEN 1 ELSE g % 2 END, 3, '',
+           CASE WHEN g % 10 = 1 THEN 'w' END,
+           CASE WHEN g % 10 = 1 THEN CAST(:now AS timestamptz) + (g % 60) * interval '1 second' END,
+           CAST(:now AS timestamptz) - g * interval '1 millisecond', :now
+    FROM generate_series(1, :rows) AS g
+"""
+
+
+def seed_analysed_backlog(conn: Any, now: datetime, rows: int = 20_000) -> None:
+    """:data:`BACKLOG_SQL` on ``conn`` (inside the caller's transaction), then ANALYZE."""
+    from sqlalchemy import text
+
+    conn.execute(text(BACKLOG_SQL), {"now": now, "rows": rows})
+    conn.exec_driver_sql("ANALYZE jobs_job")

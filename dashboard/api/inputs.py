@@ -14,7 +14,15 @@ import uuid
 from typing import Annotated, Any
 
 from flask import current_app, has_app_context
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from ..config import settings_of
@@ -185,6 +193,18 @@ CursorParam = Annotated[
 ]
 
 
+def _comma_separated(value: object) -> object:
+    """``exclude=progress,lease_renewed`` (and repeated ``exclude``): one list of names."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list):
+        return [name.strip() for item in value for name in str(item).split(",") if name.strip()]
+    return value
+
+
+EventTypeList = Annotated[list[EventType], BeforeValidator(_comma_separated)]
+
+
 class EventFeedQuery(BaseModel):
     """Query of `GET /api/job-events/`. Empty parameters count as absent."""
 
@@ -196,9 +216,32 @@ class EventFeedQuery(BaseModel):
         description=f"Page size; a larger value is reduced to {EVENT_PAGE_MAX}.",
     )
     cursor: CursorParam | None = Field(default=None, description="Position from a `next`/`previous` link.")
-    type: EventType | None = Field(default=None, description="Exact event type.")
+    type: list[EventType] = Field(
+        default_factory=list,
+        description=(
+            "Exact event type. Repeat it for several (`?type=claimed&type=failed`): events of any "
+            "of them. The reference takes one type; repeating it is an extension."
+        ),
+    )
+    exclude: EventTypeList = Field(
+        default_factory=list,
+        description=(
+            "Event types to leave out, comma-separated (`?exclude=progress,lease_renewed`, the "
+            "feed without a running job's chatter) or repeated. An extension to the reference."
+        ),
+        json_schema_extra={"x-explode": False},
+    )
     job_id: uuid.UUID | None = Field(default=None, description="Only this job's events.")
 
     @property
     def page_size(self) -> int:
         return min(self.limit, EVENT_PAGE_MAX)
+
+
+class JobEventsQuery(BaseModel):
+    """Query of `GET /api/jobs/{id}/events/`. Without parameters: every event, as before."""
+
+    model_config = ConfigDict(title="JobEventsQuery")
+
+    after_id: int | None = Field(default=None, ge=0, le=BIGINT_MAX, description="Only later events.")
+    limit: int | None = Field(default=None, ge=1, le=BIGINT_MAX, description="At most this many events.")

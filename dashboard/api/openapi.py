@@ -70,7 +70,11 @@ def query_parameters(model: type[BaseModel], components: dict[str, Any]) -> list
         prop = dict(prop)
         description = prop.pop("description", None)
         prop.pop("title", None)
+        explode = prop.pop("x-explode", None)
         param: dict[str, Any] = {"name": name, "in": "query", "required": name in required, "schema": prop}
+        if prop.get("type") == "array":
+            # form style: repeated (`?type=a&type=b`), or comma-separated when explode is false
+            param["style"], param["explode"] = "form", explode is not False
         if name not in required:
             # The registry reads `?status=` as no filter (as a blank form field is): say so, or
             # a client would expect a 400 for the empty value that the schema does not admit.

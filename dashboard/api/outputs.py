@@ -179,3 +179,58 @@ class Conflict(BaseModel):
 
     detail: str
     status: Status = Field(description="The job's current status.")
+
+
+class CappedCount(BaseModel):
+    count: int = Field(description="Exact when `exact`; otherwise the cap, and there are more.")
+    exact: bool
+
+
+class TypeDetail(BaseModel):
+    type: str
+    ready: CappedCount
+    running: int
+    retrying: CappedCount
+    failed_24h: CappedCount = Field(description="Failed jobs that finished in the last 24 hours.")
+    oldest_ready_wait_seconds: float | None = Field(description="Now minus the oldest ready available_at.")
+
+
+class MinuteDetail(BaseModel):
+    minute: Timestamp
+    succeeded: int
+    failed: int
+    failure_rate: float | None
+    wait_p50_ms: float | None = Field(description="Claim time minus available_at, median.")
+    wait_p95_ms: float | None
+
+
+class RunTimeDetail(BaseModel):
+    type: str
+    runs: int
+    p50_ms: float
+    p95_ms: float
+
+
+class StatsDetail(BaseModel):
+    """The overview's figures. Live counts are exact up to a cap, then say so (`exact: false`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ready: CappedCount = Field(description="Queued and due now (first runs and due retries).")
+    scheduled: CappedCount = Field(description="Queued for later, never run.")
+    retrying: CappedCount = Field(description="Queued for later after a failed attempt (backing off).")
+    running: CappedCount
+    overdue_running: int
+    oldest_ready_at: Timestamp | None
+    oldest_ready_wait_seconds: float | None = Field(description="Now minus the oldest ready available_at.")
+    types: list[TypeDetail]
+    minutes: list[MinuteDetail] = Field(description="The last hour, minutes with activity only.")
+    run_times: list[RunTimeDetail] = Field(description="Attempts that ended in the last hour, per type.")
+    sampled: bool = Field(
+        description=(
+            "True when the last hour held at least `sampled_events` events: `minutes` and "
+            "`run_times` then come from the newest `sampled_events` events only (older minutes "
+            "may be missing or partial). The live counts are not affected."
+        )
+    )
+    sampled_events: int = Field(description="How many of the hour's newest events the charts read at most.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +87,8 @@ class Registry:
             def dispatch(**path_args: Any) -> Any:
                 kwargs = dict(path_args)
                 if query is not None:
-                    kwargs["query"] = validate(query, query_values(request.args))
+                    values = query_values(request.args, query)
+                    kwargs["query"] = validate(query, values, whole=repeated_fields(query))
                 if body is not None:
                     kwargs["body"] = validate(body, read_json_body())
                 return view(**kwargs)
@@ -130,16 +132,39 @@ def implied_replies(
     return replies
 
 
-def query_values(args: MultiDict[str, str]) -> dict[str, str]:
-    """First value of each parameter; an empty value is the same as an absent one."""
-    return {key: value for key, value in args.items() if value != ""}
+def query_values(args: MultiDict[str, str], model: type[BaseModel] | None = None) -> dict[str, Any]:
+    """First value of each parameter; an empty value is the same as an absent one. A field of
+    ``model`` typed as a list (:func:`repeated_fields`) gets every non-empty value instead."""
+    repeated = repeated_fields(model) if model is not None else frozenset()
+    values: dict[str, Any] = {}
+    for key in args:
+        if key in repeated:
+            given = [value for value in args.getlist(key) if value != ""]
+            if given:
+                values[key] = given
+        elif (value := args.get(key, "")) != "":
+            values[key] = value
+    return values
 
 
-def validate(model: type[BaseModel], data: Any) -> Any:
+def repeated_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The query fields a client may repeat (``?type=a&type=b``): those typed as a list."""
+    return frozenset(
+        name for name, info in model.model_fields.items() if typing.get_origin(info.annotation) is list
+    )
+
+
+def validate(model: type[BaseModel], data: Any, whole: frozenset[str] = frozenset()) -> Any:
+    """``model`` from ``data``, else a 400. Errors about an item of a field in ``whole`` (a
+    repeated query parameter: ``type.1``) are reported under the field's name (``type``)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise validation_error(errors_by_field(exc)) from None
+        errors: dict[str, list[str]] = {}
+        for loc, messages in errors_by_field(exc).items():
+            name = loc.split(".", 1)[0]
+            errors.setdefault(name if name in whole else loc, []).extend(messages)
+        raise validation_error(errors) from None
 
 
 def errors_by_field(exc: ValidationError) -> dict[str, list[str]]:

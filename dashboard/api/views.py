@@ -22,7 +22,7 @@ from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
 from .errors import ApiError
-from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobListQuery
+from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery
 from .outputs import (
     BulkResult,
     BulkResults,
@@ -35,8 +35,10 @@ from .outputs import (
     JobEventPage,
     JobPage,
     Stats,
+    StatsDetail,
 )
 from .registry import Reply, query_values
+from .stats_detail import detail as stats_detail
 
 
 def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -60,11 +62,12 @@ def page_url(query: type[BaseModel], **changes: Any) -> str:
     Only the parameters the endpoint knows are carried over: anything else a client sent has
     no business in a link the API hands out.
     """
-    args = {key: value for key, value in query_values(request.args).items() if key in query.model_fields}
+    given = query_values(request.args, query)
+    args = {key: value for key, value in given.items() if key in query.model_fields}
     args.update(changes)
     params = {key: value for key, value in args.items() if value is not None}
     base = url_for(request.endpoint or "", _external=True)
-    return f"{base}?{urlencode(params)}" if params else base
+    return f"{base}?{urlencode(params, doseq=True)}" if params else base  # repeated: each value
 
 
 def feed_link(cursor: Cursor | None, limit: int) -> str | None:
@@ -229,6 +232,20 @@ def job_stats() -> Response:
     )
 
 
+@route(
+    "/jobs/stats/detail/",
+    "GET",
+    summary="Queue statistics in detail",
+    replies={200: Reply("The overview's figures: queued split, waits, per-type rows, charts.", StatsDetail)},
+)
+def job_stats_detail() -> Response:
+    """Queued split into ready / scheduled / retrying, the oldest ready job's wait (now minus
+    its `available_at`), one row per job type, and per-minute outcomes, failure rate and claim
+    waits of the last hour, with run times per type. Every count reads a bounded index range:
+    exact up to a cap, then `exact: false`."""
+    return json_response(StatsDetail.model_validate(stats_detail(service.utcnow())))
+
+
 @route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", Job)})
 def job_detail(job_id: uuid.UUID) -> Response:
     """The job, in the same shape as the list's items."""
@@ -239,12 +256,15 @@ def job_detail(job_id: uuid.UUID) -> Response:
     "/jobs/<uuid:job_id>/events/",
     "GET",
     summary="One job's events",
+    query=JobEventsQuery,
     replies={200: Reply("The job's timeline, oldest first.", JobEventList)},
 )
-def job_events(job_id: uuid.UUID) -> Response:
-    """Every event of the job, ascending by id."""
+def job_events(job_id: uuid.UUID, query: JobEventsQuery) -> Response:
+    """Every event of the job, ascending by id. `after_id` keeps the events after that id,
+    `limit` the first that many of them (a poller asks for what is new since its last)."""
     job_or_404(job_id)
-    events = [JobEvent.model_validate(e) for e in read_jobs.job_events(job_id)]
+    found = read_jobs.job_events(job_id, after_id=query.after_id, limit=query.limit)
+    events = [JobEvent.model_validate(e) for e in found]
     return json_response(JobEventList(events))
 
 
@@ -279,12 +299,13 @@ def job_retry(job_id: uuid.UUID) -> Response:
 def event_feed(query: EventFeedQuery) -> Response:
     """Cursor pages, newest first (default 50, at most 200). Follow `next` for older events:
     events that arrive meanwhile never shift a page, so each older event is seen once.
-    `previous` leads to newer events."""
+    `previous` leads to newer events. Extensions: several `type`s (any of them) and `exclude`;
+    `next` and `previous` keep every filter."""
     limit, position = query.page_size, query.cursor
     before = position.position if position and position.direction == "before" else None
     after = position.position if position and position.direction == "after" else None
     page = read_jobs.list_events(
-        limit=limit, before=before, after=after, type=query.type, job_id=query.job_id
+        limit=limit, before=before, after=after, types=query.type, exclude=query.exclude, job_id=query.job_id
     )
     ids = [event.id for event in page.results]
     older = newer = None

@@ -101,6 +101,22 @@ class Job(db.Model):
             "finished_at",
             postgresql_where=text("status IN ('succeeded', 'failed')"),
         ),
+        # The overview's live figures (``read_overview``): ready / scheduled / retrying as
+        # capped ranges, the oldest ready job, the same per type, failures of the last 24 h.
+        Index(
+            "job_queued_idx",
+            text("least(attempts, 1)"),
+            "available_at",
+            postgresql_where=text("status = 'queued'"),
+        ),
+        Index(
+            "job_queued_type_idx",
+            "type",
+            text("least(attempts, 1)"),
+            "available_at",
+            postgresql_where=text("status = 'queued'"),
+        ),
+        Index("job_failed_type_idx", "type", "finished_at", postgresql_where=text("status = 'failed'")),
         # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
         # Search by error text of failed jobs (``search.py``), issue 17: partial, so the drain

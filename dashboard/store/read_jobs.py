@@ -8,14 +8,15 @@ as arguments (:class:`~.read_stats.StatsPolicy`), never from the application.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Text, cast, func, select, text
+from sqlalchemy import Connection, Select, Text, cast, func, select, text, tuple_
 
 from .models import Job, JobEvent
-from .read_stats import DEFAULT_POLICY, StatsPolicy, is_large, large_table_stats
+from .read_stats import DEFAULT_POLICY, StatsPolicy, is_large
 from .read_timeout import reading
 from .records import EventRecord, JobRecord
 
@@ -63,6 +64,9 @@ def types_matching(conn: Connection, fragment: str) -> list[str]:
     return [name for name in conn.execute(JOB_TYPES_SQL).scalars() if wanted in name.lower()]
 
 
+Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of the list
+
+
 def list_jobs(
     *,
     limit: int,
@@ -71,6 +75,8 @@ def list_jobs(
     type: str | None = None,
     policy: StatsPolicy = DEFAULT_POLICY,
     preview_chars: int | None = None,
+    before: Keyset | None = None,
+    after: Keyset | None = None,
 ) -> JobPage:
     """Newest first. ``status`` exact, ``type`` a case-insensitive substring.
 
@@ -78,8 +84,12 @@ def list_jobs(
     first that many characters of their JSON text (a ``str``, or ``None``), not the values
     (the pages pass ``limits.PREVIEW_CHARS``); the API leaves it unset and gets them whole.
 
-    On a large table (``policy``) the unfiltered and status counts come from the stats figures,
-    and a type-filtered count is exact only up to :data:`FILTERED_COUNT_CAP`.
+    ``before`` / ``after`` (the dashboard's keyset paging) give the page of rows older / newer
+    than that (created_at, id), whatever ``offset`` says; the API pages by ``offset``.
+
+    On a large table (``policy``) every count is exact only up to :data:`FILTERED_COUNT_CAP`
+    (an index range read up to the cap), past it the planner's estimate: a list never counts
+    millions of rows, nor computes the overview's figures, to show its own count.
 
     The substring is first resolved to the job types that contain it (:func:`types_matching`),
     so the filter is ``type IN (...)`` and uses job_type_created_idx (type, status,
@@ -90,26 +100,41 @@ def list_jobs(
     if status:
         where.append(jobs.c.status == status)
     with reading() as conn:
-        exact = True
-        if not type:
-            count = _large_table_count(conn, status, policy)
-            if count is None:
-                count = conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
-        else:
+        if type:
             where.append(jobs.c.type.in_(types_matching(conn, type)))
-            count, exact = _filtered_count(conn, where, policy)
+        count, exact = _filtered_count(conn, where, policy)
         columns = list_columns(preview_chars)
-        query = select(*columns).where(*where).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+        source: Any = jobs
         if type and exact and count <= FILTERED_COUNT_CAP:
             # Few matches: read them all through the type index and sort them. Left to itself
             # the planner may walk the created_at index instead, expecting matches to be
             # common (it multiplies the status and type frequencies), and for a rare
             # combination reads the whole table.
-            matches = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
-            query = select(matches).order_by(matches.c.created_at.desc(), matches.c.id.desc())
+            source = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
+            columns, where = list(source.c), []
+        query = newest_first(select(*columns).where(*where), source.c, limit, offset, before, after)
         nothing = bool(type) and exact and count == 0  # a live count: no page to read
-        rows = [] if nothing else conn.execute(query.limit(limit).offset(offset)).mappings().all()
+        rows = [] if nothing else read_page(conn, query, after is not None and before is None)
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows], count_exact=exact)
+
+
+def newest_first(
+    query: Select[Any], cols: Any, limit: int, offset: int, before: Keyset | None, after: Keyset | None
+) -> Select[Any]:
+    """``query`` paged newest first by (created_at, id): the rows older than ``before``, or the
+    ``limit`` oldest newer than ``after`` (in ascending order: :func:`read_page` turns them),
+    else at ``offset``. Index: the created_at index (or job_type_created_idx) read from the key."""
+    key, newest = tuple_(cols.created_at, cols.id), (cols.created_at.desc(), cols.id.desc())
+    if before is not None:
+        return query.where(key < tuple_(*before)).order_by(*newest).limit(limit)
+    if after is not None:
+        return query.where(key > tuple_(*after)).order_by(cols.created_at, cols.id).limit(limit)
+    return query.order_by(*newest).limit(limit).offset(offset)
+
+
+def read_page(conn: Connection, query: Select[Any], ascending: bool) -> list[Any]:
+    rows = list(conn.execute(query).mappings().all())
+    return rows[::-1] if ascending else rows
 
 
 def _filtered_count(conn: Connection, where: list[Any], policy: StatsPolicy) -> tuple[int, bool]:
@@ -128,24 +153,22 @@ def _filtered_count(conn: Connection, where: list[Any], policy: StatsPolicy) -> 
     return max(int(plan[0]["Plan"]["Plan Rows"]), count), False
 
 
-def _large_table_count(conn: Connection, status: str | None, policy: StatsPolicy) -> int | None:
-    """On a large table, the count from the stats figures (live ones exact, finished ones
-    cached) instead of counting millions of rows on every page; None on a small one."""
-    if not is_large(conn, policy):
-        return None
-    figures = large_table_stats(conn, datetime.now(UTC), policy)
-    return figures.by_status.get(status, 0) if status else figures.total
-
-
 def get_job(job_id: uuid.UUID) -> JobRecord | None:
     with reading() as conn:
         row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
     return JobRecord.from_row(row) if row is not None else None
 
 
-def job_events(job_id: uuid.UUID) -> list[EventRecord]:
-    """One job's timeline, oldest first. Index: job_event_job_id_idx (job_id, id)."""
+def job_events(
+    job_id: uuid.UUID, *, after_id: int | None = None, limit: int | None = None
+) -> list[EventRecord]:
+    """One job's timeline, oldest first: every event, or the ``limit`` first with ``id >
+    after_id``. Index: job_event_job_id_idx (job_id, id)."""
     query = select(events).where(events.c.job_id == job_id).order_by(events.c.id)
+    if after_id is not None:
+        query = query.where(events.c.id > after_id)
+    if limit is not None:
+        query = query.limit(limit)
     with reading() as conn:
         rows = conn.execute(query).mappings().all()
     return [EventRecord.from_row(r) for r in rows]
@@ -165,19 +188,18 @@ def list_events(
     after: int | None = None,
     type: str | None = None,
     job_id: uuid.UUID | None = None,
+    types: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> EventPage:
     """A page of the global feed, newest first, positioned by event id (a cursor).
 
     ``before=N`` gives the ``limit`` newest events with ``id < N`` (the next page);
     ``after=N`` the ``limit`` oldest with ``id > N`` (the previous page). Events only ever
     get larger ids, so new events never shift a page: walking ``before`` visits each older
-    event exactly once. Index: job_event_id_idx, or job_event_job_id_idx with ``job_id``.
+    event exactly once. ``types`` keeps only these types (with ``type``, any of them),
+    ``exclude`` drops these. Index: job_event_id_idx, or job_event_job_id_idx with ``job_id``.
     """
-    where = []
-    if type:
-        where.append(events.c.type == type)
-    if job_id is not None:
-        where.append(events.c.job_id == job_id)
+    where = _event_where(type, job_id, types, exclude)
     reverse = after is not None
     if reverse:
         where.append(events.c.id > after)
@@ -195,19 +217,35 @@ def list_events(
     return EventPage(results=records, has_older=more, has_newer=before is not None)
 
 
+def _event_where(
+    type: str | None, job_id: uuid.UUID | None, types: Sequence[str], exclude: Sequence[str]
+) -> list[Any]:
+    wanted = sorted({*types, *([type] if type else [])})
+    where = []
+    if wanted:
+        where.append(events.c.type.in_(wanted))
+    if exclude:
+        where.append(events.c.type.not_in(sorted(set(exclude))))
+    if job_id is not None:
+        where.append(events.c.job_id == job_id)
+    return where
+
+
 def count_events_after(
-    after: int, *, type: str | None = None, job_id: uuid.UUID | None = None, cap: int = 100
+    after: int,
+    *,
+    type: str | None = None,
+    job_id: uuid.UUID | None = None,
+    cap: int = 100,
+    types: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> int:
     """How many events have ``id > after`` (with the feed's filters), counting at most ``cap``.
 
     The cap keeps the feed's "new events" poll cheap however far behind the page is.
     Index: job_event_id_idx, or job_event_job_id_idx with ``job_id``.
     """
-    where = [events.c.id > after]
-    if type:
-        where.append(events.c.type == type)
-    if job_id is not None:
-        where.append(events.c.job_id == job_id)
+    where = [events.c.id > after, *_event_where(type, job_id, types, exclude)]
     inner = select(events.c.id).where(*where).limit(cap).subquery()
     with reading() as conn:
         return conn.execute(select(func.count()).select_from(inner)).scalar_one()

@@ -10,7 +10,15 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
-from .read_jobs import FILTERED_COUNT_CAP, JobPage, list_columns, types_matching
+from .read_jobs import (
+    FILTERED_COUNT_CAP,
+    JobPage,
+    Keyset,
+    list_columns,
+    newest_first,
+    read_page,
+    types_matching,
+)
 from .read_timeout import reading
 from .records import JobRecord
 from .search import Terms, filters, jobs, matching
@@ -24,9 +32,12 @@ def search_jobs(
     status: str | None = None,
     type: str | None = None,
     preview_chars: int | None = None,
+    before: Keyset | None = None,
+    after: Keyset | None = None,
 ) -> JobPage:
     """The jobs ``terms`` finds (with the status and type filters), newest first.
-    ``preview_chars``: as in :func:`read_jobs.list_jobs` (the pages cut payload and result).
+    ``preview_chars``, ``before`` / ``after`` (keyset paging, issue 18): as in
+    :func:`read_jobs.list_jobs`.
 
     The count is exact: each kind of search contributes at most ``search.ARM_CAP`` ids, read
     through its index, and the page sorts only those.
@@ -37,14 +48,9 @@ def search_jobs(
         count = conn.execute(select(func.count()).select_from(ids)).scalar_one()
         if count == 0:
             return JobPage(count=0, results=[])
-        query = (
-            select(*list_columns(preview_chars))
-            .where(jobs.c.id.in_(select(ids.c.id)))
-            .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        )
-        rows = conn.execute(query).mappings().all()
+        found = select(*list_columns(preview_chars)).where(jobs.c.id.in_(select(ids.c.id)))
+        query = newest_first(found, jobs.c, limit, offset, before, after)
+        rows = read_page(conn, query, after is not None and before is None)
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows])
 
 

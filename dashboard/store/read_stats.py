@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from ..config import Settings
-from ..limits import PREVIEW_CHARS
+from ..limits import LIVE_COUNT_CAP, PREVIEW_CHARS
 from .read_timeout import reading
 from .records import JobRecord
 from .states import STATUSES
@@ -31,6 +31,7 @@ class Stats:
     oldest_queued_at: datetime | None
     # When the succeeded/failed figures (and so the total) were counted; None when exact.
     finished_counted_at: datetime | None = None
+    counts_capped: bool = False  # a live count went past LIVE_COUNT_CAP: estimated
 
     def as_dict(self) -> dict[str, Any]:
         """The API's ``/api/jobs/stats/`` shape (without ``finished_counted_at``)."""
@@ -79,21 +80,47 @@ STATS_SQL = text(
     """
 )
 
-# Large tables: live figures exact through the partial indexes (job_claim_idx for queued,
-# job_timeout_idx for running and overdue), finished totals from jobs_finished_counts.
+# Large tables: live figures counted up to a cap (then the planner's estimate), finished
+# totals from jobs_finished_counts. Indexes: job_claim_idx (queued), job_queued_idx
+# (``least(attempts, 1) = 1``: retries), job_timeout_idx (running, overdue), and a skip scan of
+# job_type_created_idx for the oldest queued job (one descent per type, not per queued row).
 LIVE_STATS_SQL = text(
     """
+    WITH RECURSIVE types AS (
+        (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.type FROM jobs_job j WHERE j.type > types.type ORDER BY j.type LIMIT 1)
+        FROM types WHERE types.type IS NOT NULL
+    )
     SELECT
-        (SELECT count(*) FROM jobs_job WHERE status = 'queued') AS queued,
-        (SELECT count(*) FROM jobs_job WHERE status = 'running') AS running,
-        (SELECT count(*) FROM jobs_job WHERE status = 'running' AND locked_until < :now)
-            AS overdue_running,
-        (SELECT count(*) FROM jobs_job WHERE status = 'queued' AND attempts > 0) AS retries_pending,
-        (SELECT min(created_at) FROM jobs_job WHERE status = 'queued') AS oldest_queued_at,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' LIMIT :cap) AS q)
+            AS queued,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running' LIMIT :cap) AS r)
+            AS running,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running' AND locked_until < :now
+            LIMIT :cap) AS o) AS overdue_running,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
+            AND least(attempts, 1) = 1 LIMIT :cap) AS p) AS retries_pending,
+        (SELECT min(first.created_at) FROM types CROSS JOIN LATERAL (
+            SELECT created_at FROM jobs_job
+            WHERE jobs_job.type = types.type AND status = 'queued'
+            ORDER BY created_at LIMIT 1) AS first) AS oldest_queued_at,
         f.succeeded, f.failed, f.counted_at
     FROM jobs_finished_counts AS f
     """
 )
+# Past the cap, the planner's estimate of the same predicate (from the column statistics).
+ESTIMATES = {
+    "queued": "SELECT 1 FROM jobs_job WHERE status = 'queued'",
+    "running": "SELECT 1 FROM jobs_job WHERE status = 'running'",
+    "overdue_running": "SELECT 1 FROM jobs_job WHERE status = 'running' AND locked_until < now()",
+    "retries_pending": "SELECT 1 FROM jobs_job WHERE status = 'queued' AND least(attempts, 1) = 1",
+}
+
+
+def estimate(conn: Connection, probe: str) -> int:
+    plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {probe}").scalar_one()
+    return int(plan[0]["Plan"]["Plan Rows"])
 
 
 # The planner's row estimate (kept by autovacuum's ANALYZE): free, and plenty to choose by.
@@ -129,7 +156,10 @@ def is_large(conn: Connection, policy: StatsPolicy) -> bool:
 
 
 def large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> Stats:
-    row = conn.execute(LIVE_STATS_SQL, {"now": now}).mappings().one()
+    row = dict(conn.execute(LIVE_STATS_SQL, {"now": now, "cap": LIVE_COUNT_CAP + 1}).mappings().one())
+    for name, probe in ESTIMATES.items():
+        if row[name] > LIVE_COUNT_CAP:
+            row[name] = max(estimate(conn, probe), row[name])
     if (now - row["counted_at"]).total_seconds() > policy.refresh_seconds and policy.on_stale:
         policy.on_stale()
     by_status = {status: row[status] for status in STATUSES}
@@ -139,6 +169,7 @@ def large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> S
         overdue_running=row["overdue_running"],
         retries_pending=row["retries_pending"],
         oldest_queued_at=row["oldest_queued_at"],
+        counts_capped=any(row[name] > LIVE_COUNT_CAP for name in ESTIMATES),
         finished_counted_at=row["counted_at"],
     )
 

@@ -82,6 +82,27 @@ CREATE_MANY = text(
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 
+
+# What the overview's charts read from the events (read_overview.py): the claim records how long
+# the job waited since it became due (``wait_ms``, claim time minus available_at), and the
+# outcome of an attempt records the job's type and how long the attempt ran (``run_ms``, from
+# that attempt's ``claimed`` event: job_event_job_id_idx read backwards from the newest event).
+def run_facts(row: str) -> str:
+    return (
+        f"jsonb_build_object('type', {row}.type, 'run_ms', (SELECT round(extract(epoch FROM "
+        f"CAST(:now AS timestamptz) - c.created_at) * 1000)::bigint FROM jobs_jobevent AS c "
+        f"WHERE c.job_id = {row}.id AND c.attempt = {row}.attempts AND c.type = 'claimed' "
+        "ORDER BY c.id DESC LIMIT 1))"
+    )
+
+
+# A ``claimed`` event's data (CLAIM, CLAIM_ONE, COMPLETE_AND_CLAIM), over the claimed row.
+CLAIM_FACTS = (
+    "jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', "
+    "GREATEST(0, round(extract(epoch FROM CAST(:now AS timestamptz) - available_at) * 1000))::bigint)"
+)
+
+
 FIND_BY_IDEMPOTENCY_KEYS = text("SELECT * FROM jobs_job WHERE idempotency_key = ANY(:keys)").bindparams(
     bindparam("keys", type_=ARRAY(Text))
 )
@@ -121,8 +142,9 @@ _CLAIM_STEPS = (
     CLAIM_ROWS
     + """, claim_ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until), :now
+        SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker', """
+    + CLAIM_FACTS
+    + """, :now
         FROM claimed
     )
 """

@@ -23,20 +23,24 @@ from typing import Any
 from sqlalchemy import Float, Text, TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from .sql import CLAIM_ROWS, OWNED
+from .sql import CLAIM_FACTS, CLAIM_ROWS, OWNED, run_facts
 
 # What a success writes: COMPLETE and COMPLETE_AND_CLAIM (COMPLETE_MANY, the same per row).
 SUCCEED = (
     "status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL, "
     "finished_at = :now, updated_at = :now"
 )
-_SUCCEEDED = "'succeeded', 'Job succeeded', CAST('{}' AS jsonb)"
-_SUCCEEDED_WITH = "'succeeded', 'Job succeeded', CAST(:event_data AS jsonb)"
-_FAILED = """CASE WHEN s.status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END, :error,
+# Every outcome's data carries the job's type and the attempt's run time (issue 18, the
+# overview's charts): sql.run_facts over the settled row ``s``, so its RETURNING has id,
+# attempts and type.
+_RUN = run_facts("s")
+_SUCCEEDED = f"'succeeded', 'Job succeeded', {_RUN}"
+_SUCCEEDED_WITH = f"'succeeded', 'Job succeeded', CAST(:event_data AS jsonb) || {_RUN}"
+_FAILED = f"""CASE WHEN s.status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END, :error,
                CASE WHEN s.status = 'queued'
                     THEN :event_data || jsonb_build_object(
                         'retry_at', s.available_at, 'retry_in_seconds', :delay)
-                    ELSE :event_data END"""
+                    ELSE :event_data END || {_RUN}"""
 _COLUMNS = "(job_id, type, attempt, worker_id, message, data, created_at)"
 
 
@@ -103,7 +107,7 @@ def _complete_and_claim(progress: bool) -> TextClause:
     events = _settle_events("done", "CAST(:worker_id AS text)", _SUCCEEDED, ":progress" if progress else None)
     claimed = (
         "\n        UNION ALL\n        SELECT 1, 0, 0, id, 'claimed', 'Claimed by worker', "
-        "jsonb_build_object('locked_until', locked_until), attempts, locked_by, "
+        f"{CLAIM_FACTS}, attempts, locked_by, "
         "CAST(:now AS timestamptz) + interval '1 microsecond' FROM claimed"
     )
     return text(
@@ -111,7 +115,7 @@ def _complete_and_claim(progress: bool) -> TextClause:
     WITH done AS (
         UPDATE jobs_job SET {SUCCEED}
         WHERE {OWNED}
-        RETURNING id, attempts
+        RETURNING id, attempts, type
     ), {CLAIM_ROWS.format(limit="1")}, ev AS (
         {_insert(events + claimed)}
     )
@@ -141,7 +145,7 @@ def _complete_many(progress: bool) -> TextClause:
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, input.worker_id, input.n{", input.progress" if progress else ""}
+        RETURNING j.id, j.attempts, j.type, input.worker_id, input.n{", input.progress" if progress else ""}
     ), ev AS (
         {_insert(events)}
     )

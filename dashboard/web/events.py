@@ -33,7 +33,8 @@ def events() -> str:
             limit=filters.limit,
             before=filters.before,
             after=filters.after,
-            type=filters.type or None,
+            types=filters.types,
+            exclude=filters.exclude,
             job_id=filters.job_id,
         )
     return page_or_fragment(
@@ -55,7 +56,7 @@ def newer_events() -> str:
     count = 0
     if not filters.errors:
         count = read_jobs.count_events_after(
-            after, type=filters.type or None, job_id=filters.job_id, cap=NEW_EVENTS_CAP
+            after, types=filters.types, exclude=filters.exclude, job_id=filters.job_id, cap=NEW_EVENTS_CAP
         )
     return render_template(
         "fragments/new_events.html", filters=filters, after=after, count=count, cap=NEW_EVENTS_CAP

@@ -10,6 +10,7 @@ from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
+from ..limits import BIGINT_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
 from ..store import read_jobs, service
@@ -18,10 +19,11 @@ from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
 from .job_extras import job_extras
-from .params import job_filters
+from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .search import list_page
 from .signin import audit_data, operator_required
+from .timeline import fold, timeline_context
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
 
@@ -54,6 +56,7 @@ def job_list() -> str | Response:
         page=read.page,
         statuses=STATUSES,
         notes=read.notes,
+        keyset=keyset_param,
     )
 
 
@@ -96,12 +99,15 @@ def type_note(job: JobRecord) -> str | None:
 
 
 def detail_context(
-    timeline: read_jobs.JobTimeline, notices: list[tuple[str, str]] | None = None
+    timeline: read_jobs.JobTimeline, notices: list[tuple[str, str]] | None = None, *, extras: bool = True
 ) -> dict[str, Any]:
+    """The job page's context; ``extras=False`` (the live poll, which renders only the header)
+    skips issue 17's why-not-running read."""
     job = timeline.job
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
     return {
+        **timeline_context(timeline.events),
         "job": job,
         "events": timeline.events,
         "live": job.status in LIVE,
@@ -110,7 +116,8 @@ def detail_context(
         "retry_form": RetryForm(),
         "notices": notices or [],
         "type_note": type_note(job),
-        **job_extras(job, timeline.events),  # why not running, attempts' errors (issue 17)
+        # Issue 17: why a queued job is not running, each attempt's error, cancel and run now.
+        **(job_extras(job, timeline.events) if extras else {}),
     }
 
 
@@ -189,3 +196,30 @@ def job_new() -> str | Response | tuple[str, int]:
         time_zone=settings_of(current_app).time_zone,
     )
     return html, status
+
+
+@bp.get("/jobs/<job_id>/live/")
+def job_live(job_id: str) -> Any:
+    """The polled part of a live job's page: the header, plus (out of band) the events after
+    ``after`` and the folded tail. A status change sends the whole detail instead."""
+    job_uuid = _job_id(job_id)
+    errors: dict[str, str] = {}
+    after = _int(request.args, "after", errors, minimum=0, maximum=BIGINT_MAX) or 0
+    shown_status = request.args.get("status", "")
+    job = read_jobs.get_job(job_uuid)
+    if job is None or job.status != shown_status or errors:
+        timeline = _timeline_or_404(job_uuid)
+        html = render_template("fragments/job_detail.html", **detail_context(timeline))
+        response = make_response(html, 200, retarget="#job-detail")
+        response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
+        return response
+    newer = read_jobs.job_events(job_uuid, after_id=after)
+    folded = fold(newer, after)
+    progress = None
+    for event in reversed(newer):
+        if event.type == "progress" and event.attempt == job.attempts:
+            progress = event
+            break
+    context = detail_context(read_jobs.JobTimeline(job=job, events=[], progress=progress), extras=False)
+    context.update(new_items=folded.items, tail=folded.tail, last_event_id=folded.last_id)
+    return render_template("jobs/live.html", **context)

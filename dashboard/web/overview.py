@@ -10,17 +10,17 @@ from typing import Any, TypeVar
 from flask import current_app
 
 from ..config import settings_of
-from ..store import read_stats, read_timeout, stats_refresh
+from ..store import read_overview, read_stats, read_timeout, stats_refresh
 from ..store import workers as read_workers
 from .blueprint import bp
 from .chart import build_chart, window
+from .figure_charts import build_figure_charts
 from .forms import RetryForm
 from .rendering import now, page_or_fragment
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-WORKERS_WINDOW = timedelta(minutes=5)
 FAILURES_SHOWN = 8
 
 
@@ -36,6 +36,9 @@ def overview_context() -> dict[str, Any]:
         minutes = _panel(lambda: read_stats.finished_per_minute(start, until))
         workers = _panel(lambda: read_workers.board(current))  # heartbeats (issue 17)
         failures = _panel(lambda: read_stats.latest_failures(FAILURES_SHOWN))
+        queue = _panel(lambda: read_overview.queue_detail(current))
+        figures = _panel(lambda: read_overview.minute_figures(start, until))
+        runs = _panel(lambda: read_overview.run_times(current - timedelta(hours=1), until))
     return {
         "stats": stats,
         "oldest_queued_seconds": (
@@ -43,9 +46,13 @@ def overview_context() -> dict[str, Any]:
         ),
         "chart": build_chart(minutes, start) if minutes is not None else None,
         "workers": workers,
-        "workers_window_minutes": int(WORKERS_WINDOW.total_seconds() // 60),
         "failures": failures,
         "retry_form": RetryForm(),
+        "queue": queue,
+        "charts": build_figure_charts(figures.items, start) if figures is not None else None,
+        "run_times": runs.items if runs is not None else None,
+        # the hour held more events than the charts read (limits.CHART_EVENTS_MAX): say so
+        "charts_sample": next((s for s in (figures, runs) if s is not None and s.sampled), None),
     }
 
 

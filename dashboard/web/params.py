@@ -10,8 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from ..limits import BIGINT_MAX, EVENT_PAGE_MAX, EVENT_PAGE_SIZE, JOB_PAGE_MAX, JOB_PAGE_SIZE, TYPE_MAX_LENGTH
+from ..limits import (
+    BIGINT_MAX,
+    EVENT_PAGE_MAX,
+    EVENT_PAGE_SIZE,
+    JOB_OFFSET_MAX,
+    JOB_PAGE_MAX,
+    JOB_PAGE_SIZE,
+    TYPE_MAX_LENGTH,
+)
 from ..store.states import EVENT_TYPES, STATUSES
 
 
@@ -38,27 +47,70 @@ def _page_size(args: Mapping[str, str], errors: dict[str, str], default: int, ma
     return default if value is None else min(value, maximum)
 
 
+Keyset = tuple[datetime, uuid.UUID]
+
+
+def keyset_param(created_at: datetime, job_id: uuid.UUID) -> str:
+    """A row's position in the list as a URL value: ``<created_at ISO>_<id>``."""
+    return f"{created_at.isoformat()}_{job_id}"
+
+
+def _keyset(args: Mapping[str, str], name: str, errors: dict[str, str]) -> Keyset | None:
+    raw = (args.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        moment, _, job_id = raw.rpartition("_")
+        created_at = datetime.fromisoformat(moment)
+        if created_at.tzinfo is None:
+            raise ValueError("no time zone")
+        return created_at, uuid.UUID(job_id)
+    except ValueError:
+        errors[name] = f"{name} must be a position from the list's own links."
+        return None
+
+
 @dataclass(frozen=True)
 class JobFilters:
     status: str = ""
     type: str = ""
     limit: int = JOB_PAGE_SIZE
     offset: int = 0
+    before: Keyset | None = None  # keyset paging: rows older than this (created_at, id)
+    after: Keyset | None = None  # rows newer than this
     errors: dict[str, str] = field(default_factory=dict)
     q: str = ""  # search (issue 17, ``store/search.py``)
     order: str = "newest"  # or "next": ready jobs in claim order
+
+    @property
+    def keyed(self) -> bool:
+        """Paged by (created_at, id) keyset links: newest first, with or without ``q``."""
+        return self.order == "newest"
+
+    @property
+    def positioned(self) -> bool:
+        """Not the first page."""
+        return bool(self.offset or self.before or self.after)
 
     def query(self, **changes: object) -> dict[str, object]:
         """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
         values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
         values.update(q=self.q, order="" if self.order == "newest" else self.order)
+        for name in ("before", "after"):
+            key = getattr(self, name)
+            values[name] = keyset_param(*key) if key else None
         if self.limit != JOB_PAGE_SIZE:
             values["limit"] = self.limit
         values.update(changes)
         return {k: v for k, v in values.items() if v not in ("", None, 0)}
 
+    def first_page(self) -> dict[str, object]:
+        return self.query(offset=None, before=None, after=None)
+
 
 def job_filters(args: Mapping[str, str]) -> JobFilters:
+    """The list's filters; paging by ``before``/``after`` keyset links, or an ``offset`` up to
+    :data:`JOB_OFFSET_MAX` (deeper pages only by keyset: an offset reads every row it skips)."""
     errors: dict[str, str] = {}
     status = (args.get("status") or "").strip()
     if status and status not in STATUSES:
@@ -69,41 +121,80 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         errors["type"] = f"type must be at most {TYPE_MAX_LENGTH} printable characters."
         type_ = ""
     limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
-    offset = _int(args, "offset", errors, minimum=0, maximum=2**31 - 1) or 0
+    offset = _int(args, "offset", errors, minimum=0, maximum=JOB_OFFSET_MAX) or 0
+    if "offset" in errors:
+        errors["offset"] += " Deeper pages: follow the Older link."
+    before, after = _keyset(args, "before", errors), _keyset(args, "after", errors)
+    if before and after:
+        errors["after"] = "Give before or after, not both."
+        after = None
     q, order = (args.get("q") or "").strip(), (args.get("order") or "newest").strip()
     if order not in ORDERS:
         errors["order"] = f"order must be one of {', '.join(ORDERS)}."
         order = "newest"
-    extra = {"q": q, "order": order}
-    return JobFilters(status=status, type=type_, limit=limit, offset=offset, errors=errors, **extra)
+    if order != "newest":  # claim order pages by offset (store/read_search.next_to_run)
+        before = after = None
+    return JobFilters(
+        status=status,
+        type=type_,
+        limit=limit,
+        offset=offset,
+        before=before,
+        after=after,
+        errors=errors,
+        q=q,
+        order=order,
+    )
 
 
 ORDERS = ("newest", "next")
+QUIET = ("progress", "lease_renewed")  # what "hide progress and renewals" leaves out
+
+
+def _all(args: Mapping[str, str], name: str) -> list[str]:
+    """Every value of a repeated parameter (``type=a&type=b``), or the one a plain mapping has."""
+    getlist = getattr(args, "getlist", None)
+    values = getlist(name) if getlist else [args.get(name) or ""]
+    return [v.strip() for v in values if v and v.strip()]
 
 
 @dataclass(frozen=True)
 class EventFilters:
-    type: str = ""
+    types: tuple[str, ...] = ()
     job_id: uuid.UUID | None = None
     before: int | None = None
     after: int | None = None
     limit: int = EVENT_PAGE_SIZE
+    quiet: bool = False  # leave out progress and lease renewals
     errors: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def filtered(self) -> bool:
+        return bool(self.types or self.job_id or self.quiet)
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        return QUIET if self.quiet else ()
+
     def query(self, **changes: object) -> dict[str, object]:
-        values: dict[str, object] = {"type": self.type, "job_id": self.job_id}
+        values: dict[str, object] = {"type": list(self.types), "job_id": self.job_id}
+        if self.quiet:
+            values["quiet"] = 1
         if self.limit != EVENT_PAGE_SIZE:
             values["limit"] = self.limit
         values.update(changes)
-        return {k: v for k, v in values.items() if v not in ("", None)}
+        return {k: v for k, v in values.items() if v not in ("", None, [])}
 
 
 def event_filters(args: Mapping[str, str]) -> EventFilters:
+    """``type`` may repeat (any of them); ``quiet=1`` leaves out progress and renewals."""
     errors: dict[str, str] = {}
-    type_ = (args.get("type") or "").strip()
-    if type_ and type_ not in EVENT_TYPES:
+    wanted = _all(args, "type")
+    unknown = [t for t in wanted if t not in EVENT_TYPES]
+    if unknown:
         errors["type"] = f"type must be one of {', '.join(EVENT_TYPES)}."
-        type_ = ""
+    types = tuple(dict.fromkeys(t for t in wanted if t in EVENT_TYPES))
+    quiet = (args.get("quiet") or "").strip().lower() in ("1", "true", "on", "yes")
     job_id = None
     raw_job = (args.get("job_id") or "").strip()
     if raw_job:
@@ -117,4 +208,6 @@ def event_filters(args: Mapping[str, str]) -> EventFilters:
         errors["after"] = "Give before or after, not both."
         after = None
     limit = _page_size(args, errors, EVENT_PAGE_SIZE, EVENT_PAGE_MAX)
-    return EventFilters(type=type_, job_id=job_id, before=before, after=after, limit=limit, errors=errors)
+    return EventFilters(
+        types=types, job_id=job_id, before=before, after=after, limit=limit, quiet=quiet, errors=errors
+    )

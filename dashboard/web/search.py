@@ -48,6 +48,8 @@ def list_page(filters: JobFilters) -> ListRead:
             type=filters.type or None,
             policy=policy,
             preview_chars=PREVIEW_CHARS,
+            before=filters.before,  # keyset paging (issue 18); claim order pages by offset
+            after=filters.after,
         )
         return ListRead(page, [])
     try:
@@ -70,9 +72,11 @@ def list_page(filters: JobFilters) -> ListRead:
                 status=filters.status or None,
                 type=filters.type or None,
                 preview_chars=PREVIEW_CHARS,
+                before=filters.before,
+                after=filters.after,
             )
     except read_timeout.QueryTimeout:
         notes.append("The search stopped early: it ran past the time limit. Narrow it with a status or type.")
         return ListRead(read_jobs.JobPage(count=0, results=[]), notes)
-    single = str(page.results[0].id) if page.count == 1 and page.results and not filters.offset else None
+    single = str(page.results[0].id) if page.count == 1 and page.results and not filters.positioned else None
     return ListRead(page, notes, single)

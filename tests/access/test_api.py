@@ -28,6 +28,7 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "create_jobs": "/api/jobs/bulk/",
         "job_list": "/api/jobs/",
         "job_stats": "/api/jobs/stats/",
+        "job_stats_detail": "/api/jobs/stats/detail/",
         "job_detail": f"/api/jobs/{job_id}/",
         "job_events": f"/api/jobs/{job_id}/events/",
         "job_retry": f"/api/jobs/{job_id}/retry/",

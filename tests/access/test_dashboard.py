@@ -130,7 +130,7 @@ def test_a_failed_sign_in_says_so_inline_and_signs_nobody_in(app, anonymous, nam
     if password:  # the same words for an unknown name and a wrong password
         assert "Unknown user name or wrong password." in html
     else:
-        assert 'id="password-error">This field is required.' in html
+        assert 'id="password-error"><p>This field is required.' in html
     assert anonymous.get("/jobs/").status_code == 303
 
 

@@ -109,6 +109,51 @@ def test_feed_filters_by_type_and_job_id_and_keeps_them_in_links(client, job_typ
     assert client.get(f"/api/job-events/?job_id={uuid.uuid4()}").get_json()["results"] == []
 
 
+def test_feed_takes_several_types_and_exclusions_and_keeps_them_in_links(client, job_type):
+    """Extensions to the reference: `type` repeated (any of them) and `exclude` (comma-separated
+    or repeated); the reference's single `type` still works, and `next` / `previous` carry all."""
+    a = create(client, job_type, max_attempts=1)
+    create(client, job_type)
+    claim_and_fail(uuid.UUID(a["id"]))  # events: created a, created b, claimed a, failed a
+
+    def types(url: str) -> list[str]:
+        return [e["type"] for e in client.get(url).get_json()["results"]]
+
+    assert types("/api/job-events/?type=failed") == ["failed"]
+    assert types("/api/job-events/?type=failed&type=claimed") == ["failed", "claimed"]
+    assert types("/api/job-events/?type=failed&type=&type=claimed") == ["failed", "claimed"]
+    assert types("/api/job-events/?exclude=created") == ["failed", "claimed"]
+    assert types("/api/job-events/?exclude=created,failed") == ["claimed"]
+    assert types("/api/job-events/?exclude=created&exclude=failed") == ["claimed"]
+    assert types("/api/job-events/?type=created&type=failed&exclude=failed") == ["created", "created"]
+
+    page = client.get(
+        "/api/job-events/?type=created&type=failed&exclude=progress,lease_renewed&limit=1"
+    ).get_json()
+    assert [e["type"] for e in page["results"]] == ["failed"]
+    query = parse_qs(urlsplit(page["next"]).query)
+    assert query["type"] == ["created", "failed"] and query["exclude"] == ["progress,lease_renewed"]
+    older = client.get(page["next"]).get_json()
+    assert [e["type"] for e in older["results"]] == ["created"]
+    back = parse_qs(urlsplit(older["previous"]).query)
+    assert back["type"] == ["created", "failed"] and back["exclude"] == ["progress,lease_renewed"]
+    assert [e["type"] for e in client.get(older["previous"]).get_json()["results"]] == ["failed"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    ["type=failed&type=exploded", "exclude=progress,exploded", "exclude=,", "exclude=progress&exclude=nope"],
+)
+def test_invalid_type_lists_name_the_parameter(client, params):
+    response = client.get(f"/api/job-events/?{params}")
+    if params == "exclude=,":  # no name at all: no filter, as an empty value
+        assert response.status_code == 200
+        return
+    assert response.status_code == 400
+    field = params.split("=", 1)[0]
+    assert list(response.get_json()["errors"]) == [field]
+
+
 def test_cursors_are_opaque_and_round_trip(client):
     for _ in range(3):
         service.create_job("demo.success")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -58,7 +59,8 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/health/", "GET"), ("/api/config/", "GET"), ("/api/jobs/", "POST"), ("/api/jobs/", "GET"),
         ("/api/jobs/bulk/", "POST"),
         ("/api/jobs/{job_id}/", "GET"), ("/api/jobs/{job_id}/events/", "GET"), ("/api/job-events/", "GET"),
-        ("/api/jobs/stats/", "GET"), ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
+        ("/api/jobs/stats/", "GET"), ("/api/jobs/stats/detail/", "GET"),
+        ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
         ("/api/docs/", "GET"), ("/api/ready/", "GET"),
         ("/api/jobs/bulk-retry/", "POST"), ("/api/jobs/bulk-cancel/", "POST"),
         ("/api/jobs/bulk-run-now/", "POST"),
@@ -88,12 +90,17 @@ def test_document_carries_the_rules_the_code_enforces(document):
     status_ref = params["status"]["schema"]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
     assert document["components"]["schemas"][status_ref]["enum"] == list(STATUSES)
     feed = {p["name"]: p for p in document["paths"]["/api/job-events/"]["get"]["parameters"]}
-    assert set(feed) == {"limit", "cursor", "type", "job_id"}
+    assert set(feed) == {"limit", "cursor", "type", "exclude", "job_id"}
     assert re.fullmatch(feed["cursor"]["schema"]["anyOf"][0]["pattern"], Cursor("before", 42).encode())
     assert all(p["allowEmptyValue"] for p in [*params.values(), *feed.values()])  # `?status=`: no filter
     assert feed["limit"]["schema"]["default"] == 50
-    event_ref = feed["type"]["schema"]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
+    event_ref = feed["type"]["schema"]["items"]["$ref"].rsplit("/", 1)[-1]
     assert document["components"]["schemas"][event_ref]["enum"] == list(EVENT_TYPES)
+    # several types: repeated (`?type=a&type=b`); exclude: comma-separated (`?exclude=a,b`)
+    assert (feed["type"]["style"], feed["type"]["explode"]) == ("form", True)
+    assert (feed["exclude"]["style"], feed["exclude"]["explode"]) == ("form", False)
+    assert feed["exclude"]["schema"]["items"]["$ref"] == feed["type"]["schema"]["items"]["$ref"]
+    assert "x-explode" not in json.dumps(document)
     detail = document["paths"]["/api/jobs/{job_id}/"]["get"]
     assert detail["parameters"][0] == {
         "name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}

@@ -49,7 +49,14 @@ def test_feed_filters_by_type_and_job(app, client):
     assert claimed is not None
     html = client.get("/events/?type=claimed").get_data(as_text=True)
     assert _ids(html) == [3]
-    assert '<option value="claimed" selected>' in html
+    assert '<input type="checkbox" name="type" value="claimed" checked>' in html
+    # several types at once, and the toggle that hides progress and renewals
+    both = client.get("/events/?type=claimed&type=created").get_data(as_text=True)
+    assert _ids(both) == [3, 2, 1]
+    assert "type=claimed&amp;type=created" in both  # the live notice keeps both
+    service.record_progress(claimed.id, claimed.locked_by, 1, message="half")
+    assert _ids(client.get("/events/?quiet=1").get_data(as_text=True)) == [3, 2, 1]
+    assert _ids(client.get("/events/").get_data(as_text=True)) == [4, 3, 2, 1]
     only_b = client.get(f"/events/?job_id={b}").get_data(as_text=True)
     assert set(re.findall(r'href="/jobs/([0-9a-f-]{36})/"', only_b)) == {str(b)}
     assert f'value="{b}"' in only_b

@@ -204,8 +204,13 @@ def test_create_shows_inline_errors_and_keeps_the_input(app, client, token):
         response = client.post("/jobs/new/", data=_form(token, **fields))
         html = response.get_data(as_text=True)
         assert response.status_code == 400, fields
-        error = re.search(rf'<p class="error" id="{name}-error">([^<]*)</p>', html)
+        error = re.search(rf'<div class="error" id="{name}-error"><p>([^<]*)</p>', html)
         assert error and message in error.group(1), (fields, html[-2000:])
+        # the field points at its error, says it is invalid, and (the first invalid) has focus
+        field = re.search(rf'<(?:input|textarea|select)[^>]*\bid="{name}"[^>]*>', html)
+        assert field and 'aria-invalid="true"' in field.group(0), field
+        assert re.search(rf'aria-describedby="{name}-error( {name}-hint)?"', field.group(0)), field.group(0)
+        assert "autofocus" in field.group(0) and html.count("autofocus") == 1
     assert read_jobs.list_jobs(limit=10, offset=0).count == 0
     kept = client.post("/jobs/new/", data=_form(token, payload='{"keep": "<me>"')).get_data(as_text=True)
     assert "{&#34;keep&#34;: &#34;&lt;me&gt;&#34;" in kept

@@ -6,7 +6,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import service
+from dashboard.limits import JOB_OFFSET_MAX
+from dashboard.store import read_jobs, service
 from dashboard.store.service import utcnow
 from tests.factories import make_job
 
@@ -14,7 +15,7 @@ from .conftest import HX
 
 
 def _rows(html: str) -> list[str]:
-    return re.findall(r'<td><a class="mono" href="/jobs/([0-9a-f-]{36})/"', html)
+    return re.findall(r'<td[^>]*><a class="mono" href="/jobs/([0-9a-f-]{36})/"', html)
 
 
 def test_job_list_page_newest_first(app, client):
@@ -46,19 +47,59 @@ def test_status_and_type_filters(app, client):
     assert 'name="type" value="MAIL"' in html
 
 
-def test_limit_offset_pagination_keeps_filters(app, client):
+def _link(html: str, rel: str) -> str:
+    found = re.search(rf'rel="{rel}" href="([^"]+)"', html)
+    assert found, rel
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_keyset_pagination_keeps_filters_and_offsets_are_capped(app, client):
     base = utcnow()
     ids = [make_job("queued", created_at=base - timedelta(seconds=i)).id for i in range(5)]
     make_job("failed")
     html = client.get("/jobs/?status=queued&limit=2").get_data(as_text=True)
     assert _rows(html) == [str(i) for i in ids[:2]]
-    assert 'href="/jobs/?status=queued&amp;offset=2&amp;limit=2"' in html
     assert 'rel="prev"' not in html
-    page3 = client.get("/jobs/?status=queued&limit=2&offset=4").get_data(as_text=True)
+    older = _link(html, "next")  # a (created_at, id) position, not an offset
+    assert "before=" in older and "offset" not in older and "status=queued" in older
+    page2 = client.get(older).get_data(as_text=True)
+    assert _rows(page2) == [str(i) for i in ids[2:4]]
+    page3 = client.get(_link(page2, "next")).get_data(as_text=True)
     assert _rows(page3) == [str(ids[4])]
     assert 'rel="next"' not in page3
-    assert 'href="/jobs/?status=queued&amp;offset=2&amp;limit=2" rel' not in page3
-    assert re.search(r'rel="prev" href="/jobs/\?status=queued&amp;offset=2&amp;limit=2"', page3)
+    back = client.get(_link(page3, "prev")).get_data(as_text=True)
+    assert _rows(back) == [str(i) for i in ids[2:4]]
+    top = client.get(_link(back, "prev")).get_data(as_text=True)
+    assert _rows(top) == [str(i) for i in ids[:2]]
+    # an offset still works up to the cap; past it, a message (never a deep scan, never a 500)
+    assert _rows(client.get("/jobs/?status=queued&limit=2&offset=4").get_data(as_text=True)) == [str(ids[4])]
+    deep = client.get(f"/jobs/?offset={JOB_OFFSET_MAX + 1}")
+    assert deep.status_code == 200 and 'data-param="offset"' in deep.get_data(as_text=True)
+    for bad in ("x", "2024-01-01T00:00:00_abc", "2024-01-01T00:00:00_" + str(ids[0])):
+        answer = client.get(f"/jobs/?before={bad}")
+        assert answer.status_code == 200 and 'data-param="before"' in answer.get_data(as_text=True)
+
+
+def test_a_search_pages_by_keyset_and_next_to_run_by_offset(app, client):
+    """Issue 17's q and order with issue 18's paging: a search keeps its q in the keyset
+    links; claim order has no (created_at, id) position, so it pages by offset."""
+    base = utcnow()
+    ids = [make_job("queued", created_at=base - timedelta(seconds=i), payload={"k": 1}).id for i in range(3)]
+    make_job("queued", payload={"k": 2})
+    html = client.get("/jobs/?q=k%3D1&limit=2").get_data(as_text=True)
+    assert _rows(html) == [str(i) for i in ids[:2]]
+    older = _link(html, "next")
+    assert "before=" in older and "q=k" in older
+    page2 = client.get(older).get_data(as_text=True)
+    assert _rows(page2) == [str(ids[2])] and 'rel="next"' not in page2
+    assert _rows(client.get(_link(page2, "prev")).get_data(as_text=True)) == [str(i) for i in ids[:2]]
+    claim_order = client.get("/jobs/?order=next&limit=2").get_data(as_text=True)
+    later = _link(claim_order, "next")
+    assert "offset=2" in later and "before=" not in later
+    ignored = client.get(
+        "/jobs/", query_string={"order": "next", "limit": 2, "before": f"{base.isoformat()}_{ids[0]}"}
+    )
+    assert _rows(ignored.get_data(as_text=True)) == _rows(claim_order)
 
 
 def test_limit_above_maximum_is_clamped(app, client):
@@ -128,12 +169,14 @@ def test_detail_of_a_running_job_shows_owner_lease_and_progress_and_polls(app, c
     html = client.get(f"/jobs/{job.id}/", headers=HX).get_data(as_text=True)
     assert "<html" not in html
     assert html.lstrip().startswith('<article id="job-detail"')
-    assert f'hx-get="/jobs/{job.id}/" hx-trigger="every 2s, poll-now"' in html
+    claimed_id = next(e.id for e in read_jobs.job_events(job.id) if e.type == "claimed")
+    live = f"/jobs/{job.id}/live/?after={claimed_id}&amp;status=running"
+    assert f'hx-get="{live}" hx-trigger="every 2s, poll-now"' in html
     assert re.search(r'data-field="owner">w:1:thread-2:bbbb<', html)
     lease = int(re.search(r"Lease expires in <strong>(\d+) s</strong>", html).group(1))
     assert 0 < lease <= 30
     assert '<progress max="100" value="65.4">' in html
-    assert "halfway" in html
+    assert "+ 2 progress, latest 65 % so far" in html  # folded, not one line each
 
 
 def test_an_expired_lease_says_so(app, client):

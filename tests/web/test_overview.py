@@ -82,6 +82,19 @@ def test_chart_counts_succeeded_and_failed_events_of_the_last_hour(app, client):
     assert "2 succeeded, 1 failed" in svg
 
 
+def test_the_charts_say_when_they_read_only_the_newest_events(app, client, monkeypatch):
+    from dashboard.store import read_overview
+
+    _finish("demo.success")
+    _finish("demo.success")
+    html = client.get("/").get_data(as_text=True)
+    assert 'data-field="charts-sampled"' not in html
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 3)
+    html = client.get("/").get_data(as_text=True)
+    assert 'data-field="charts-sampled"' in html
+    assert "Figures from the newest 3 events of the hour" in html
+
+
 def test_worker_panel_lists_processes_from_heartbeats_and_warns_about_orphans(app, client):
     now = utcnow()
     alive = workers.Identity("hostA:11:aa", "hostA", 11, now, "one-job", 8, "1", 5.0, ("demo.success",))

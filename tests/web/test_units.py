@@ -61,7 +61,13 @@ def test_query_filters_collect_errors_instead_of_raising():
     assert job_filters({"status": "nope"}).errors.keys() == {"status"}
     assert job_filters({"offset": "1.5"}).errors.keys() == {"offset"}
     feed = event_filters({"type": "failed", "before": "10", "limit": "1000"})
-    assert (feed.type, feed.before, feed.limit, feed.errors) == ("failed", 10, 200, {})
+    assert (feed.types, feed.before, feed.limit, feed.errors) == (("failed",), 10, 200, {})
+    from werkzeug.datastructures import MultiDict
+
+    several = event_filters(MultiDict([("type", "failed"), ("type", "claimed"), ("quiet", "1")]))
+    assert (several.types, several.exclude) == (("failed", "claimed"), ("progress", "lease_renewed"))
+    assert several.query() == {"type": ["failed", "claimed"], "quiet": 1}
+    assert event_filters(MultiDict([("type", "failed"), ("type", "nope")])).errors.keys() == {"type"}
     assert event_filters({"job_id": "x", "after": "-1"}).errors.keys() == {"job_id", "after"}
     assert job_filters({"status": "queued", "type": "a", "offset": "0"}).query(offset=25) == {
         "status": "queued",

@@ -1,0 +1,42 @@
+"""``/api/jobs/stats/detail/``'s body, assembled from the store's overview reads."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..store import read_overview
+
+HOUR = timedelta(hours=1)
+
+
+def detail(now: datetime) -> dict[str, Any]:
+    queue = read_overview.queue_detail(now)
+    since = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
+    minutes = read_overview.minute_figures(since, now + timedelta(minutes=1))
+    runs = read_overview.run_times(now - HOUR, now + timedelta(seconds=1))
+    return {
+        "ready": queue.ready.as_dict(),
+        "scheduled": queue.scheduled.as_dict(),
+        "retrying": queue.retrying.as_dict(),
+        "running": queue.running.as_dict(),
+        "overdue_running": queue.overdue_running,
+        "oldest_ready_at": queue.oldest_ready_at,
+        "oldest_ready_wait_seconds": queue.oldest_ready_wait_seconds,
+        "types": [
+            {
+                "type": row.type,
+                "ready": row.ready.as_dict(),
+                "running": row.running,
+                "retrying": row.retrying.as_dict(),
+                "failed_24h": row.failed_24h.as_dict(),
+                "oldest_ready_wait_seconds": row.wait_seconds,
+            }
+            for row in queue.types
+        ],
+        "minutes": [{**asdict(m), "failure_rate": m.failure_rate} for m in minutes.items],
+        "run_times": [asdict(r) for r in runs.items],
+        "sampled": minutes.sampled or runs.sampled,
+        "sampled_events": minutes.cap,
+    }

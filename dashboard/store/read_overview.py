@@ -1,0 +1,276 @@
+"""The overview's detailed figures (``/api/jobs/stats/detail/``): the queued split into ready,
+scheduled and retrying, the wait of the oldest ready job, a per-type table, and per-minute
+charts of failures, waits and run times.
+
+Every live count is bounded: it reads at most ``cap + 1`` index entries and past that says
+"more than ``cap``" (:class:`Capped`). Indexes (migration 0008): job_queued_idx
+``(least(attempts, 1), available_at) WHERE status = 'queued'``, job_queued_type_idx (the same
+led by type), job_failed_type_idx ``(type, finished_at) WHERE status = 'failed'``,
+job_timeout_idx for running, jobs_jobevent_created_at_idx for the charts' hour of events: at
+most the newest :data:`~dashboard.limits.CHART_EVENTS_MAX` of them (:class:`Sampled`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Connection, text
+
+from ..limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
+from .read_jobs import JOB_TYPES_SQL
+from .read_timeout import reading
+
+
+@dataclass(frozen=True)
+class Capped:
+    """A count read up to ``cap``: exact when ``value <= cap``, else "more than ``cap``"."""
+
+    value: int
+    cap: int
+
+    @property
+    def exact(self) -> bool:
+        return self.value <= self.cap
+
+    def __str__(self) -> str:
+        return f"{self.value:,}" if self.exact else f"more than {self.cap:,}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": min(self.value, self.cap), "exact": self.exact}
+
+
+def _capped(count: int, cap: int) -> Capped:
+    return Capped(min(count, cap + 1), cap)
+
+
+# ``least(attempts, 1)``: 0 for a job never run, 1 for one that failed before (a retry).
+QUEUED_SPLIT_SQL = """
+    SELECT
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
+          AND least(attempts, 1) = 0 AND available_at <= :now LIMIT :cap) AS r) AS ready_new,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
+          AND least(attempts, 1) = 1 AND available_at <= :now LIMIT :cap) AS r) AS ready_retry,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
+          AND least(attempts, 1) = 0 AND available_at > :now LIMIT :cap) AS r) AS scheduled,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
+          AND least(attempts, 1) = 1 AND available_at > :now LIMIT :cap) AS r) AS retrying,
+      LEAST(
+        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' {type}
+            AND least(attempts, 1) = 0 AND available_at <= :now),
+        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' {type}
+            AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at
+"""
+GLOBAL_SPLIT = text(QUEUED_SPLIT_SQL.format(type=""))
+TYPE_SPLIT = text(QUEUED_SPLIT_SQL.format(type="AND type = :type"))
+RUNNING_SQL = text(
+    """
+    SELECT type, count(*) AS running,
+           count(*) FILTER (WHERE locked_until < :now) AS overdue
+    FROM (SELECT type, locked_until FROM jobs_job WHERE status = 'running' LIMIT :cap) AS r
+    GROUP BY type
+    """
+)
+FAILED_SQL = text(
+    """
+    SELECT count(*) FROM (SELECT 1 FROM jobs_job
+        WHERE status = 'failed' AND type = :type AND finished_at >= :since LIMIT :cap) AS f
+    """
+)
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    type: str
+    ready: Capped
+    running: int
+    retrying: Capped
+    failed_24h: Capped
+    oldest_ready_at: datetime | None
+    wait_seconds: float | None
+
+
+@dataclass(frozen=True)
+class QueueDetail:
+    ready: Capped
+    scheduled: Capped
+    retrying: Capped
+    running: Capped
+    overdue_running: int
+    oldest_ready_at: datetime | None
+    oldest_ready_wait_seconds: float | None
+    types: list[TypeRow] = field(default_factory=list)
+    types_truncated: bool = False
+
+
+def _split(conn: Connection, statement: Any, now: datetime, cap: int, **params: Any) -> dict[str, Any]:
+    row = conn.execute(statement, {"now": now, "cap": cap + 1, **params}).mappings().one()
+    return dict(row)
+
+
+def _wait(now: datetime, at: datetime | None) -> float | None:
+    return max(0.0, (now - at).total_seconds()) if at is not None else None
+
+
+def queue_detail(now: datetime, *, with_types: bool = True) -> QueueDetail:
+    """The queued split, running, the oldest ready job and (``with_types``) one row per type."""
+    with reading() as conn:
+        split = _split(conn, GLOBAL_SPLIT, now, LIVE_COUNT_CAP)
+        running_rows = conn.execute(RUNNING_SQL, {"now": now, "cap": LIVE_COUNT_CAP + 1}).mappings().all()
+        running_by_type = {r["type"]: r["running"] for r in running_rows}
+        rows: list[TypeRow] = []
+        truncated = False
+        if with_types:
+            names = list(conn.execute(JOB_TYPES_SQL).scalars())
+            truncated = len(names) > TYPES_SHOWN
+            for name in names[:TYPES_SHOWN]:
+                rows.append(_type_row(conn, name, now, running_by_type.get(name, 0)))
+    ready = split["ready_new"] + split["ready_retry"]
+    return QueueDetail(
+        ready=_capped(ready, LIVE_COUNT_CAP),
+        scheduled=_capped(split["scheduled"], LIVE_COUNT_CAP),
+        retrying=_capped(split["retrying"], LIVE_COUNT_CAP),
+        running=_capped(sum(running_by_type.values()), LIVE_COUNT_CAP),
+        overdue_running=sum(r["overdue"] for r in running_rows),
+        oldest_ready_at=split["oldest_ready_at"],
+        oldest_ready_wait_seconds=_wait(now, split["oldest_ready_at"]),
+        types=rows,
+        types_truncated=truncated,
+    )
+
+
+def _type_row(conn: Connection, name: str, now: datetime, running: int) -> TypeRow:
+    split = _split(conn, TYPE_SPLIT, now, TYPE_COUNT_CAP, type=name)
+    failed = conn.execute(
+        FAILED_SQL, {"type": name, "since": now - timedelta(hours=24), "cap": TYPE_COUNT_CAP + 1}
+    ).scalar_one()
+    return TypeRow(
+        type=name,
+        ready=_capped(split["ready_new"] + split["ready_retry"], TYPE_COUNT_CAP),
+        running=running,
+        retrying=_capped(split["retrying"], TYPE_COUNT_CAP),
+        failed_24h=_capped(failed, TYPE_COUNT_CAP),
+        oldest_ready_at=split["oldest_ready_at"],
+        wait_seconds=_wait(now, split["oldest_ready_at"]),
+    )
+
+
+@dataclass(frozen=True)
+class MinuteFigures:
+    minute: datetime
+    succeeded: int
+    failed: int
+    wait_p50_ms: float | None
+    wait_p95_ms: float | None
+
+    @property
+    def failure_rate(self) -> float | None:
+        done = self.succeeded + self.failed
+        return self.failed / done if done else None
+
+
+@dataclass(frozen=True)
+class RunTime:
+    type: str
+    runs: int
+    p50_ms: float
+    p95_ms: float
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sampled(Generic[T]):
+    """A chart's figures, read from at most the newest ``cap`` events of its window.
+
+    ``sampled``: the window held ``cap`` events or more, so older ones were not read and the
+    figures describe the newest ``cap`` only (the page and the API say so)."""
+
+    items: list[T]
+    sampled: bool
+    cap: int
+
+
+# The newest :cap events of the window, newest first: jobs_jobevent_created_at_idx read
+# backwards and stopped by the LIMIT, so a busy hour costs at most :cap index entries and rows
+# (the type filter comes after the limit, or a window without matches would be read whole).
+# ``events_read`` comes back on every row, and alone (figure columns NULL) when none matched.
+_RECENT = """
+    WITH recent AS MATERIALIZED (
+        SELECT created_at, type, data FROM jobs_jobevent
+        WHERE created_at >= :since AND created_at < :until
+        ORDER BY created_at DESC
+        LIMIT :cap
+    ), figures AS ({figures}
+    )
+    SELECT (SELECT count(*) FROM recent) AS events_read, figures.*
+    FROM (VALUES (1)) AS one LEFT JOIN figures ON true
+"""
+# Outcomes and the waits recorded by the claims (sql.py: ``wait_ms``), per minute.
+MINUTES_SQL = text(
+    _RECENT.format(
+        figures="""
+        SELECT date_trunc('minute', created_at) AS minute,
+               count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE type = 'failed') AS failed,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
+                   FILTER (WHERE type = 'claimed') AS wait_p50,
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
+                   FILTER (WHERE type = 'claimed') AS wait_p95
+        FROM recent
+        WHERE type IN ('succeeded', 'failed', 'claimed')
+        GROUP BY 1"""
+    )
+    + "ORDER BY minute"
+)
+# Run times recorded by the outcomes (sql.py: ``run_ms`` and ``type``), per type.
+RUN_TIMES_SQL = text(
+    _RECENT.format(
+        figures="""
+        SELECT data->>'type' AS run_type, count(*) AS runs,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p50,
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p95
+        FROM recent
+        WHERE type IN ('succeeded', 'failed', 'retry_scheduled')
+          AND jsonb_typeof(data->'run_ms') = 'number' AND jsonb_typeof(data->'type') = 'string'
+        GROUP BY 1 ORDER BY 1
+        LIMIT :types"""
+    )
+    + "ORDER BY run_type"
+)
+
+
+def _cap(cap: int | None) -> int:
+    return CHART_EVENTS_MAX if cap is None else cap
+
+
+def minute_figures(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[MinuteFigures]:
+    """Finished, failed and claim waits per minute in ``[since, until)``, from at most the
+    newest ``cap`` events (default :data:`~dashboard.limits.CHART_EVENTS_MAX`); empty minutes
+    absent."""
+    cap = _cap(cap)
+    with reading() as conn:
+        rows = conn.execute(MINUTES_SQL, {"since": since, "until": until, "cap": cap}).mappings().all()
+    items = [
+        MinuteFigures(r["minute"], r["succeeded"], r["failed"], r["wait_p50"], r["wait_p95"])
+        for r in rows
+        if r["minute"] is not None
+    ]
+    return Sampled(items, _hit(rows, cap), cap)
+
+
+def run_times(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[RunTime]:
+    """Run time p50 / p95 per job type of the attempts that ended in ``[since, until)``, from at
+    most the newest ``cap`` events (as :func:`minute_figures`)."""
+    cap = _cap(cap)
+    params = {"since": since, "until": until, "types": TYPES_SHOWN, "cap": cap}
+    with reading() as conn:
+        rows = conn.execute(RUN_TIMES_SQL, params).mappings().all()
+    items = [RunTime(r["run_type"], r["runs"], r["p50"], r["p95"]) for r in rows if r["run_type"] is not None]
+    return Sampled(items, _hit(rows, cap), cap)
+
+
+def _hit(rows: Any, cap: int) -> bool:
+    return bool(rows) and rows[0]["events_read"] >= cap

@@ -1,0 +1,63 @@
+"""The job page's timeline, folded: lifecycle events one per line, runs of ``progress`` and
+``lease_renewed`` events as one line each; and the live poll that sends only what changed
+(the header and the events after the last one shown)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store.records import EventRecord
+
+NOISE = frozenset({"progress", "lease_renewed"})
+
+
+@dataclass
+class Fold:
+    """A run of progress / renewal events between two lifecycle events."""
+
+    progress: int = 0
+    renewals: int = 0
+    latest_percent: float | None = None
+    first_id: int = 0
+    last_id: int = 0
+
+    def add(self, event: EventRecord) -> None:
+        self.first_id = self.first_id or event.id
+        self.last_id = event.id
+        if event.type == "progress":
+            self.progress += 1
+            value = event.data.get("percent") if isinstance(event.data, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                self.latest_percent = max(0.0, min(100.0, float(value)))
+        else:
+            self.renewals += 1
+
+
+@dataclass
+class Folded:
+    items: list[EventRecord | Fold] = field(default_factory=list)  # lifecycle events and folds
+    tail: Fold | None = None  # noise after the last lifecycle event: it still grows
+    last_id: int = 0  # the newest lifecycle event shown (the poll asks for what follows)
+
+
+def fold(events: list[EventRecord], after: int = 0) -> Folded:
+    folded = Folded(last_id=after)
+    current: Fold | None = None
+    for event in events:
+        if event.type in NOISE:
+            current = current or Fold()
+            current.add(event)
+            continue
+        if current is not None:
+            folded.items.append(current)
+            current = None
+        folded.items.append(event)
+        folded.last_id = event.id
+    folded.tail = current
+    return folded
+
+
+def timeline_context(events: list[EventRecord]) -> dict[str, Any]:
+    folded = fold(events)
+    return {"timeline": folded.items, "tail": folded.tail, "last_event_id": folded.last_id}

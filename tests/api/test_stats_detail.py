@@ -1,0 +1,56 @@
+"""``/api/jobs/stats/detail/`` and the per-job events' ``after_id`` / ``limit`` (issue 18)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from dashboard.store import service
+from tests.factories import make_job
+
+from .helpers import create
+from .test_events import claim_and_fail
+
+
+def test_stats_detail_splits_the_queue_and_keeps_the_reference_stats_shape(client):
+    now = service.utcnow()
+    make_job("queued", available_at=now - timedelta(minutes=5))
+    make_job("queued", available_at=now + timedelta(hours=24))
+    make_job("queued", available_at=now + timedelta(minutes=1), attempts=1)
+    body = client.get("/api/jobs/stats/detail/").get_json()
+    assert body["ready"] == {"count": 1, "exact": True}
+    assert body["scheduled"]["count"] == 1 and body["retrying"]["count"] == 1
+    assert 300 <= body["oldest_ready_wait_seconds"] < 400
+    assert body["types"][0]["type"] == "demo.success" and body["types"][0]["ready"]["count"] == 1
+    assert set(body) >= {"minutes", "run_times", "running", "overdue_running"}
+    assert body["sampled"] is False and body["sampled_events"] == 20_000
+    stats = client.get("/api/jobs/stats/").get_json()
+    assert set(stats) == {"total", "by_status", "overdue_running", "retries_pending", "oldest_queued_at"}
+    assert stats["by_status"]["queued"] == 3 and stats["retries_pending"] == 1
+
+
+def test_job_events_after_id_and_limit(client, job_type):
+    job = create(client, job_type, max_attempts=1)
+    claim_and_fail(uuid.UUID(job["id"]))
+    every = client.get(f"/api/jobs/{job['id']}/events/").get_json()
+    assert [e["type"] for e in every] == ["created", "claimed", "failed"]
+    after = client.get(f"/api/jobs/{job['id']}/events/?after_id={every[0]['id']}").get_json()
+    assert [e["id"] for e in after] == [e["id"] for e in every[1:]]
+    one = client.get(f"/api/jobs/{job['id']}/events/?after_id={every[0]['id']}&limit=1").get_json()
+    assert [e["type"] for e in one] == ["claimed"]
+    for bad in ("after_id=-1", "limit=0", "after_id=x", "limit=99999999999999999999999"):
+        assert client.get(f"/api/jobs/{job['id']}/events/?{bad}").status_code == 400
+
+
+def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, monkeypatch):
+    from dashboard.store import read_overview
+
+    for _ in range(3):
+        service.create_job("demo.success", {})
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 2)
+    body = client.get("/api/jobs/stats/detail/").get_json()
+    assert body["sampled"] is True and body["sampled_events"] == 2
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 3)
+    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is True  # 3 of 3: said
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 4)
+    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is False

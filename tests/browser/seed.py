@@ -1,0 +1,57 @@
+"""Jobs made for the browser tests, straight through the store (no worker needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from dashboard.store import service
+from dashboard.store.records import JobRecord
+
+LONG_WORD = "x" * 3000  # a message with no space to break at
+
+
+@dataclass(frozen=True)
+class Seeded:
+    failed: JobRecord  # failed for good, its error one long word
+    running: JobRecord  # running with a long lease and many progress events
+    ready_old: JobRecord  # the oldest ready job, due two hours ago
+
+
+def fail_for_good(type_: str, error: str) -> JobRecord:
+    job = service.create_job(type_, {"n": 1}, max_attempts=1).job
+    claimed = service.claim_jobs("seed-worker", lease_seconds=60)
+    assert [c.id for c in claimed] == [job.id]
+    failed = service.fail_job(job.id, "seed-worker", 1, error, backoff_base_seconds=1, backoff_max_seconds=1)
+    assert failed is not None and failed.status == "failed"
+    return failed
+
+
+def run_long(progress_events: int, *, payload: dict | None = None) -> JobRecord:
+    """A running job whose worker has reported ``progress_events`` times (no worker runs it)."""
+    job = service.create_job("demo.slow", payload or {"sleep_seconds": 240}).job
+    claimed = service.claim_jobs("seed-worker", lease_seconds=3600)
+    assert [c.id for c in claimed] == [job.id]
+    add_progress(job, progress_events)
+    return job
+
+
+def add_progress(job: JobRecord, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        percent = min(99, i // 5)
+        service.record_progress(job.id, "seed-worker", 1, message=f"step {i}", data={"percent": percent})
+        if i % 10 == 0:
+            service.renew_lease(job.id, "seed-worker", 1, lease_seconds=3600)
+
+
+def seed_pages() -> Seeded:
+    """One job of each kind the pages show, including the long unbroken texts."""
+    failed = fail_for_good("demo.fail", "Boom:" + LONG_WORD)
+    running = run_long(30)
+    service.record_progress(running.id, "seed-worker", 1, message=LONG_WORD, data={"percent": 50})
+    now = service.utcnow()
+    ready_old = service.create_job(
+        "demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)
+    ).job
+    service.create_job("demo.success", {}, available_at=now + timedelta(hours=1))
+    return Seeded(failed=failed, running=running, ready_old=ready_old)

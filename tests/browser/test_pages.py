@@ -1,0 +1,99 @@
+"""Every page in Chromium at a desktop and a phone size, light and dark: nothing wider than the
+screen, and axe-core (vendored in tests/browser/vendor/, never served) finds no serious or
+critical accessibility violation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ARTIFACTS, CHROMIUM_ARGS
+from .seed import seed_pages
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+AXE = (Path(__file__).parent / "vendor" / "axe.min.js").read_text()
+VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+SCHEMES = ("light", "dark")
+BLOCKING = ("serious", "critical")
+
+OVERFLOW_JS = """() => {
+  const limit = window.innerWidth;
+  const wide = [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > limit + 1 && getComputedStyle(e).position !== 'fixed')
+    .filter(e => !e.closest('.scroll, pre, table'))
+    .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));
+  return {scrollWidth: document.documentElement.scrollWidth, innerWidth: limit, wide};
+}"""
+
+AXE_JS = """async () => {
+  const result = await axe.run(document, {resultTypes: ['violations']});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + n.failureSummary)}));
+}"""
+
+
+def _pages(base: str, seeded: Any) -> list[tuple[str, str]]:
+    return [
+        ("overview", base + "/"),
+        ("jobs", base + "/jobs/"),
+        ("jobs-failed", base + "/jobs/?status=failed"),
+        ("jobs-type", base + "/jobs/?type=demo&limit=1"),
+        ("jobs-bad-filter", base + "/jobs/?status=nope&offset=x"),
+        ("job-failed", f"{base}/jobs/{seeded.failed.id}/"),
+        ("job-running", f"{base}/jobs/{seeded.running.id}/"),
+        ("job-ready", f"{base}/jobs/{seeded.ready_old.id}/"),
+        ("new", base + "/jobs/new/"),
+        ("events", base + "/events/"),
+        ("events-filtered", f"{base}/events/?type=progress&type=failed&job_id={seeded.running.id}"),
+        ("api-docs", base + "/api/docs/"),
+        ("signin", base + "/login/"),
+    ]
+
+
+def _check(page: Any, name: str, problems: list[str]) -> None:
+    page.wait_for_load_state("load")
+    box = page.evaluate(OVERFLOW_JS)
+    if box["scrollWidth"] > box["innerWidth"] + 1 or box["wide"]:
+        problems.append(f"{name}: {box['scrollWidth']}px wide in {box['innerWidth']}px: {box['wide']}")
+        page.screenshot(path=str(ARTIFACTS / f"overflow-{name}.png"), full_page=True)
+    page.evaluate(AXE)  # the page's CSP is bypassed in this context only, for axe
+    for violation in page.evaluate(AXE_JS):
+        if violation["impact"] in BLOCKING:
+            problems.append(f"{name}: axe {violation['impact']} {violation['id']}: {violation['nodes']}")
+
+
+def test_every_page_fits_and_passes_axe(app: Any, dashboard_server: str, chromium: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    seeded = seed_pages()
+    problems: list[str] = []
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            for size, viewport in VIEWPORTS.items():
+                for scheme in SCHEMES:
+                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
+                    context.set_default_timeout(20_000)
+                    page = context.new_page()
+                    for name, url in _pages(dashboard_server, seeded):
+                        response = page.goto(url)
+                        assert response is not None and response.status < 500, (name, response)
+                        _check(page, f"{name}-{size}-{scheme}", problems)
+                    # the create form refused: errors next to their fields
+                    page.goto(dashboard_server + "/jobs/new/")
+                    page.fill("#type", "demo.success")  # free text since issue 14
+                    page.fill("#payload", "{not json")
+                    page.fill("#priority", "99999")
+                    page.click("button[type=submit]")
+                    page.locator("#payload[aria-invalid=true]").wait_for()
+                    # focus moves when htmx settles the swap, a moment after the new form is in
+                    page.wait_for_function("document.activeElement?.id === 'payload'", timeout=5_000)
+                    _check(page, f"new-errors-{size}-{scheme}", problems)
+                    context.close()
+        finally:
+            browser.close()
+    assert problems == [], "\n".join(problems)

@@ -1,0 +1,167 @@
+"""The overview's detailed figures: the queued split, the oldest ready wait, per-type rows,
+the waits and run times the events record, and the index each figure reads."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import text
+
+from dashboard.extensions import db
+from dashboard.store import read_jobs, read_overview, service
+from dashboard.store.read_overview import Capped
+from tests.factories import make_job
+
+
+def test_queued_splits_into_ready_scheduled_and_retrying_and_the_wait_is_the_oldest_ready(app):
+    now = service.utcnow()
+    make_job("queued", now=now, available_at=now - timedelta(seconds=90))  # ready 90 s
+    make_job("queued", now=now, available_at=now - timedelta(seconds=30), attempts=1)  # due retry: ready
+    make_job("queued", now=now - timedelta(days=2), available_at=now + timedelta(hours=24))  # scheduled
+    make_job("queued", now=now, available_at=now + timedelta(seconds=40), attempts=2, type="mail.send")
+    make_job("running", now=now, type="mail.send")
+    make_job("failed", now=now, type="mail.send", finished_at=now - timedelta(hours=1))
+    make_job("failed", now=now, type="mail.send", finished_at=now - timedelta(hours=30))
+
+    detail = read_overview.queue_detail(now)
+    assert (detail.ready.value, detail.scheduled.value, detail.retrying.value) == (2, 1, 1)
+    assert detail.running.value == 1 and detail.oldest_ready_wait_seconds == 90
+    rows = {row.type: row for row in detail.types}
+    assert rows["demo.success"].ready.value == 2 and rows["demo.success"].wait_seconds == 90
+    assert rows["mail.send"].retrying.value == 1 and rows["mail.send"].running == 1
+    assert rows["mail.send"].failed_24h.value == 1 and rows["mail.send"].wait_seconds is None
+
+
+def test_a_capped_count_says_more_than():
+    assert str(Capped(10, 10)) == "10" and Capped(10, 10).exact
+    assert str(Capped(11, 10)) == "more than 10" and Capped(11, 10).as_dict() == {"count": 10, "exact": False}
+
+
+def test_claims_record_the_wait_and_outcomes_the_run_time(app):
+    now = service.utcnow()
+    job = service.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
+    claimed = service.claim_next_job("w1", lease_seconds=30, now=now + timedelta(seconds=1))
+    assert claimed is not None and claimed.id == job.id
+    service.complete_job(job.id, "w1", claimed.attempts, {"ok": True}, now=now + timedelta(seconds=4))
+    events = {e.type: e for e in read_jobs.job_events(job.id)}
+    assert events["claimed"].data["wait_ms"] >= 3000
+    assert events["succeeded"].data == {"type": "demo.success", "run_ms": 3000}
+
+    minutes = read_overview.minute_figures(now - timedelta(minutes=5), now + timedelta(minutes=5))
+    assert sum(m.succeeded for m in minutes.items) == 1 and not minutes.sampled
+    assert any(m.wait_p50_ms and m.wait_p50_ms >= 3000 for m in minutes.items)
+    runs = read_overview.run_times(now - timedelta(minutes=5), now + timedelta(minutes=5))
+    assert [(r.type, r.runs, r.p50_ms) for r in runs.items] == [("demo.success", 1, 3000)]
+    assert not runs.sampled
+
+
+def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
+    """Three jobs run at t, t+1 min, t+2 min (3 events each: created, claimed, succeeded). A cap
+    of 4 events reads only the newest: the last job's claim and success (and its creation)
+    plus the previous job's success, and the figures say they were sampled."""
+    start = service.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    for i in range(3):
+        at = start + timedelta(minutes=i)
+        job = service.create_job("demo.success", {}, now=at).job
+        claimed = service.claim_next_job("w1", lease_seconds=30, now=at + timedelta(seconds=1))
+        assert claimed is not None and claimed.id == job.id
+        service.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
+    since, until = start - timedelta(minutes=1), start + timedelta(minutes=5)
+
+    whole = read_overview.minute_figures(since, until)
+    assert [m.succeeded for m in whole.items] == [1, 1, 1] and not whole.sampled
+    assert read_overview.minute_figures(since, until, cap=9).sampled  # exactly the cap: said too
+    assert not read_overview.minute_figures(since, until, cap=10).sampled
+
+    newest = read_overview.minute_figures(since, until, cap=4)
+    assert newest.sampled and newest.cap == 4
+    assert [(m.minute, m.succeeded) for m in newest.items] == [
+        (start + timedelta(minutes=1), 1),
+        (start + timedelta(minutes=2), 1),
+    ]
+    runs = read_overview.run_times(since, until, cap=4)
+    assert runs.sampled and [(r.type, r.runs) for r in runs.items] == [("demo.success", 2)]
+    nothing = read_overview.run_times(since, until, cap=1)  # the newest event only: a success
+    assert nothing.sampled and [r.runs for r in nothing.items] == [1]
+
+
+def test_the_chart_queries_stop_at_the_cap(app):
+    """The hour's events are read through the created_at index under a Limit, never whole."""
+    now = service.utcnow()
+    params = {"since": now - timedelta(hours=1), "until": now, "cap": 5, "types": 30}
+    with db.engine.begin() as conn:
+        for statement in (read_overview.MINUTES_SQL, read_overview.RUN_TIMES_SQL):
+            plan = "\n".join(conn.execute(text("EXPLAIN " + str(statement)), params).scalars())
+            limit, scan = plan.split("CTE recent")[1].splitlines()[1:3]
+            assert limit.strip().startswith("->  Limit"), plan
+            assert "Index Scan Backward using jobs_jobevent_created_at_idx" in scan, plan
+
+
+def test_the_live_figures_read_the_queued_and_failed_indexes(app):
+    with db.engine.begin() as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(
+            conn.execute(
+                text("EXPLAIN " + str(read_overview.TYPE_SPLIT)),
+                {"now": service.utcnow(), "cap": 11, "type": "x"},
+            ).scalars()
+        )
+        failed = "\n".join(
+            conn.execute(
+                text("EXPLAIN " + str(read_overview.FAILED_SQL)),
+                {"since": service.utcnow(), "cap": 11, "type": "x"},
+            ).scalars()
+        )
+    assert "job_queued_type_idx" in plan and "job_failed_type_idx" in failed
+
+
+def _claim(worker: str, at):
+    return service.claim_next_job(worker, lease_seconds=30, now=at)
+
+
+def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
+    """Issue 18's event data in each of issue 20's settle statements (store/sql_settle.py):
+    complete, complete-and-claim (its success and the next job's claim), complete-many and
+    fail (retry and for good), each with and without pending progress, progress first."""
+    t0 = service.utcnow()
+    later = [t0 + timedelta(seconds=s) for s in range(12)]
+    ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
+    report = service.progress_report("half", {"percent": 50}, now=later[1])
+
+    first = _claim("w1", later[1])
+    assert first is not None and first.id == ids[0]
+    service.complete_job(first.id, "w1", 1, None, progress=[report], now=later[2])  # COMPLETE_PROGRESS
+    second = _claim("w1", later[2])
+    done, third = service.complete_and_claim(  # COMPLETE_AND_CLAIM_PROGRESS
+        second.id, "w1", 1, None, lease_seconds=30, progress=[report], now=later[3]
+    )
+    assert done and third is not None
+    done, fourth = service.complete_and_claim(third.id, "w1", 1, None, lease_seconds=30, now=later[5])
+    assert done and fourth is not None
+    fifth = _claim("w2", later[5])
+    recorded = service.complete_jobs(  # COMPLETE_MANY_PROGRESS
+        [(fourth.id, "w1", 1, None), (fifth.id, "w2", 1, None)], progress={fourth.id: [report]}, now=later[6]
+    )
+    assert recorded == {fourth.id, fifth.id}
+    sixth = _claim("w3", later[6])
+    fail = {"backoff_base_seconds": 0, "backoff_max_seconds": 0}
+    service.fail_job(sixth.id, "w3", 1, "boom", progress=[report], now=later[7], **fail)  # FAIL_PROGRESS
+    again = _claim("w3", later[8])
+    assert again is not None and again.id == sixth.id
+    service.fail_job(again.id, "w3", 2, "boom", now=later[10], **fail)  # FAIL, for good
+
+    expected_runs = {ids[0]: 1000, ids[1]: 1000, ids[2]: 2000, ids[3]: 1000, ids[4]: 1000}
+    for job_id, run_ms in expected_runs.items():
+        events = read_jobs.job_events(job_id)
+        outcome = [e for e in events if e.type == "succeeded"]
+        assert [e.data.get("run_ms") for e in outcome] == [run_ms], job_id
+        assert outcome[0].data["type"] == "demo.success"
+        claimed = [e for e in events if e.type == "claimed"]
+        assert claimed[0].data["type"] == "demo.success" and claimed[0].data["wait_ms"] >= 1000
+        progress = [e.id for e in events if e.type == "progress"]
+        assert all(p < outcome[0].id for p in progress)  # progress first (issue 20)
+    events = read_jobs.job_events(ids[5])
+    by_type = {e.type: e for e in events}
+    assert by_type["retry_scheduled"].data["run_ms"] == 1000 and by_type["retry_scheduled"].data["type"]
+    assert by_type["failed"].data["run_ms"] == 2000 and by_type["failed"].data["error"] == "boom"
+    assert by_type["progress"].id < by_type["retry_scheduled"].id
