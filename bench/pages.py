@@ -57,7 +57,8 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
     ):
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
     for slug in ("retry", "cancel", "run-now"):
-        found.append((f"/jobs/bulk/{slug}/?type=report.build", {}))
+        # Unfiltered (every failed or queued job: the largest count) and by type.
+        found += [(f"/jobs/bulk/{slug}/", {}), (f"/jobs/bulk/{slug}/?type=mail", {})]
     return found
 
 
