@@ -159,7 +159,7 @@ class JobListQuery(BaseModel):
         description=(
             "Search (extension, issue 17): a full id or an id prefix of 4+ hex digits, an idempotency "
             "key, words in a failed job's last_error, or a payload match (key=value, a.b=1, or a JSON "
-            "object the payload contains; reads the newest 20,000 jobs of the filter). Text that is not a "
+            "object the payload contains; reads the newest 10,000 jobs of the filter). Text that is not a "
             "valid payload search is searched as text; blank text is no search."
         ),
     )

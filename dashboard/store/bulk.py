@@ -120,7 +120,7 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
     if action == "run_now":
         where.append(jobs.c.available_at > now)
     if selection.terms is not None:
-        ids = matching(selection.terms, list(where), status=status).subquery()
+        ids = matching(selection.terms, list(where), status=status, types=types).subquery()
         where.append(jobs.c.id.in_(select(ids.c.id)))
     return where
 

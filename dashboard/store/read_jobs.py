@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, Text, cast, func, select, text, tuple_
+from sqlalchemy import Connection, Select, Text, cast, func, select, text, tuple_, union_all
 
 from .models import Job, JobEvent
 from .read_stats import DEFAULT_POLICY, StatsPolicy, is_large
 from .read_timeout import reading
 from .records import EventRecord, JobRecord
+from .states import STATUSES
 
 jobs = Job.__table__
 events = JobEvent.__table__
@@ -45,6 +46,11 @@ JOB_TYPES_SQL = text(
     """
 )
 FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
+# A type-filtered page with many matches is merged from one newest-first range of
+# job_type_created_idx per (type, status), each read up to offset + limit rows: bounded while
+# there are at most this many ranges and this deep a page (beyond, the planner's own plan).
+MERGED_RANGES_MAX = 64
+MERGED_DEPTH_MAX = 10_000
 
 
 def list_columns(preview_chars: int | None) -> list[Any]:
@@ -100,8 +106,9 @@ def list_jobs(
     if status:
         where.append(jobs.c.status == status)
     with reading() as conn:
+        types = types_matching(conn, type) if type else []
         if type:
-            where.append(jobs.c.type.in_(types_matching(conn, type)))
+            where.append(jobs.c.type.in_(types))
         count, exact = _filtered_count(conn, where, policy)
         columns = list_columns(preview_chars)
         source: Any = jobs
@@ -112,10 +119,54 @@ def list_jobs(
             # combination reads the whole table.
             source = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
             columns, where = list(source.c), []
-        query = newest_first(select(*columns).where(*where), source.c, limit, offset, before, after)
+        merged = (
+            None
+            if source is not jobs or not type
+            else merged_ranges(types, status, limit + offset, before, after)
+        )
+        if merged is not None:
+            # The page's keys from the merged ranges, then only those rows from the table.
+            keys = newest_first(
+                select(merged.c.id, merged.c.created_at), merged.c, limit, offset, before, after
+            )
+            page = keys.subquery()
+            ascending = after is not None and before is None
+            order = (
+                (jobs.c.created_at, jobs.c.id) if ascending else (jobs.c.created_at.desc(), jobs.c.id.desc())
+            )
+            query = select(*columns).select_from(jobs.join(page, jobs.c.id == page.c.id)).order_by(*order)
+        else:
+            query = newest_first(select(*columns).where(*where), source.c, limit, offset, before, after)
         nothing = bool(type) and exact and count == 0  # a live count: no page to read
         rows = [] if nothing else read_page(conn, query, after is not None and before is None)
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows], count_exact=exact)
+
+
+def merged_ranges(
+    types: Sequence[str],
+    status: str | None,
+    depth: int,
+    before: Keyset | None,
+    after: Keyset | None,
+    where: Sequence[Any] = (),
+) -> Any:
+    """The keys (id, created_at) a type-filtered page can come from, as a subquery: for each
+    (type, status), its ``depth`` newest rows (or oldest after ``after``), read as one range of
+    job_type_created_idx (index only).
+    A page of common types never walks the created_at index past rows of other types (a recent
+    burst of another type would be read row by row). ``None`` when unbounded (too many ranges,
+    or too deep an offset)."""
+    statuses = [status] if status else list(STATUSES)
+    if len(types) * len(statuses) > MERGED_RANGES_MAX or depth > MERGED_DEPTH_MAX or not types:
+        return None
+    branches = []
+    for job_type in types:
+        for each in statuses:
+            branch = select(jobs.c.id, jobs.c.created_at).where(
+                jobs.c.type == job_type, jobs.c.status == each
+            )
+            branches.append(newest_first(branch, jobs.c, depth, 0, before, after).subquery().select())
+    return union_all(*branches).subquery()
 
 
 def newest_first(

@@ -44,7 +44,7 @@ def search_jobs(
     """
     with reading() as conn:
         types = types_matching(conn, type) if type else None
-        ids = matching(terms, filters(status, types), status=status).subquery()
+        ids = matching(terms, filters(status, types), status=status, types=types).subquery()
         count = conn.execute(select(func.count()).select_from(ids)).scalar_one()
         if count == 0:
             return JobPage(count=0, results=[])

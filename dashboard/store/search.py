@@ -35,7 +35,7 @@ jobs = Job.__table__
 
 Q_MAX_LENGTH = 500
 ID_PREFIX_MIN = 4
-PAYLOAD_SCAN_ROWS = 20_000
+PAYLOAD_SCAN_ROWS = 10_000
 ARM_CAP = 10_000  # matches one kind of search contributes at most
 MAX_WORDS = 8
 _HEX = re.compile(r"[0-9a-f]+")
@@ -137,16 +137,31 @@ def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[b
     return where
 
 
-def matching(terms: Terms, where: list[ColumnElement[bool]], *, status: str | None) -> Select[Any]:
-    """The ids of the jobs ``terms`` finds among those ``where`` selects (a SELECT of ``id``)."""
+def matching(
+    terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
+) -> Select[Any]:
+    """The ids of the jobs ``terms`` finds among those ``where`` selects (a SELECT of ``id``).
+    ``types``: the type filter's types (already in ``where``), so that a payload search reads
+    the filter's newest jobs as one index range per (type, status)."""
     if terms.payload is not None:
-        newest = (
-            select(jobs.c.id, jobs.c.payload)
-            .where(*where)
-            .order_by(jobs.c.created_at.desc())
-            .limit(PAYLOAD_SCAN_ROWS)
-            .subquery()
-        )
+        merged = None
+        if types:
+            from .read_jobs import merged_ranges  # read_jobs does not import this module
+
+            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None, where)
+        if merged is not None:
+            keys = (
+                select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
+            )
+            newest = select(jobs.c.id, jobs.c.payload).join(keys, jobs.c.id == keys.c.id).subquery()
+        else:
+            newest = (
+                select(jobs.c.id, jobs.c.payload)
+                .where(*where)
+                .order_by(jobs.c.created_at.desc())
+                .limit(PAYLOAD_SCAN_ROWS)
+                .subquery()
+            )
         return select(newest.c.id).where(
             newest.c.payload.op("@>")(cast(literal(terms.payload, JSONB), JSONB))
         )

@@ -95,3 +95,30 @@ def test_time_limit_cancels_a_slow_read_and_leaves_the_pool_clean(app):
         assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"
     with db.engine.connect() as conn:
         assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"
+
+
+def test_a_type_filter_with_many_matches_merges_per_type_and_status_ranges(app, monkeypatch):
+    """Past the small-count path, a type-filtered page is merged from one index range per
+    (type, status): the same rows, in the same order, for offsets and keyset positions."""
+    monkeypatch.setattr(read_jobs, "FILTERED_COUNT_CAP", 2)
+    made = []
+    for i in range(12):
+        job_type = ("demo.success", "demo.slow", "mail.send")[i % 3]
+        status = ("queued", "failed", "succeeded")[i % 4 % 3]
+        made.append(make_job(status, type=job_type, now=at(i)))
+    expected = [
+        j.id for j in sorted(made, key=lambda j: (j.created_at, j.id), reverse=True) if "demo" in j.type
+    ]
+    first = read_jobs.list_jobs(limit=3, offset=0, type="demo")
+    assert first.count == 8
+    assert [j.id for j in first.results] == expected[:3]
+    assert [j.id for j in read_jobs.list_jobs(limit=3, offset=3, type="demo").results] == expected[3:6]
+    anchor = first.results[-1]
+    older = read_jobs.list_jobs(limit=3, offset=0, type="demo", before=(anchor.created_at, anchor.id))
+    assert [j.id for j in older.results] == expected[3:6]
+    last = older.results[0]
+    newer = read_jobs.list_jobs(limit=2, offset=0, type="demo", after=(last.created_at, last.id))
+    assert [j.id for j in newer.results] == expected[1:3]
+    failed = [i for i in expected if next(j for j in made if j.id == i).status == "failed"]
+    page = read_jobs.list_jobs(limit=10, offset=0, type="demo", status="failed")
+    assert [j.id for j in page.results] == failed

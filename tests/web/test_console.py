@@ -50,7 +50,7 @@ def test_search_by_idempotency_key_error_text_and_payload(app, client):
     assert client.get("/jobs/?q=user.id=7").headers["Location"].endswith(f"/jobs/{p.id}/")
     assert client.get('/jobs/?q={"kind": "x"}').headers["Location"].endswith(f"/jobs/{p.id}/")
     html = client.get("/jobs/?q=user.id=9").get_data(as_text=True)
-    assert "newest 20,000 jobs" in html
+    assert "newest 10,000 jobs" in html
 
 
 def test_bad_searches_are_clear_errors_not_500(app, client):
