@@ -9,23 +9,19 @@ them and in how a success is recorded (:meth:`JobRunner.record_success`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flask import Flask
 from sqlalchemy import exc as sa_exc
 
-from ..config import WorkerSettings
 from ..ops import worker_metrics  # issue 19: metrics, log ids
 from ..store import service
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
 from . import heartbeat
-from .attempts import RunningAttempts
 from .failures import (
     ResultRejected,
     UnknownJobType,
@@ -64,26 +60,10 @@ class JobRunner(ThreadRuntime):
     """A thread that runs handlers and records how each attempt ended."""
 
     def __init__(
-        self,
-        app: Flask,
-        settings: WorkerSettings,
-        worker_id: str,
-        stopping: threading.Event,
-        *,
-        lookup: Callable[[str], Handler | None] = get_handler,
-        reconnect: Backoff | None = None,
-        generic_plans: bool = False,
-        attempts: RunningAttempts | None = None,
+        self, *args: Any, lookup: Callable[[str], Handler | None] = get_handler, **kwargs: Any
     ) -> None:
-        super().__init__(
-            app,
-            settings,
-            worker_id,
-            stopping,
-            reconnect=reconnect,
-            generic_plans=generic_plans,
-            attempts=attempts,
-        )
+        """``ThreadRuntime``'s arguments, and ``lookup``: the handler registry to run jobs with."""
+        super().__init__(*args, **kwargs)
         self.lookup = lookup
         self.current: JobContext | None = None  # the attempt this thread runs or settles now
 

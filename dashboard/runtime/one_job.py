@@ -18,22 +18,15 @@ attempt; database errors are logged and the loop waits (capped backoff) and trie
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
-from flask import Flask
-
-from ..config import WorkerSettings
 from ..ops import worker_metrics  # issue 19: claim round trips
 from ..store import service
 from ..store.records import CleanupResult, JobRecord
-from .attempts import RunningAttempts
 from .execution import JobRunner
-from .handlers import Handler, JobContext, get_handler
+from .handlers import JobContext
 from .rescuer import recover_expired
-from .threads import Backoff
 from .wakeup import Doorbell
 
 log = logging.getLogger(__name__)
@@ -42,29 +35,9 @@ log = logging.getLogger(__name__)
 class OneJobLoop(JobRunner):
     """One worker thread of one-job mode: cleanup tick, claim, run, settle, and again."""
 
-    def __init__(
-        self,
-        app: Flask,
-        settings: WorkerSettings,
-        worker_id: str,
-        stopping: threading.Event,
-        *,
-        lookup: Callable[[str], Handler | None] = get_handler,
-        reconnect: Backoff | None = None,
-        doorbell: Doorbell | None = None,
-        generic_plans: bool = False,
-        attempts: RunningAttempts | None = None,
-    ) -> None:
-        super().__init__(
-            app,
-            settings,
-            worker_id,
-            stopping,
-            lookup=lookup,
-            reconnect=reconnect,
-            generic_plans=generic_plans,
-            attempts=attempts,
-        )
+    def __init__(self, *args: Any, doorbell: Doorbell | None = None, **kwargs: Any) -> None:
+        """``JobRunner``'s arguments, and ``doorbell``: what wakes the thread when jobs arrive."""
+        super().__init__(*args, **kwargs)
         self.doorbell = doorbell or Doorbell()
         self._next_cleanup = 0.0  # monotonic time; 0 = clean up on the first step
         self._carried: JobRecord | None = None  # claimed with the last success, not yet run

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, Text, cast, func, select, text, tuple_, union_all
 
 from .models import Job, JobEvent
-from .read_stats import DEFAULT_POLICY, StatsPolicy, is_large
+from .read_stats import DEFAULT_POLICY, TYPES_CTE, StatsPolicy, is_large
 from .read_timeout import reading
 from .records import EventRecord, JobRecord
 from .states import STATUSES
@@ -32,19 +32,8 @@ class JobPage:
     count_exact: bool = True  # False: a type-filtered count on a large table, estimated
 
 
-# The distinct job types, by a skip scan of job_type_created_idx: one index descent per type
-# instead of reading every row (cost: docs/benchmarks.md).
-JOB_TYPES_SQL = text(
-    """
-    WITH RECURSIVE types AS (
-        (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
-        UNION ALL
-        SELECT (SELECT j.type FROM jobs_job j WHERE j.type > types.type ORDER BY j.type LIMIT 1)
-        FROM types WHERE types.type IS NOT NULL
-    )
-    SELECT type FROM types WHERE type IS NOT NULL
-    """
-)
+# The distinct job types (``read_stats.TYPES_CTE``: a skip scan of job_type_created_idx).
+JOB_TYPES_SQL = text(TYPES_CTE + "SELECT type FROM types WHERE type IS NOT NULL")
 FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
 # A type-filtered page with many matches is merged from one newest-first range of
 # job_type_created_idx per (type, status), each read up to offset + limit rows: bounded while
