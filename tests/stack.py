@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -148,20 +147,20 @@ def postmaster_running(instance: Path) -> bool:
 
 def nothing_left(instance: Path, timeout: float) -> None:
     """Wait until no process of ``instance`` runs, failing with the survivors' command lines."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = project_processes(instance)
-        if not left and not postmaster_running(instance):
-            return
-        if time.monotonic() > deadline:
-            described = []
-            for proc in left:
-                try:
-                    described.append(f"{proc.pid}: {' '.join(proc.cmdline())}")
-                except psutil.Error:
-                    continue
-            raise AssertionError(f"still running {timeout}s after the stop: {described}")
-        time.sleep(0.1)
+    try:
+        wait_until(
+            lambda: not project_processes(instance) and not postmaster_running(instance),
+            timeout,
+            "every process of the instance to exit",
+        )
+    except AssertionError:
+        described = []
+        for proc in project_processes(instance):
+            try:
+                described.append(f"{proc.pid}: {' '.join(proc.cmdline())}")
+            except psutil.Error:
+                continue
+        raise AssertionError(f"still running {timeout}s after the stop: {described}") from None
 
 
 def kill_leftovers(instance: Path) -> None:

@@ -54,11 +54,14 @@ def test_ctrl_c_during_a_slow_job_stops_every_process_and_the_next_start_works(t
         second = honcho(instance, port, tmp_path / "second.log")
         try:
             wait_until(lambda: healthy(base), 60, "the second start to serve /api/health/")
-            # The slow job was handed back at once, so the new worker runs it again.
-            again = run_job(base, "demo.success", {"sleep_seconds": 0}, ("succeeded",), 30)
-            assert again["status"] == "succeeded"
-            code, found = http("GET", f"{base}/api/jobs/{job['id']}/")
-            assert code == 200 and found["attempts"] >= 1
+
+            # The slow job was handed back at once, so the new worker runs it again: attempt 2.
+            def claimed_again() -> bool:
+                code, found = http("GET", f"{base}/api/jobs/{job['id']}/")
+                return code == 200 and found["status"] == "running" and found["attempts"] >= 2
+
+            wait_until(claimed_again, 30, "the handed-back job to be claimed again")
+            run_job(base, "demo.success", {"sleep_seconds": 0}, ("succeeded",), 30)
             second.signal_group(signal.SIGINT)
             second.wait(15)
             nothing_left(instance, 15)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.open_access import OPEN_ACCESS
+from tests.stack import free_port
 from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -43,12 +43,6 @@ def chromium_path() -> str | None:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Process:
@@ -125,7 +119,7 @@ def chromium() -> str:
 def gunicorn(libpq_url: str, log_dir: Path, **env: str) -> Iterator[str]:
     """gunicorn serving ``wsgi:app`` on a free port with the test settings and ``env``; yields
     its base URL once it answers, stops it afterwards."""
-    port = _free_port()
+    port = free_port()
     server = Process(
         "gunicorn",
         [sys.executable, "-m", "gunicorn", "-b", f"127.0.0.1:{port}", "wsgi:app"],

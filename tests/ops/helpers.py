@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -24,9 +23,3 @@ def value(samples: dict, name: str, **labels: str) -> float | None:
 def scrape(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as response:
         return parse(response.read().decode())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

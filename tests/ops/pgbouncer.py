@@ -21,9 +21,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.stack import free_port
 from tests.waiting import wait_until
-
-from .helpers import free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

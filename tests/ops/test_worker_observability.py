@@ -13,10 +13,11 @@ import pytest
 from dashboard.store import read_jobs, service, stats_refresh
 from dashboard.store.service import utcnow
 from tests.factories import make_job
+from tests.stack import free_port
 from tests.waiting import wait_until
 from tests.worker.conftest import PROJECT_ROOT, subprocess_env
 
-from .helpers import free_port, parse, scrape, value
+from .helpers import parse, scrape, value
 
 pytestmark = pytest.mark.process
 

@@ -32,7 +32,8 @@ def test_short_id_search_opens_the_job(app, client):
     response = client.get(f"/jobs/?q={str(job.id)[:8]}")
     assert response.status_code == 303
     assert response.headers["Location"].endswith(f"/jobs/{job.id}/")
-    assert client.get(f"/jobs/?q={job.id}").status_code == 303
+    full = client.get(f"/jobs/?q={job.id}")
+    assert full.status_code == 303 and full.headers["Location"].endswith(f"/jobs/{job.id}/")
 
 
 def test_search_by_idempotency_key_error_text_and_payload(app, client):
