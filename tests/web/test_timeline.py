@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 from dashboard.store import read_jobs, service
 
@@ -39,10 +40,19 @@ def test_progress_and_renewals_fold_into_one_line_and_the_poll_sends_only_what_c
 
 
 def test_new_lifecycle_events_are_appended_after_the_last_shown(app, client):
-    job = service.create_job("demo.success").job
+    later = datetime.now(UTC) + timedelta(hours=1)
+    job = service.create_job("demo.success", available_at=later).job
     created = read_jobs.job_events(job.id)[0].id
     response = client.get(f"/jobs/{job.id}/live/?after={created}&status=queued", headers=HX)
-    assert b"beforeend:#timeline" not in response.get_data()
+    assert b"beforeend:#timeline" not in response.get_data()  # nothing new yet
+
+    assert service.run_job_now(job.id, event_data={"actor": "ops"}).changed  # queued -> queued
+    rescheduled = read_jobs.job_events(job.id)[-1]
+    assert rescheduled.type == "rescheduled"
+    body = client.get(f"/jobs/{job.id}/live/?after={created}&status=queued", headers=HX).get_data()
+    assert b"beforeend:#timeline" in body
+    assert f'data-event-id="{rescheduled.id}"'.encode() in body
+    assert f'data-event-id="{created}"'.encode() not in body
     for bad in ("after=x", "after=-1", "status=%00"):
         assert client.get(f"/jobs/{job.id}/live/?{bad}", headers=HX).status_code == 200
     assert client.get("/jobs/nope/live/").status_code == 404
