@@ -14,6 +14,7 @@ from typing import Any
 # Column sizes and ranges (the schema in store/models.py and the migrations).
 TYPE_MAX_LENGTH = 120  # jobs_job.type varchar(120)
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
+Q_MAX_LENGTH = 500  # a search text (``q``), page and API
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # smallint
 DEFAULT_PRIORITY = 50
 INT_MAX = 2_147_483_647  # integer columns (max_attempts)

@@ -13,6 +13,7 @@ from typing import Literal
 from flask import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from ..limits import Q_MAX_LENGTH
 from ..store import search, service
 from ..store.bulk import ACTION_STATUS
 from .access import audit_data
@@ -23,7 +24,7 @@ from .inputs import TypeFilter
 from .registry import Reply
 from .views import json_response
 
-SearchText = Text(max_length=search.Q_MAX_LENGTH)
+SearchText = Text(max_length=Q_MAX_LENGTH)
 
 
 class BulkAction(BaseModel):

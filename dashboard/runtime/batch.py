@@ -216,7 +216,7 @@ class Completer:
         try:
             done = service.complete_jobs(
                 [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
-                progress={s.ctx.job_id: s.ctx.settle_progress() for s in batch if s.ctx.settle_progress()},
+                progress={s.ctx.job_id: p for s in batch if (p := s.ctx.settle_progress())},
                 conn=self.runner.connection,
             )
         except sa_exc.SQLAlchemyError:

@@ -29,11 +29,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, cast, func, literal, select, union
 from sqlalchemy.dialects.postgresql import JSONB
 
+from ..limits import Q_MAX_LENGTH
 from .models import Job
 
 jobs = Job.__table__
 
-Q_MAX_LENGTH = 500
 ID_PREFIX_MIN = 4
 PAYLOAD_SCAN_ROWS = 10_000
 ARM_CAP = 10_000  # matches one kind of search contributes at most

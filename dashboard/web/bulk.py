@@ -8,8 +8,6 @@ buttons and both steps refuse them (403).
 
 from __future__ import annotations
 
-import uuid
-
 from flask import abort, flash, redirect, render_template, url_for
 from htmx_flask import request
 from werkzeug.wrappers import Response
@@ -18,6 +16,7 @@ from ..store import search, service
 from ..store.bulk import ACTION_STATUS
 from .blueprint import bp
 from .forms import RetryForm
+from .jobs import _job_id
 from .params import JobFilters, job_filters
 from .signin import audit_data, operator_required
 
@@ -79,15 +78,8 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
     return html, 400 if selection is None else 200
 
 
-def _job_uuid(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        abort(404, description="No job has that id.")
-
-
 def _one(action: str, job_id: str) -> Response:
-    job_uuid = _job_uuid(job_id)
+    job_uuid = _job_id(job_id)
     if action == "cancel":
         outcome = service.cancel_job(job_uuid, event_data=audit_data())
     else:

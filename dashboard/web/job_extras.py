@@ -8,7 +8,6 @@ from typing import Any
 
 from ..store import read_timeout, why
 from ..store.records import EventRecord, JobRecord
-from .forms import RetryForm
 from .rendering import now
 
 ERROR_EVENTS = ("retry_scheduled", "failed", "timeout_requeued", "cancelled")
@@ -57,5 +56,4 @@ def job_extras(job: JobRecord, events: list[EventRecord]) -> dict[str, Any]:
         "attempt_errors": attempt_errors(events) if job.status == "failed" else [],
         "can_cancel": job.status == "queued",
         "can_run_now": job.status == "queued" and job.available_at > current,
-        "action_form": RetryForm(),
     }

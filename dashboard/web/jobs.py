@@ -14,7 +14,7 @@ from ..limits import BIGINT_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
 from ..store import read_jobs, service
-from ..store.records import EventRecord, JobRecord
+from ..store.records import JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
@@ -23,7 +23,7 @@ from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .search import list_page
 from .signin import audit_data, operator_required
-from .timeline import fold, timeline_context
+from .timeline import fold, progress_percent, timeline_context
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
 
@@ -58,16 +58,6 @@ def job_list() -> str | Response:
         notes=read.notes,
         keyset=keyset_param,
     )
-
-
-def _progress_percent(event: EventRecord | None) -> float | None:
-    """The running attempt's progress in percent, from its newest ``progress`` event."""
-    if event is None or not isinstance(event.data, dict):
-        return None
-    value = event.data.get("percent")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return max(0.0, min(100.0, float(value)))
 
 
 def type_note(job: JobRecord) -> str | None:
@@ -112,7 +102,7 @@ def detail_context(
         "events": timeline.events,
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
-        "progress": _progress_percent(timeline.progress) if running else None,
+        "progress": progress_percent(timeline.progress) if running else None,
         "retry_form": RetryForm(),
         "notices": notices or [],
         "type_note": type_note(job),

@@ -12,6 +12,16 @@ from ..store.records import EventRecord
 NOISE = frozenset({"progress", "lease_renewed"})
 
 
+def progress_percent(event: EventRecord | None) -> float | None:
+    """A ``progress`` event's percent, clamped to 0-100; ``None`` when it has none."""
+    if event is None or not isinstance(event.data, dict):
+        return None
+    value = event.data.get("percent")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return max(0.0, min(100.0, float(value)))
+
+
 @dataclass
 class Fold:
     """A run of progress / renewal events between two lifecycle events."""
@@ -27,9 +37,9 @@ class Fold:
         self.last_id = event.id
         if event.type == "progress":
             self.progress += 1
-            value = event.data.get("percent") if isinstance(event.data, dict) else None
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                self.latest_percent = max(0.0, min(100.0, float(value)))
+            percent = progress_percent(event)
+            if percent is not None:
+                self.latest_percent = percent
         else:
             self.renewals += 1
 
