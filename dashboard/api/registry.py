@@ -23,6 +23,7 @@ from werkzeug.datastructures import MultiDict
 from ..limits import finite_float, reject_constant
 from .access import OPEN_ENDPOINTS, READ_METHODS
 from .errors import ApiError, validation_error
+from .inputs import body_context
 from .outputs import Error
 
 BODY_FIELD = "body"  # the key of errors about the body as a whole
@@ -90,7 +91,7 @@ class Registry:
                     values = query_values(request.args, query)
                     kwargs["query"] = validate(query, values, whole=repeated_fields(query))
                 if body is not None:
-                    kwargs["body"] = validate(body, read_json_body())
+                    kwargs["body"] = validate(body, read_json_body(), context=body_context())
                 return view(**kwargs)
 
             self.bp.add_url_rule(rule, endpoint=view.__name__, view_func=dispatch, methods=[method])
@@ -154,11 +155,17 @@ def repeated_fields(model: type[BaseModel]) -> frozenset[str]:
     )
 
 
-def validate(model: type[BaseModel], data: Any, whole: frozenset[str] = frozenset()) -> Any:
+def validate(
+    model: type[BaseModel],
+    data: Any,
+    whole: frozenset[str] = frozenset(),
+    context: dict[str, Any] | None = None,
+) -> Any:
     """``model`` from ``data``, else a 400. Errors about an item of a field in ``whole`` (a
-    repeated query parameter: ``type.1``) are reported under the field's name (``type``)."""
+    repeated query parameter: ``type.1``) are reported under the field's name (``type``).
+    ``context``: pydantic's validation context (:func:`.inputs.body_context`)."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         errors: dict[str, list[str]] = {}
         for loc, messages in errors_by_field(exc).items():

@@ -24,7 +24,6 @@ from .cursor import Cursor
 from .errors import ApiError
 from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery
 from .outputs import (
-    BulkResult,
     BulkResults,
     Config,
     Conflict,
@@ -36,6 +35,7 @@ from .outputs import (
     JobPage,
     Stats,
     StatsDetail,
+    bulk_results_json,
 )
 from .registry import Reply, query_values
 from .stats_detail import detail as stats_detail
@@ -145,14 +145,18 @@ def create_job(body: CreateJob) -> Response:
     return json_response(job, 201 if result.created else 200, {"Location": location})
 
 
-def job_spec(body: CreateJob) -> service.JobSpec:
-    """A create body with its defaults filled in (null means default, as on every field)."""
+def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> service.JobSpec:
+    """A create body with its defaults filled in (null means default, as on every field).
+    ``max_attempts_default``: the app's ``worker.max_attempts_default``, read once per bulk
+    request rather than once per job."""
+    if max_attempts_default is None:
+        max_attempts_default = settings_of(current_app).worker.max_attempts_default
     return service.JobSpec(
         type=body.type,
         payload=body.payload or {},
         priority=DEFAULT_PRIORITY if body.priority is None else body.priority,
         available_at=body.available_at,
-        max_attempts=body.max_attempts or settings_of(current_app).worker.max_attempts_default,
+        max_attempts=body.max_attempts or max_attempts_default,
         idempotency_key=body.idempotency_key,
     )
 
@@ -173,11 +177,12 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     it by index (`jobs.3.priority`) with nothing written. Idempotency keys work per job, as on
     `POST /api/jobs/`: a taken key (or one an earlier job of the same request holds) returns
     that job with `created: false`. `results` follow the order of `jobs`."""
-    results = service.create_jobs([job_spec(job) for job in body.jobs], event_data=audit_data())
-    answer = BulkResults(
-        results=[BulkResult(created=r.created, job=Job.model_validate(r.job)) for r in results]
-    )
-    return json_response(answer, 201 if any(r.created for r in results) else 200)
+    settings = settings_of(current_app)
+    default = settings.worker.max_attempts_default
+    results = service.create_jobs([job_spec(job, default) for job in body.jobs], event_data=audit_data())
+    answer = bulk_results_json(results, settings.tz)  # = BulkResults(...), without 1,000 Job models
+    status = 201 if any(r.created for r in results) else 200
+    return current_app.response_class(answer, status=status, mimetype="application/json")
 
 
 @route(

@@ -121,6 +121,14 @@ def create_jobs(
     if not specs:
         return []
     new = [_new_record(uuid.uuid4(), spec, now) for spec in specs]
+    rendered: dict[datetime, str] = {}  # a batch mostly shares one available_at (now)
+
+    def iso(value: datetime) -> str:
+        text = rendered.get(value)
+        if text is None:
+            text = rendered[value] = value.isoformat()
+        return text
+
     rows = [
         {
             "n": n,
@@ -128,7 +136,7 @@ def create_jobs(
             "type": job.type,
             "payload": job.payload,
             "priority": job.priority,
-            "available_at": job.available_at.isoformat(),
+            "available_at": iso(job.available_at),
             "max_attempts": job.max_attempts,
             "idempotency_key": job.idempotency_key,
         }

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from dashboard.api.inputs import BULK_MAX_JOBS
+from dashboard.api.outputs import BulkResult, BulkResults, Job, bulk_results_json
 from dashboard.store import read_jobs, read_stats, service
+from dashboard.store.records import CreateResult, JobRecord
 from tests.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, TEST_TYPE, create, table_snapshot
@@ -229,3 +233,65 @@ def test_strict_mode_refuses_an_unregistered_type_in_bulk_by_index(client, job_t
     errors = response.get_json()["errors"]
     assert set(errors) == {"jobs.1.type"} and "Unknown job type" in errors["jobs.1.type"][0]
     assert table_snapshot() == before
+
+
+def _record(**changes: Any) -> JobRecord:
+    t0 = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "type": "demo.success",
+        "payload": {},
+        "status": "queued",
+        "priority": 50,
+        "available_at": t0,
+        "attempts": 0,
+        "max_attempts": 3,
+        "idempotency_key": None,
+        "locked_by": None,
+        "locked_until": None,
+        "last_error": "",
+        "result": None,
+        "created_at": t0,
+        "updated_at": t0,
+        "finished_at": None,
+    }
+    return JobRecord(**{**fields, **changes})
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
+def test_the_fast_bulk_answer_is_the_models_answer_byte_for_byte(zone):
+    """``bulk_results_json`` skips the ``Job`` models; what it renders is what they render."""
+    later = datetime(2030, 7, 1, 12, 0, tzinfo=UTC)
+    results = [
+        CreateResult(_record(payload={"i": 1, "é": [0.1, -0.0, 1e300, None, True, "ü\u2028"]}), True),
+        CreateResult(_record(available_at=later, idempotency_key="k", payload=[1, "two"]), True),
+        CreateResult(
+            _record(
+                status="running",
+                attempts=1,
+                locked_by="w-1",
+                locked_until=later,
+                updated_at=later,
+                payload="text",
+            ),
+            False,
+        ),
+        CreateResult(
+            _record(
+                status="succeeded",
+                attempts=2,
+                result={"ok": [1, 2.5]},
+                last_error="",
+                updated_at=later,
+                finished_at=later,
+            ),
+            False,
+        ),
+        CreateResult(_record(status="failed", attempts=3, last_error="boom", finished_at=later), False),
+    ]
+    tz = ZoneInfo(zone)
+    models = BulkResults(
+        results=[BulkResult(created=r.created, job=Job.model_validate(r.job)) for r in results]
+    )
+    expected = models.model_dump_json(context={"tz": tz}, exclude_unset=True).encode()
+    assert bulk_results_json(results, tz) == expected
