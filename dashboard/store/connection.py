@@ -3,7 +3,8 @@
 - :func:`connect` / :func:`connect_worker` / :func:`release_worker`: autocommit connections,
   the engine cached per Flask-SQLAlchemy engine;
 - :func:`fetch_rows` / :func:`fetch_job`: run one of ``sql.py``'s statements on the driver
-  connection, compiled once, rows as plain dicts;
+  connection, compiled once, rows as plain dicts (:func:`fetch_rows_while`: with client work
+  done while the server executes it);
 - errors come back as SQLAlchemy's exception classes (``DBAPIError.instance``), so callers tell
   an outage from a refusal the same way everywhere.
 
@@ -16,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -27,6 +28,8 @@ from sqlalchemy.dialects import postgresql
 from ..extensions import db
 from . import sql
 from .records import JobRecord
+
+T = TypeVar("T")
 
 _autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
 
@@ -150,6 +153,34 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
             return cursor.fetchall() if result is not None and result.nfields else []
     except psycopg.Error as error:
         raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
+
+
+def fetch_rows_while(
+    conn: Connection, statement: TextClause, params: dict[str, Any], meanwhile: Callable[[], T]
+) -> tuple[list[dict[str, Any]], T]:
+    """:func:`fetch_rows`, with ``meanwhile()`` run while the server executes the statement.
+
+    The statement goes out in pipeline mode, so the server starts on it at once; the client's
+    own work that does not depend on the answer (building a bulk create's 1,000 records) runs
+    in the meantime instead of after it; then the Sync commits the statement and its rows are
+    read. The statement is on its way before ``meanwhile`` starts: it commits even if
+    ``meanwhile`` raises, so ``meanwhile`` must only build results, never decide whether to write.
+    """
+    compiled = _compile(statement)
+    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+    raw = raw_connection(conn)
+    if not raw.autocommit:
+        raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
+    try:
+        with raw.pipeline() as pipeline, raw.cursor(row_factory=_dict_rows) as cursor:
+            cursor.execute(compiled.sql, args)
+            done = meanwhile()
+            pipeline.sync()
+            result = cursor.pgresult
+            rows = cursor.fetchall() if result is not None and result.nfields else []
+    except psycopg.Error as error:
+        raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
+    return rows, done
 
 
 def fetch_job(conn: Connection, statement: TextClause, params: dict[str, Any]) -> JobRecord | None:

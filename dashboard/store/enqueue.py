@@ -24,7 +24,7 @@ from ..limits import (
     TYPE_MAX_LENGTH,
 )
 from . import sql
-from .connection import autocommit, fetch_job, fetch_rows
+from .connection import autocommit, fetch_job, fetch_rows, fetch_rows_while
 from .records import CreateResult, JobRecord
 from .states import Status
 from .values import aware as _aware
@@ -110,7 +110,8 @@ def create_jobs(
     same batch holds, returns that job with ``created=False``. Results follow ``specs``' order.
     A new job's record is built from its spec, which is what its row was written from (the
     database returns only the ids it inserted): reading every new row back, and decoding its
-    payload, cost more than the insert itself. Its ``payload`` is the spec's own object.
+    payload, cost more than the insert itself. Its ``payload`` is the spec's own object. The
+    records are built while the server runs the statement (``connection.fetch_rows_while``).
     """
     now = _aware(now or utcnow(), "now").astimezone(UTC)
     for index, spec in enumerate(specs):
@@ -120,31 +121,38 @@ def create_jobs(
             raise ValueError(f"job {index}: {exc}") from None
     if not specs:
         return []
-    new = [_new_record(uuid.uuid4(), spec, now) for spec in specs]
+    ids = [uuid.uuid4() for _ in specs]
     rendered: dict[datetime, str] = {}  # a batch mostly shares one available_at (now)
 
-    def iso(value: datetime) -> str:
+    def iso(spec: JobSpec) -> str:
+        value = now if spec.available_at is None else spec.available_at
         text = rendered.get(value)
         if text is None:
-            text = rendered[value] = value.isoformat()
+            text = rendered[value] = value.astimezone(UTC).isoformat()
         return text
 
     rows = [
         {
             "n": n,
-            "id": str(job.id),
-            "type": job.type,
-            "payload": job.payload,
-            "priority": job.priority,
-            "available_at": iso(job.available_at),
-            "max_attempts": job.max_attempts,
-            "idempotency_key": job.idempotency_key,
+            "id": str(job_id),
+            "type": spec.type,
+            "payload": {} if spec.payload is None else spec.payload,
+            "priority": spec.priority,
+            "available_at": iso(spec),
+            "max_attempts": spec.max_attempts,
+            "idempotency_key": spec.idempotency_key,
         }
-        for n, job in enumerate(new)
+        for n, (job_id, spec) in enumerate(zip(ids, specs, strict=True))
     ]
+
+    def records() -> list[JobRecord]:
+        return [_new_record(job_id, spec, now) for job_id, spec in zip(ids, specs, strict=True)]
+
     with autocommit(conn) as conn:
         params = {"rows": rows, "now": now, "event_data": event_data or {}}
-        inserted = {row["id"] for row in fetch_rows(conn, sql.CREATE_MANY, params)}
+        # The records are built while the server inserts (they do not depend on its answer).
+        written, new = fetch_rows_while(conn, sql.CREATE_MANY, params, records)
+        inserted = {row["id"] for row in written}
         missing = {job.idempotency_key for job in new if job.id not in inserted}
         existing = {}
         if missing:

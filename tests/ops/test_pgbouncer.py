@@ -91,3 +91,20 @@ def test_lifecycle_through_transaction_pooling(app, pooled_app, bouncer, libpq_u
         assert not removed.busy and removed.total_jobs == 3
         assert read_stats.stats(utcnow()).total == 0
     assert "prepared statement" not in worker.output  # psycopg's prepared statements are off
+
+
+def test_bulk_create_through_transaction_pooling(pooled_app):
+    """The bulk create's statement goes out in pipeline mode (the records are built while it
+    runs): through the pooler too, each request is one transaction with its events."""
+    client = pooled_app.test_client()
+    jobs = [{"type": "demo.success", "idempotency_key": f"bulk-{i}"} for i in range(5)]
+    for _ in range(3):  # new, then replayed: the second statement (taken keys) as well
+        first = client.post("/api/jobs/bulk/", json={"jobs": jobs[:3]})
+        second = client.post("/api/jobs/bulk/", json={"jobs": jobs})
+        assert first.status_code in (200, 201) and second.status_code in (200, 201)
+    created = [r["job"] for r in second.get_json()["results"]]
+    assert [r["created"] for r in second.get_json()["results"]] == [False] * 5
+    assert [job["idempotency_key"] for job in created] == [f"bulk-{i}" for i in range(5)]
+    with pooled_app.app_context():
+        assert read_stats.stats(utcnow()).total == 5
+        assert all(event_types(job["id"]) == ["created"] for job in created)
