@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta, timezone
 
 import pytest
+from sqlalchemy.exc import DBAPIError
 
-from dashboard.store import read_jobs, read_stats, service
+from dashboard.store import connection, read_jobs, read_stats, service
 from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
@@ -88,3 +90,15 @@ def test_bulk_records_are_the_rows_written(app):
         assert read_jobs.get_job(result.job.id) == result.job
     assert results[1].job.available_at.utcoffset() == timedelta(0)
     assert results[0].job.created_at == results[0].job.updated_at == at(5)
+
+
+def test_a_refused_bulk_statement_writes_nothing_and_leaves_the_connection_usable(app):
+    """The statement goes out in pipeline mode: a refusal by the database comes back as the
+    usual SQLAlchemy error, nothing of the batch is written, and the connection works on."""
+    with connection.connect() as conn:
+        with pytest.raises(DBAPIError):  # jsonb refuses NaN, which json.dumps writes
+            bad = [JobSpec("demo.success"), JobSpec("demo.success", {"x": math.nan})]
+            service.create_jobs(bad, conn=conn)
+        assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+        results = service.create_jobs([JobSpec("demo.success", idempotency_key="after")], now=T0, conn=conn)
+        assert results[0].created and read_jobs.get_job(results[0].job.id) == results[0].job
