@@ -2,8 +2,10 @@
 ``/api/schema/`` document, field for field.
 
 Responses are serialised through these models, and the OpenAPI document is generated from
-them, so a shape cannot change without the published schema changing with it. Timestamps are
-rendered as ISO 8601 with the offset of ``TIME_ZONE`` (passed as serialisation context).
+them, so a shape cannot change without the published schema changing with it. One exception,
+for speed: the bulk create's answer is rendered by :func:`bulk_results_json`, which a test holds
+to the bytes ``BulkResults`` renders. Timestamps are rendered as ISO 8601 with the offset of
+``TIME_ZONE`` (passed as serialisation context).
 """
 
 from __future__ import annotations
