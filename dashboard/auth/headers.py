@@ -37,6 +37,8 @@ STATIC_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
 }
+STATIC_ITEMS = tuple(STATIC_HEADERS.items())
+CSP = "Content-Security-Policy"
 HSTS = "max-age=31536000"
 # Pages and API answers hold job data (and, signed in, a session): never kept in a cache or
 # the browser's history. Only static files (and the toolbar's) may be cached.
@@ -70,11 +72,12 @@ def init_app(app: Flask, *, debug_toolbar: bool, hsts: bool) -> None:
     def secure_headers(response: Response) -> Response:
         # The toolbar's policy names its static URL: not buildable for an untrusted Host (400).
         csp = _toolbar_policy() if debug_toolbar and request_ctx.url_adapter is not None else strict
-        response.headers.setdefault("Content-Security-Policy", csp)
-        for name, value in STATIC_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if hsts and request.is_secure:
-            response.headers.setdefault("Strict-Transport-Security", HSTS)
+        headers = response.headers
+        present = {name.lower() for name, _ in headers.items()}
+        added = [(name, value) for name, value in ((CSP, csp), *STATIC_ITEMS) if name.lower() not in present]
+        if hsts and request.is_secure and "strict-transport-security" not in present:
+            added.append(("Strict-Transport-Security", HSTS))
+        headers.extend(added)  # each set only where the view did not set its own
         if request.endpoint not in CACHEABLE_ENDPOINTS:
-            response.headers["Cache-Control"] = NO_STORE
+            headers["Cache-Control"] = NO_STORE
         return response

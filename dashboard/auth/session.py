@@ -20,6 +20,7 @@ from datetime import timedelta
 from flask import Flask, current_app, has_request_context, request, session
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import LoginManager
+from itsdangerous import URLSafeTimedSerializer
 
 from ..config import Settings
 from .principals import Directory, User
@@ -28,9 +29,28 @@ login_manager = LoginManager()
 
 
 class SessionCookies(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, with ``Secure`` decided per request and the signer built
+    once per secret key instead of on every request (opening and saving each built one)."""
+
+    def __init__(self) -> None:
+        self._signers: dict[tuple[object, ...], URLSafeTimedSerializer] = {}
+
     def get_cookie_secure(self, app: Flask) -> bool:
         configured = bool(app.config.get("SESSION_COOKIE_SECURE"))
         return configured or (has_request_context() and request.is_secure)
+
+    def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
+        """The same signer as Flask's, cached for the app's current ``SECRET_KEY`` (and its
+        fallbacks): a key that changes (tests, a rotation) gets a new one."""
+        if not app.secret_key:
+            return None
+        key = (id(app), app.secret_key, tuple(app.config.get("SECRET_KEY_FALLBACKS") or ()))
+        signer = self._signers.get(key)
+        if signer is None:
+            signer = super().get_signing_serializer(app)
+            if signer is not None:
+                self._signers = {key: signer}  # one app, one key in force: keep only the newest
+        return signer
 
 
 def directory_of(app: Flask) -> Directory:

@@ -182,6 +182,19 @@ def test_changing_a_password_in_the_configuration_ends_old_sessions(app, databas
         assert gone.get("/jobs/").status_code == 303
 
 
+def test_a_new_secret_key_ends_every_session_on_a_running_app(app, secured_app, viewer):
+    """The session signer is built once per key: a key changed under a running app (a
+    rotation) is used at once, and a cookie signed with the old one signs nobody in."""
+    assert viewer.get("/jobs/").status_code == 200
+    old = secured_app.secret_key
+    secured_app.secret_key = old + "-rotated"
+    try:
+        assert viewer.get("/jobs/").status_code == 303
+    finally:
+        secured_app.secret_key = old
+    assert viewer.get("/jobs/").status_code == 200  # the old key back: the cookie is valid again
+
+
 def test_demoting_a_user_in_the_configuration_takes_effect_at_once(app, database_url, operator):
     job = make_job("failed")
     # the same password hash (a new one would sign her out), with the viewer role
