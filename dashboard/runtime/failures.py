@@ -28,6 +28,8 @@ class UnknownJobType(LookupError):
 
 UNKNOWN_TYPE_PREFIX = "UnknownJobType:"
 
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # json.dumps(..., allow_nan=False), built once
+
 
 class ResultNotSerialisable(TypeError):
     """The handler returned something that cannot be stored as a jsonb result."""
@@ -69,8 +71,10 @@ def check_result(result: Any) -> None:
     Stricter than ``json.dumps``: NaN and infinities are not JSON, and PostgreSQL's jsonb
     cannot hold NUL characters.
     """
+    if result is None:  # the most common result, and valid
+        return
     try:
-        json.dumps(result, allow_nan=False)
+        _STRICT_JSON.encode(result)
     except (TypeError, ValueError, RecursionError) as error:
         raise ResultNotSerialisable(f"handler result is not JSON-serialisable ({error})") from None
     if _has_nul(result):

@@ -123,6 +123,7 @@ class JobContext:
         self._lock = threading.Lock()  # the pending report, between handler, flusher and settle
         self._pending: tuple[datetime, str, dict[str, Any]] | None = None
         self._settled: list[dict[str, Any]] | None = None
+        self._scheduled = False  # handed to the flusher at least once: the settle takes it back
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -209,6 +210,7 @@ class JobContext:
             if self._settled is None:
                 self._pending = (service.utcnow(), message, event_data)
         if schedule:
+            self._scheduled = True
             flusher.schedule(self, self._flush_seconds)
         return not self._lost
 
@@ -241,13 +243,15 @@ class JobContext:
 
     def settle_progress(self) -> list[dict[str, Any]]:
         """The pending reports for the attempt's settle statement (``progress=``), taken once:
-        from then on the flusher leaves this context alone. Called when the handler is done."""
+        from then on the flusher leaves this context alone (and forgets it at once, so the
+        settled attempts of fast handlers never wake it). Called when the handler is done."""
         with self._lock:
-            if self._settled is None:
-                pending, self._pending = self._pending, None
-                self._settled = (
-                    []
-                    if pending is None
-                    else [service.progress_report(pending[1], pending[2], now=pending[0])]
-                )
-            return self._settled
+            if self._settled is not None:
+                return self._settled
+            pending, self._pending = self._pending, None
+            self._settled = (
+                [] if pending is None else [service.progress_report(pending[1], pending[2], now=pending[0])]
+            )
+        if self._scheduled:
+            flusher.cancel(self)
+        return self._settled

@@ -1,19 +1,18 @@
 """Coalesced progress reports: the timer that writes a slow handler's pending report.
 
 ``JobContext.progress()`` does not write its event at once. It keeps the latest report of the
-attempt (coalescing: a newer report replaces an older one that is still pending) and asks the
-process's :class:`Flusher` to look at the context after ``JOB_WORKER_PROGRESS_FLUSH_MS``. A
+attempt (coalescing: a newer report replaces an older one that is still pending) and hands the
+context to the process's :class:`Flusher`, due ``JOB_WORKER_PROGRESS_FLUSH_MS`` later. A
 handler that finishes before then has its pending report written by the attempt's settle
-statement, before the terminal event, fenced like it; a handler still running then has it
-written by the flusher with the fenced ``record_progress``, exactly as before. So a fast
-handler's reports cost no statement of their own, and a slow handler's appear on the job's
-timeline at most about one flush interval late.
+statement, before the terminal event, fenced like it, and its settle takes the context back
+from the flusher; a handler still running then has it written by the flusher with the fenced
+``record_progress``, exactly as before. So a fast handler's reports cost no statement of their
+own and no wake-up of the flusher, and a slow handler's appear on the job's timeline at most
+about one flush interval late.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import time
@@ -39,12 +38,20 @@ SLACK_SECONDS = 0.02  # contexts due within this much are flushed together, one 
 
 
 class Flusher:
-    """One daemon thread per process, started on first use, that flushes due contexts."""
+    """One daemon thread per process, started on first use, that flushes due contexts.
+
+    The contexts waiting for it are a dict, context -> (due time, app): at most one entry per
+    attempt that has a pending report, so no more than the process's running attempts. A
+    context enters with its first pending report (:meth:`schedule`) and leaves when the thread
+    takes it, due, or when its settle takes the report (:meth:`cancel`): the settled attempts
+    of fast handlers never reach the thread. The thread sleeps while the dict is empty, and
+    otherwise until its earliest entry is due (a new entry due earlier wakes it).
+    """
 
     def __init__(self) -> None:
-        self._due: list[tuple[float, int, JobContext, Flask | None]] = []
-        self._order = itertools.count()
-        self._cond = threading.Condition()
+        self._waiting: dict[JobContext, tuple[float, Flask | None]] = {}
+        self._cond = threading.Condition(threading.Lock())
+        self._wakes_at: float | None = 0.0  # the sleeping thread's wake-up; None: until notified
         self._thread: threading.Thread | None = None
 
     def schedule(self, ctx: JobContext, delay: float) -> None:
@@ -54,31 +61,44 @@ class Flusher:
         caller (``record_progress`` then takes a connection from the pool).
         """
         app = current_app._get_current_object() if ctx.needs_app and has_app_context() else None  # type: ignore[attr-defined]
-        entry = (time.monotonic() + delay, next(self._order), ctx, app)
+        due = time.monotonic() + delay
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="progress-flusher", daemon=True)
                 self._thread.start()
-            heapq.heappush(self._due, entry)
-            if self._due[0] is entry:
+            self._waiting[ctx] = (due, app)
+            if self._wakes_at is None or due < self._wakes_at:
                 self._cond.notify()
 
-    def _take_due(self) -> list[tuple[float, int, JobContext, Flask | None]]:
+    def cancel(self, ctx: JobContext) -> None:
+        """Forget ``ctx``: its settle has taken the pending report."""
+        with self._cond:
+            self._waiting.pop(ctx, None)
+
+    def is_waiting(self, ctx: JobContext) -> bool:
+        """Whether ``ctx`` waits for the thread (a settled context no longer does)."""
+        with self._cond:
+            return ctx in self._waiting
+
+    def _take_due(self) -> list[tuple[JobContext, Flask | None]]:
         with self._cond:
             while True:
-                wait = self._due[0][0] - time.monotonic() if self._due else None
-                if wait is not None and wait <= 0:
+                now = time.monotonic()
+                earliest = min((due for due, _ in self._waiting.values()), default=None)
+                if earliest is not None and earliest <= now:
                     break
-                self._cond.wait(wait)
-            horizon = time.monotonic() + SLACK_SECONDS
-            due = []
-            while self._due and self._due[0][0] <= horizon:
-                due.append(heapq.heappop(self._due))
+                self._wakes_at = earliest
+                self._cond.wait(None if earliest is None else earliest - now)
+            self._wakes_at = 0.0  # awake: it looks at every entry before it sleeps again
+            horizon = now + SLACK_SECONDS
+            due = [(ctx, app) for ctx, (at, app) in self._waiting.items() if at <= horizon]
+            for ctx, _ in due:
+                del self._waiting[ctx]
             return due
 
     def _run(self) -> None:
         while True:
-            for _, _, ctx, app in self._take_due():
+            for ctx, app in self._take_due():
                 try:
                     if app is None:
                         ctx.flush()

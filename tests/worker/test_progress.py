@@ -19,6 +19,7 @@ from flask import Flask
 from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
+from dashboard.runtime.progress import flusher
 from dashboard.store import service
 
 from .helpers import SETTINGS, event_types, events, job, wait_until
@@ -61,6 +62,22 @@ def test_fast_handler_reports_are_coalesced_into_the_settle_statement(app, datab
     assert progress.id < succeeded.id and progress.created_at <= succeeded.created_at
     written_by = transaction_ids(database_url, created.id)
     assert written_by[progress.id] == written_by[succeeded.id]  # one statement, one transaction
+
+
+def test_the_settle_takes_the_context_back_from_the_flusher(app):
+    seen: dict[str, JobContext] = {}
+
+    def report(ctx: JobContext) -> str:
+        ctx.progress(50, "half")
+        assert flusher.is_waiting(ctx)  # due in a minute, unless the settle takes it first
+        seen["ctx"] = ctx
+        return "done"
+
+    created = service.create_job("test.report").job
+    loop = make_loop(app, {"test.report": report}, progress_flush_ms=60_000)
+    assert loop.step() is True
+    assert not flusher.is_waiting(seen["ctx"])  # settled: the flusher holds nothing of it
+    assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
 
 
 def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app):
@@ -117,6 +134,42 @@ def test_slow_handler_report_is_flushed_on_the_timer(app):
     assert seen["event"].data == {"percent": 25} and seen["event"].message == "quarter"
     # written once: the settle did not write it again
     assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
+
+
+def test_reports_after_a_flush_are_flushed_again_in_order(app):
+    def two_reports(ctx: JobContext) -> str:
+        ctx.progress(25, "first")
+        wait_until(lambda: "progress" in event_types(ctx.job_id), 15, "the first flush")
+        ctx.progress(75, "second")  # the flusher took the context: it must take it again
+        wait_until(lambda: event_types(ctx.job_id).count("progress") == 2, 15, "the second flush")
+        return "done"
+
+    created = service.create_job("test.twice").job
+    loop = make_loop(app, {"test.twice": two_reports}, progress_flush_ms=20)
+    assert loop.step() is True
+    timeline = events(created.id)
+    assert [e.type for e in timeline] == ["created", "claimed", "progress", "progress", "succeeded"]
+    assert [e.message for e in timeline[2:4]] == ["first", "second"]
+
+
+def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app):
+    """A context due in a minute puts the flusher to sleep for a minute; one due at once
+    must still be written without waiting for it."""
+    first = service.create_job("test.later").job
+    second = service.create_job("test.sooner").job
+    later = service.claim_next_job(WORKER_ID, lease_seconds=30)
+    sooner = service.claim_next_job(WORKER_ID, lease_seconds=30)
+    assert later is not None and sooner is not None and {later.id, sooner.id} == {first.id, second.id}
+    slow = JobContext(later, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000)
+    fast = JobContext(sooner, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=0)
+    slow.progress(10, "in a minute")
+    fast.progress(90, "now")
+    written = wait_until(
+        lambda: [e for e in events(sooner.id) if e.type == "progress"], 15, "the sooner report"
+    )
+    assert written[0].message == "now"
+    assert "progress" not in event_types(later.id)  # still pending: not due yet
+    assert slow.settle_progress()[0]["message"] == "in a minute" and not flusher.is_waiting(slow)
 
 
 def test_a_lost_attempt_writes_no_progress_at_settle(app):
