@@ -1,23 +1,37 @@
 """Batch mode (``JOB_WORKER_BATCH_SIZE`` > 1): one statement claims, one statement completes.
 
-The :class:`Dispatcher` is the process's producer. It waits until executor threads are idle,
-claims up to ``batch_size`` jobs in one statement (``service.claim_batch``: each job locked
-by the executor that will run it, with its own attempt and lease), and hands each job to its
-:class:`BatchExecutor`. Executors run their handlers exactly as in one-job mode
-(``execution.JobRunner``); failures are recorded at once, successes go to the
-:class:`Completer`, which records everything that arrived meanwhile in one statement
-(``service.complete_jobs``), each row fenced by its own owner and attempt. Expired leases are
-recovered by the process's rescuer (``rescuer.py``).
+The :class:`Dispatcher` is the process's producer. It collects the *lanes* that want a job,
+claims up to ``batch_size`` jobs in one statement (``service.claim_batch``: each job locked by
+the lane that asked, with its own attempt and lease), and puts each job in its executor's
+inbox. Executors run their handlers exactly as in one-job mode (``execution.JobRunner``);
+failures are recorded at once, successes go to the :class:`Completer`, which records
+everything that arrived meanwhile in one statement (``service.complete_jobs``), each row
+fenced by its own owner and attempt. Expired leases are recovered by the process's rescuer
+(``rescuer.py``).
 
-Causal order: an executor asks for its next job only once the completer has recorded its last
-success, so each worker id's events read ``claimed``, then that job's outcome, then the next
-``claimed`` (in id and in ``created_at``), as in one-job mode.
+Lanes (issue 20): each executor thread has several worker ids (``host:pid:thread-N:…``, each
+with its own random tail; :func:`lanes_per_thread`: one, plus the thread's share of
+``batch_size``), and each lane holds at most one attempt. A lane asks for its next job only
+once its last attempt's outcome is written (the completer hands the lane back after its
+statement), so each worker id's events read ``claimed``, then that job's outcome, then the next
+``claimed`` (in id and in ``created_at``), as in one-job mode. An executor thus has its next
+jobs in hand while its last successes are being written, and the dispatcher claims for it
+meanwhile: no executor waits on the completer's or the dispatcher's round trip, and the claim
+and completion statements run side by side on their own connections. The process holds at
+most ``threads + batch_size`` (rounded up to whole threads) attempts.
+
+A job waiting in an inbox holds its lease from its claim: before its handler starts, the
+executor renews the lease if less than half is left (``JobContext.renew``, nothing sent
+otherwise), and skips the job if it is no longer this lane's. On shutdown, jobs already in an
+inbox run like the job one-job mode claims with a success; once the shutdown time is up they
+are handed back with the running ones (``Worker.hand_back``).
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -37,49 +51,83 @@ from .wakeup import Doorbell
 log = logging.getLogger(__name__)
 
 
+def lanes_per_thread(settings: WorkerSettings) -> int:
+    """Worker ids per executor thread: one for the attempt it runs, and its share of the
+    ``batch_size`` jobs the process may hold claimed ahead of its threads (at least one)."""
+    return 1 + -(-settings.batch_size // settings.threads)
+
+
+Want = tuple["BatchExecutor", str]  # an executor's lane that wants a job
+
+
 class BatchExecutor(JobRunner):
-    """A batch-mode thread: runs the jobs the dispatcher hands over; successes go to the
-    completer."""
+    """A batch-mode thread: runs the jobs the dispatcher hands over, for worker ids (lanes) of
+    its own (:func:`lanes_per_thread`); successes go to the completer."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
         self.completer: Completer | None = None
-        self.recorded = threading.Event()  # cleared while a success waits for the completer
-        self.recorded.set()
+        prefix = self.worker_id.rsplit(":", 1)[0]  # host:pid:thread-N
+        ahead = lanes_per_thread(self.settings) - 1
+        self.lanes = [self.worker_id] + [f"{prefix}:{secrets.token_hex(4)}" for _ in range(ahead)]
+        self._wants: queue.SimpleQueue[Want] | None = None
+        self._held: dict[Any, JobRecord] = {}  # claimed for this thread, not started yet
+        self._held_lock = threading.Lock()
 
-    def serve(self, idle: queue.SimpleQueue[BatchExecutor]) -> None:
+    def give(self, job: JobRecord) -> None:
+        """The dispatcher hands over a job claimed for one of this thread's lanes."""
+        with self._held_lock:
+            self._held[job.id] = job
+        self.inbox.put(job)
+
+    def waiting(self) -> list[JobRecord]:
+        """Jobs claimed for this thread that it has not started (``Worker.hand_back``)."""
+        with self._held_lock:
+            return list(self._held.values())
+
+    def serve(self, wants: queue.SimpleQueue[Want]) -> None:
         """Run the jobs the dispatcher hands over until it sends ``None``."""
         log.debug("%s: started (batch mode)", self.worker_id)
+        self._wants = wants
         with self.holding_connection():
+            for lane in self.lanes:
+                wants.put((self, lane))
             while True:
-                idle.put(self)
                 job = self.inbox.get()
                 if job is None:
                     break
+                with self._held_lock:
+                    self._held.pop(job.id, None)
+                submitted = False
                 try:
-                    self.execute(job)
+                    submitted = self.execute(job).status == "submitted"
                 except Exception:  # execute() settles every handler outcome; this is the database
                     self.drop_connection()
                     log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
-                # The next claim's event must follow this job's outcome; a completer that cannot
-                # write within a lease leaves the job to lease recovery anyway.
-                self.recorded.wait(self.settings.lease_seconds)
+                if not submitted:  # the outcome is written (or given up on): the lane is free
+                    wants.put((self, job.locked_by or self.worker_id))
         if self.completer is not None:
             self.completer.executor_done()
         log.debug("%s: stopped", self.worker_id)
 
+    def _execute(self, ctx: JobContext, job: JobRecord, started: float) -> Outcome:
+        # It may have waited in the inbox behind the previous job: keep its lease first.
+        if not ctx.renew():
+            return self.finish(ctx, "lost", "", started)
+        return super()._execute(ctx, job, started)
+
     def record_success(self, ctx: JobContext, result: Any, started: float) -> Outcome:
-        """Recorded with other successes in one statement by the completer."""
-        if self.completer is None:
+        """Recorded with other successes in one statement by the completer, which then hands
+        the lane back to the dispatcher."""
+        if self.completer is None or self._wants is None:
             return self.complete_now(ctx, result, started)
-        self.recorded.clear()
-        self.completer.submit(ctx, result, started, self.recorded)
+        self.completer.submit(ctx, result, started, self._wants, (self, ctx.worker_id))
         return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, "submitted", "", time.monotonic() - started)
 
 
 class Dispatcher:
-    """Batch mode's producer: one claim statement for every idle executor."""
+    """Batch mode's producer: one claim statement for every lane that wants a job."""
 
     def __init__(
         self,
@@ -94,10 +142,10 @@ class Dispatcher:
         self.executors = executors
         self.stopping = stopping
         self.doorbell = doorbell
-        self.idle: queue.SimpleQueue[BatchExecutor] = queue.SimpleQueue()
+        self.wants: queue.SimpleQueue[Want] = queue.SimpleQueue()
 
     def run(self) -> None:
-        """Claim for idle executors until the worker stops, then release the executors."""
+        """Claim for the lanes that want a job until the worker stops, then release the executors."""
         runtime = self.runtime
         with runtime.holding_connection():
             try:
@@ -112,51 +160,51 @@ class Dispatcher:
                     executor.inbox.put(None)
 
     def _dispatch(self) -> None:
-        idle = self._take_idle()
-        if not idle:
+        wants = self._take_wants()
+        if not wants:
             return
         seen = self.doorbell.rings
         try:
             claim_started = time.monotonic()
             jobs = service.claim_batch(
-                [executor.worker_id for executor in idle],
+                [lane for _, lane in wants],
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.runtime.connection,
                 avoid_expired=self.runtime.attempts.any_overdue(),
             )
             worker_metrics.claimed("batch", claim_started)
         except BaseException:
-            for executor in idle:
-                self.idle.put(executor)
+            for want in wants:
+                self.wants.put(want)
             raise
-        by_id = {executor.worker_id: executor for executor in idle}
+        by_lane = {lane: executor for executor, lane in wants}
         for job in jobs:
             log.debug("claimed job %s (%s) attempt %d for %s", job.id, job.type, job.attempts, job.locked_by)
-            by_id.pop(job.locked_by).inbox.put(job)
-        for executor in by_id.values():
-            self.idle.put(executor)
-        if len(jobs) < len(idle):  # the queue is drained: wait for a ring or the poll interval
+            by_lane.pop(job.locked_by).give(job)
+        for lane, executor in by_lane.items():
+            self.wants.put((executor, lane))
+        if len(jobs) < len(wants):  # the queue is drained: wait for a ring or the poll interval
             log.debug(
-                "%s: nothing to claim for %d idle thread(s), sleeping %g ms",
+                "%s: nothing to claim for %d lane(s), sleeping %g ms",
                 self.runtime.worker_id,
-                len(idle) - len(jobs),
+                len(wants) - len(jobs),
                 self.settings.poll_interval_ms,
             )
             self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
 
-    def _take_idle(self) -> list[BatchExecutor]:
-        """Idle executors, up to the batch size; waits briefly for the first one."""
+    def _take_wants(self) -> list[Want]:
+        """Lanes that want a job, up to the batch size; waits briefly for the first one."""
         try:
-            first = self.idle.get(timeout=0.1)
+            first = self.wants.get(timeout=0.1)
         except queue.Empty:
             return []
-        idle = [first]
-        while len(idle) < self.settings.batch_size:
+        wants = [first]
+        while len(wants) < self.settings.batch_size:
             try:
-                idle.append(self.idle.get_nowait())
+                wants.append(self.wants.get_nowait())
             except queue.Empty:
                 break
-        return idle
+        return wants
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +212,8 @@ class Success:
     ctx: JobContext
     result: Any
     started: float
-    recorded: threading.Event  # set once the success is written (or given up on)
+    wants: queue.SimpleQueue[Want]  # where the lane goes once the success is written (or given up on)
+    lane: Want
 
 
 class Completer:
@@ -178,9 +227,11 @@ class Completer:
         self._executors = executors
         self._lock = threading.Lock()
 
-    def submit(self, ctx: JobContext, result: Any, started: float, recorded: threading.Event) -> None:
+    def submit(
+        self, ctx: JobContext, result: Any, started: float, wants: queue.SimpleQueue[Want], lane: Want
+    ) -> None:
         ctx.settle_progress()  # the handler is done: its pending report now waits for the completer
-        self.pending.put(Success(ctx, result, started, recorded))
+        self.pending.put(Success(ctx, result, started, wants, lane))
 
     def executor_done(self) -> None:
         """The last executor to stop ends the completer once everything is recorded."""
@@ -209,14 +260,15 @@ class Completer:
                     try:
                         self._record(batch)
                     finally:
-                        for success in batch:
-                            success.recorded.set()
+                        for success in batch:  # the lanes' next claims follow these events
+                            success.wants.put(success.lane)
 
     def _record(self, batch: list[Success]) -> None:
         try:
             done = service.complete_jobs(
                 [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
                 progress={s.ctx.job_id: p for s in batch if (p := s.ctx.settle_progress())},
+                claimed_at={s.ctx.job_id: s.ctx.job.updated_at for s in batch},  # the claim's :now
                 conn=self.runner.connection,
             )
         except sa_exc.SQLAlchemyError:

@@ -20,8 +20,10 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from types import FrameType
+from typing import NamedTuple
 
 from flask import Flask
 from sqlalchemy import exc as sa_exc
@@ -32,7 +34,7 @@ from ..store import service
 from .batch import BatchExecutor, Completer, Dispatcher
 from .execution import JobRunner
 from .failures import first_line
-from .handlers import Handler, get_handler
+from .handlers import Handler, JobContext, get_handler
 from .heartbeat import Heartbeat
 from .one_job import OneJobLoop
 from .rescuer import Rescuer
@@ -40,6 +42,15 @@ from .threads import RECONNECT_BASE_SECONDS, RECONNECT_MAX_SECONDS, Backoff, Thr
 from .wakeup import Doorbell, Listener
 
 log = logging.getLogger(__name__)
+
+
+class Held(NamedTuple):
+    """An attempt this process holds, for ``Worker.hand_back``."""
+
+    job_id: uuid.UUID
+    job_type: str
+    worker_id: str
+    attempt: int
 
 
 class Worker:
@@ -120,7 +131,7 @@ class Worker:
         if self.dispatcher is None or self.completer is None:
             targets = [(loop.run, ()) for loop in self.loops if isinstance(loop, OneJobLoop)]
         else:
-            targets = [(executor.serve, (self.dispatcher.idle,)) for executor in self.loops]
+            targets = [(executor.serve, (self.dispatcher.wants,)) for executor in self.loops]
             targets.append((self.dispatcher.run, ()))
             targets.append((self.completer.run, ()))
         targets.append((self.rescuer.run, ()))
@@ -196,13 +207,19 @@ class Worker:
         ``failed`` on its last attempt, exactly as lease recovery would), fenced by owner and
         attempt and written with its event in one statement (``service.fail_job``): an attempt
         that finished or was recovered meanwhile changes nothing. A handler still running in
-        this process is not interrupted; the process exits right after. Returns how many
-        attempts were handed back; one that cannot be recorded is left to lease recovery.
+        this process is not interrupted; the process exits right after. In batch mode the jobs
+        claimed for an executor that has not started them yet are handed back the same way.
+        Returns how many attempts were handed back; one that cannot be recorded is left to
+        lease recovery.
         """
         limit = self.settings.shutdown_timeout_seconds
         handed = 0
+        held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt) for c in self._running()]
+        for loop in self.loops:
+            if isinstance(loop, BatchExecutor):
+                held += [Held(j.id, j.type, j.locked_by or "", j.attempts) for j in loop.waiting()]
         with self.app.app_context():
-            for ctx in [loop.current for loop in self.loops if loop.current is not None]:
+            for ctx in held:
                 error = (
                     f"WorkerStopped: the worker stopped ({limit:g} s after the signal, "
                     "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS) before the handler finished; handed back"
@@ -238,6 +255,9 @@ class Worker:
                     )
         log.info("worker stopped after its shutdown timeout; %d running job(s) handed back", handed)
         return handed
+
+    def _running(self) -> list[JobContext]:
+        return [loop.current for loop in self.loops if loop.current is not None]
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

@@ -212,6 +212,7 @@ def complete_jobs(
     completions: Sequence[tuple[uuid.UUID, str, int, Any]],
     *,
     progress: Mapping[uuid.UUID, Sequence[dict[str, Any]]] | None = None,
+    claimed_at: Mapping[uuid.UUID, datetime] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> set[uuid.UUID]:
@@ -219,12 +220,21 @@ def complete_jobs(
 
     Each is fenced on its own, exactly as :func:`complete_job`; returns the ids recorded (the
     others were no longer owned by that worker and attempt). ``progress``: pending reports
-    by job id, written as :func:`complete_job` writes them.
+    by job id, written as :func:`complete_job` writes them. ``claimed_at``: each attempt's
+    claim time by job id (the claimed row's ``updated_at``), if the caller has it: the
+    success's ``run_ms`` is then computed from it instead of read from the ``claimed`` event.
     """
     if not completions:
         return set()
+    claimed_at = claimed_at or {}
     rows = [
-        {"id": str(job_id), "worker_id": worker_id, "attempt": attempt, "result": result}
+        {
+            "id": str(job_id),
+            "worker_id": worker_id,
+            "attempt": attempt,
+            "result": result,
+            "claimed_at": at.isoformat() if (at := claimed_at.get(job_id)) else None,
+        }
         for job_id, worker_id, attempt, result in completions
     ]
     statement = sql_settle.COMPLETE_MANY

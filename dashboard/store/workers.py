@@ -33,7 +33,8 @@ BEAT = text(
     INSERT INTO jobs_worker AS w (id, host, pid, started_at, mode, threads, busy, jobs_done,
                                   last_seen, stopped_at, version, interval_seconds, job_types)
     VALUES (:id, :host, :pid, :started_at, :mode, :threads,
-            (SELECT count(*) FROM jobs_job WHERE status = 'running' AND locked_by LIKE :prefix),
+            LEAST(:threads, (SELECT count(*) FROM jobs_job
+                             WHERE status = 'running' AND locked_by LIKE :prefix)),
             :jobs_done, :now, NULL, :version, :interval, :job_types)
     ON CONFLICT (id) DO UPDATE
     SET busy = EXCLUDED.busy, jobs_done = EXCLUDED.jobs_done, last_seen = EXCLUDED.last_seen,
@@ -73,7 +74,8 @@ def _like(prefix: str) -> str:
 
 
 def beat(me: Identity, *, jobs_done: int, now: datetime) -> None:
-    """Upsert this process's row (busy counted from the jobs it holds) and forget old rows."""
+    """Upsert this process's row (busy counted from the jobs it holds, at most its threads: in
+    batch mode it also holds jobs claimed ahead of its threads) and forget old rows."""
     params = {
         "id": me.id,
         "host": me.host,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from dashboard.store import read_jobs, read_stats, service
 from dashboard.store.service import JobSpec
 
-from .helpers import wait_until
+from .helpers import event_types, events, job, wait_for_status, wait_until
 
 pytestmark = pytest.mark.process
 
@@ -91,3 +93,44 @@ def test_the_rescuer_recovers_expired_leases_while_every_thread_is_busy(app, sta
     assert ":thread-0:" in event.worker_id  # by the rescuer, not the busy thread
     assert read_jobs.get_job(slow.id).status == "running"  # ...while the only thread was still busy
     worker.kill()
+
+
+def _claimed_by(job_id) -> str:
+    return next(e.worker_id for e in read_jobs.job_events(job_id) if e.type == "claimed")
+
+
+def test_batch_mode_claims_a_threads_next_job_ahead_on_a_lane_of_its_own(app, start_worker):
+    """An executor holds its next job while it runs one (issue 20): the job waited past half its
+    lease, so the lease is renewed before its handler starts; each lane's events alternate."""
+    slow = service.create_job("demo.slow", {"sleep_seconds": 2.5}, priority=90).job
+    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="4")
+    wait_for_status(ahead.id, "running")
+    assert job(slow.id).status == "running"  # both held by the one executor thread
+    wait_for_status(ahead.id, "succeeded", timeout=30)
+    assert job(slow.id).status == "succeeded"
+    one, two = _claimed_by(slow.id), _claimed_by(ahead.id)
+    assert one != two and one.rsplit(":", 1)[0] == two.rsplit(":", 1)[0]  # host:pid:thread-1
+    assert ":thread-1:" in one
+    kinds = event_types(ahead.id)  # demo.success also reports progress
+    assert kinds[:3] == ["created", "claimed", "lease_renewed"] and kinds[-1] == "succeeded"
+    assert job(ahead.id).attempts == 1
+
+
+def test_shutdown_timeout_hands_back_a_job_claimed_ahead_with_the_running_one(app, start_worker):
+    slow = service.create_job("demo.slow", {"sleep_seconds": 60}, priority=90).job
+    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    worker = start_worker(
+        JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5"
+    )
+    wait_for_status(ahead.id, "running")
+
+    worker.send(signal.SIGTERM)
+
+    assert worker.wait(timeout=15) == 0
+    for job_id in (slow.id, ahead.id):
+        back = job(job_id)
+        assert (back.status, back.attempts, back.locked_by) == ("queued", 1, None)
+        last = events(job_id)[-1]
+        assert (last.type, last.attempt, last.data["handed_back"]) == ("retry_scheduled", 1, True)
+    assert event_types(ahead.id) == ["created", "claimed", "retry_scheduled"]  # never started
