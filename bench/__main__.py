@@ -50,6 +50,7 @@ SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages", "prune")
 # prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
 PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
 BATCH = {"JOB_WORKER_BATCH_SIZE": "16"}
+BATCH_LARGE = {"JOB_WORKER_BATCH_SIZE": "64"}
 ASYNC_COMMIT = "-c synchronous_commit=off"  # libpq's PGOPTIONS: for every session of the worker
 
 
@@ -169,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
             jobs_s(rate),
             f"{rate / base:.2f}",
         )
+        # Issue 20: a larger batch is also more jobs claimed ahead of the threads (batch.py lanes).
+        rate = median_of(
+            runs, lambda: drain.throughput(url, jobs=sizes.drain_jobs, threads=threads, **BATCH_LARGE)
+        )
+        drained[f"batch-64/{threads}"] = rate
+        row(f"flask worker, batch mode of 64, {threads} threads", jobs_s(rate), f"{rate / base:.2f}")
         try:
             from .contenders import pgqueuer_throughput
         except ImportError:  # bench/requirements.txt not installed (CI's smoke run)
@@ -212,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 jobs_s(noop_batch),
                 f"{noop_batch / peer:.2f}",
             )
+            large = drained[f"batch-64/{top}"]
+            row(f"batch mode of 64, {top} threads, no-op, vs {versus}", jobs_s(large), f"{large / peer:.2f}")
         row(
             f"one-job mode, {top} threads, demo.success, vs its no-op",
             jobs_s(demo_one),

@@ -2,36 +2,34 @@
 
 The :class:`Dispatcher` is the process's producer. It collects the *lanes* that want a job,
 claims up to ``batch_size`` jobs in one statement (``service.claim_batch``: each job locked by
-the lane that asked, with its own attempt and lease), and puts each job in its executor's
-inbox. Executors run their handlers exactly as in one-job mode (``execution.JobRunner``);
-failures are recorded at once, successes go to the :class:`Completer`, which records
-everything that arrived meanwhile in one statement (``service.complete_jobs``), each row
-fenced by its own owner and attempt. Expired leases are recovered by the process's rescuer
-(``rescuer.py``).
+the lane that asked, with its own attempt and lease), and puts them, in claim order, in the
+:class:`Ready` queue that every :class:`BatchExecutor` takes from. Executors run their
+handlers exactly as in one-job mode (``execution.JobRunner``); failures are recorded at once,
+successes go to the :class:`Completer`, which records everything that arrived meanwhile in one
+statement (``service.complete_jobs``), each row fenced by its own owner and attempt. Expired
+leases are recovered by the process's rescuer (``rescuer.py``).
 
-Lanes (issue 20): each executor thread has several worker ids (``host:pid:thread-N:…``, each
-with its own random tail; :func:`lanes_per_thread`: one, plus the thread's share of
-``batch_size``), and each lane holds at most one attempt. A lane asks for its next job only
-once its last attempt's outcome is written (the completer hands the lane back after its
-statement), so each worker id's events read ``claimed``, then that job's outcome, then the next
-``claimed`` (in id and in ``created_at``), as in one-job mode. An executor thus has its next
-jobs in hand while its last successes are being written, and the dispatcher claims for it
-meanwhile: no executor waits on the completer's or the dispatcher's round trip, and the claim
-and completion statements run side by side on their own connections. The process holds at
-most ``threads + batch_size`` (rounded up to whole threads) attempts.
+Lanes (issue 20): a lane is a worker id (``host:pid:lane-N:random``, :func:`lane_ids`), and
+holds at most one attempt; a process has ``threads + batch_size`` of them. A lane asks for its
+next job only once its last attempt's outcome is written (the completer hands it back after
+its statement), so each worker id's events read ``claimed``, then that job's outcome, then
+the next ``claimed`` (in id and in ``created_at``), as in one-job mode. Up to ``batch_size``
+jobs are thus claimed ahead of the threads: an executor finds its next job waiting instead
+of waiting on the completer's or the dispatcher's round trip, and claim and completion
+statements run side by side on their own connections. Any idle executor takes the next job,
+so a thread stuck in a long handler holds no other job.
 
-A job waiting in an inbox holds its lease from its claim: before its handler starts, the
-executor renews the lease if less than half is left (``JobContext.renew``, nothing sent
-otherwise), and skips the job if it is no longer this lane's. On shutdown, jobs already in an
-inbox run like the job one-job mode claims with a success; once the shutdown time is up they
-are handed back with the running ones (``Worker.hand_back``).
+A job claimed ahead holds its lease from its claim: before its handler starts, the executor
+renews the lease if less than half is left (``JobContext.renew``, nothing sent otherwise), and
+skips the job if it is no longer this lane's. On shutdown the executors still run the jobs
+already claimed, like the job one-job mode claims with a success; once the shutdown time is up
+those not started are handed back with the running ones (``Worker.hand_back``).
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -45,74 +43,77 @@ from ..store import service
 from ..store.records import JobRecord
 from .execution import JobRunner, Outcome
 from .handlers import JobContext
-from .threads import ThreadRuntime
+from .threads import ThreadRuntime, make_worker_id
 from .wakeup import Doorbell
 
 log = logging.getLogger(__name__)
 
 
-def lanes_per_thread(settings: WorkerSettings) -> int:
-    """Worker ids per executor thread: one for the attempt it runs, and its share of the
-    ``batch_size`` jobs the process may hold claimed ahead of its threads (at least one)."""
-    return 1 + -(-settings.batch_size // settings.threads)
+def lane_ids(settings: WorkerSettings) -> list[str]:
+    """The process's lanes: one per thread, and ``batch_size`` more for jobs claimed ahead."""
+    return [make_worker_id(n, kind="lane") for n in range(1, settings.threads + settings.batch_size + 1)]
 
 
-Want = tuple["BatchExecutor", str]  # an executor's lane that wants a job
+class Ready:
+    """Claimed jobs not started yet, in claim order; any executor takes the next one."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
+        self._held: dict[Any, JobRecord] = {}
+        self._lock = threading.Lock()
+
+    def put(self, job: JobRecord) -> None:
+        with self._lock:
+            self._held[job.id] = job
+        self._queue.put(job)
+
+    def end(self, executors: int) -> None:
+        """After the jobs already queued, each executor takes a ``None`` and stops."""
+        for _ in range(executors):
+            self._queue.put(None)
+
+    def take(self) -> JobRecord | None:
+        job = self._queue.get()
+        if job is not None:
+            with self._lock:
+                self._held.pop(job.id, None)
+        return job
+
+    def waiting(self) -> list[JobRecord]:
+        """Jobs claimed and not started (``Worker.hand_back``)."""
+        with self._lock:
+            return list(self._held.values())
 
 
 class BatchExecutor(JobRunner):
-    """A batch-mode thread: runs the jobs the dispatcher hands over, for worker ids (lanes) of
-    its own (:func:`lanes_per_thread`); successes go to the completer."""
+    """A batch-mode thread: runs the jobs the dispatcher claims, each under the lane it was
+    claimed for; successes go to the completer."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.inbox: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
         self.completer: Completer | None = None
-        prefix = self.worker_id.rsplit(":", 1)[0]  # host:pid:thread-N
-        ahead = lanes_per_thread(self.settings) - 1
-        self.lanes = [self.worker_id] + [f"{prefix}:{secrets.token_hex(4)}" for _ in range(ahead)]
-        self._wants: queue.SimpleQueue[Want] | None = None
-        self._held: dict[Any, JobRecord] = {}  # claimed for this thread, not started yet
-        self._held_lock = threading.Lock()
+        self._wants: queue.SimpleQueue[str] | None = None
 
-    def give(self, job: JobRecord) -> None:
-        """The dispatcher hands over a job claimed for one of this thread's lanes."""
-        with self._held_lock:
-            self._held[job.id] = job
-        self.inbox.put(job)
-
-    def waiting(self) -> list[JobRecord]:
-        """Jobs claimed for this thread that it has not started (``Worker.hand_back``)."""
-        with self._held_lock:
-            return list(self._held.values())
-
-    def serve(self, wants: queue.SimpleQueue[Want]) -> None:
-        """Run the jobs the dispatcher hands over until it sends ``None``."""
+    def serve(self, ready: Ready, wants: queue.SimpleQueue[str]) -> None:
+        """Run the jobs the dispatcher claims until it sends ``None``."""
         log.debug("%s: started (batch mode)", self.worker_id)
         self._wants = wants
         with self.holding_connection():
-            for lane in self.lanes:
-                wants.put((self, lane))
-            while True:
-                job = self.inbox.get()
-                if job is None:
-                    break
-                with self._held_lock:
-                    self._held.pop(job.id, None)
+            while (job := ready.take()) is not None:
                 submitted = False
                 try:
                     submitted = self.execute(job).status == "submitted"
                 except Exception:  # execute() settles every handler outcome; this is the database
                     self.drop_connection()
                     log.exception("%s: could not settle job %s; lease recovery will", self.worker_id, job.id)
-                if not submitted:  # the outcome is written (or given up on): the lane is free
-                    wants.put((self, job.locked_by or self.worker_id))
+                if not submitted and job.locked_by:  # its outcome is written (or given up on)
+                    wants.put(job.locked_by)
         if self.completer is not None:
             self.completer.executor_done()
         log.debug("%s: stopped", self.worker_id)
 
     def _execute(self, ctx: JobContext, job: JobRecord, started: float) -> Outcome:
-        # It may have waited in the inbox behind the previous job: keep its lease first.
+        # Claimed ahead, it may have waited for a free thread: keep its lease first.
         if not ctx.renew():
             return self.finish(ctx, "lost", "", started)
         return super()._execute(ctx, job, started)
@@ -122,12 +123,12 @@ class BatchExecutor(JobRunner):
         the lane back to the dispatcher."""
         if self.completer is None or self._wants is None:
             return self.complete_now(ctx, result, started)
-        self.completer.submit(ctx, result, started, self._wants, (self, ctx.worker_id))
+        self.completer.submit(ctx, result, started, self._wants)
         return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, "submitted", "", time.monotonic() - started)
 
 
 class Dispatcher:
-    """Batch mode's producer: one claim statement for every lane that wants a job."""
+    """Batch mode's producer: one claim statement for the lanes that want a job."""
 
     def __init__(
         self,
@@ -142,10 +143,13 @@ class Dispatcher:
         self.executors = executors
         self.stopping = stopping
         self.doorbell = doorbell
-        self.wants: queue.SimpleQueue[Want] = queue.SimpleQueue()
+        self.ready = Ready()
+        self.wants: queue.SimpleQueue[str] = queue.SimpleQueue()
+        for lane in lane_ids(settings):
+            self.wants.put(lane)
 
     def run(self) -> None:
-        """Claim for the lanes that want a job until the worker stops, then release the executors."""
+        """Claim for the lanes that want a job until the worker stops, then end the executors."""
         runtime = self.runtime
         with runtime.holding_connection():
             try:
@@ -156,8 +160,7 @@ class Dispatcher:
                     except Exception as error:
                         runtime.recover(error)
             finally:
-                for executor in self.executors:
-                    executor.inbox.put(None)
+                self.ready.end(len(self.executors))
 
     def _dispatch(self) -> None:
         wants = self._take_wants()
@@ -167,7 +170,7 @@ class Dispatcher:
         try:
             claim_started = time.monotonic()
             jobs = service.claim_batch(
-                [lane for _, lane in wants],
+                wants,
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.runtime.connection,
                 avoid_expired=self.runtime.attempts.any_overdue(),
@@ -177,12 +180,13 @@ class Dispatcher:
             for want in wants:
                 self.wants.put(want)
             raise
-        by_lane = {lane: executor for executor, lane in wants}
         for job in jobs:
             log.debug("claimed job %s (%s) attempt %d for %s", job.id, job.type, job.attempts, job.locked_by)
-            by_lane.pop(job.locked_by).give(job)
-        for lane, executor in by_lane.items():
-            self.wants.put((executor, lane))
+            self.ready.put(job)
+        taken = {job.locked_by for job in jobs}
+        for lane in wants:
+            if lane not in taken:
+                self.wants.put(lane)
         if len(jobs) < len(wants):  # the queue is drained: wait for a ring or the poll interval
             log.debug(
                 "%s: nothing to claim for %d lane(s), sleeping %g ms",
@@ -192,7 +196,7 @@ class Dispatcher:
             )
             self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
 
-    def _take_wants(self) -> list[Want]:
+    def _take_wants(self) -> list[str]:
         """Lanes that want a job, up to the batch size; waits briefly for the first one."""
         try:
             first = self.wants.get(timeout=0.1)
@@ -212,8 +216,7 @@ class Success:
     ctx: JobContext
     result: Any
     started: float
-    wants: queue.SimpleQueue[Want]  # where the lane goes once the success is written (or given up on)
-    lane: Want
+    wants: queue.SimpleQueue[str]  # where its lane goes once the success is written (or given up on)
 
 
 class Completer:
@@ -227,11 +230,9 @@ class Completer:
         self._executors = executors
         self._lock = threading.Lock()
 
-    def submit(
-        self, ctx: JobContext, result: Any, started: float, wants: queue.SimpleQueue[Want], lane: Want
-    ) -> None:
+    def submit(self, ctx: JobContext, result: Any, started: float, wants: queue.SimpleQueue[str]) -> None:
         ctx.settle_progress()  # the handler is done: its pending report now waits for the completer
-        self.pending.put(Success(ctx, result, started, wants, lane))
+        self.pending.put(Success(ctx, result, started, wants))
 
     def executor_done(self) -> None:
         """The last executor to stop ends the completer once everything is recorded."""
@@ -261,7 +262,7 @@ class Completer:
                         self._record(batch)
                     finally:
                         for success in batch:  # the lanes' next claims follow these events
-                            success.wants.put(success.lane)
+                            success.wants.put(success.ctx.worker_id)
 
     def _record(self, batch: list[Success]) -> None:
         try:

@@ -29,10 +29,13 @@ RECONNECT_BASE_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 10.0
 
 
-def make_worker_id(thread_number: int, *, hostname: str | None = None, pid: int | None = None) -> str:
-    """``hostname:pid:thread-N:shortrandom``: unique per thread and per process start."""
+def make_worker_id(
+    thread_number: int, *, hostname: str | None = None, pid: int | None = None, kind: str = "thread"
+) -> str:
+    """``hostname:pid:thread-N:shortrandom``: unique per thread and per process start (batch
+    mode's lanes, ``kind="lane"``: ``hostname:pid:lane-N:shortrandom``)."""
     host = hostname or socket.gethostname()
-    return f"{host}:{pid or os.getpid()}:thread-{thread_number}:{secrets.token_hex(4)}"
+    return f"{host}:{pid or os.getpid()}:{kind}-{thread_number}:{secrets.token_hex(4)}"
 
 
 class Backoff:

@@ -131,7 +131,8 @@ class Worker:
         if self.dispatcher is None or self.completer is None:
             targets = [(loop.run, ()) for loop in self.loops if isinstance(loop, OneJobLoop)]
         else:
-            targets = [(executor.serve, (self.dispatcher.wants,)) for executor in self.loops]
+            lanes = (self.dispatcher.ready, self.dispatcher.wants)
+            targets = [(executor.serve, lanes) for executor in self.loops]
             targets.append((self.dispatcher.run, ()))
             targets.append((self.completer.run, ()))
         targets.append((self.rescuer.run, ()))
@@ -215,9 +216,9 @@ class Worker:
         limit = self.settings.shutdown_timeout_seconds
         handed = 0
         held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt) for c in self._running()]
-        for loop in self.loops:
-            if isinstance(loop, BatchExecutor):
-                held += [Held(j.id, j.type, j.locked_by or "", j.attempts) for j in loop.waiting()]
+        if self.dispatcher is not None:
+            ahead = self.dispatcher.ready.waiting()
+            held += [Held(j.id, j.type, j.locked_by or "", j.attempts) for j in ahead]
         with self.app.app_context():
             for ctx in held:
                 error = (

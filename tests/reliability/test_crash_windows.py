@@ -106,11 +106,12 @@ def _only(events: list[EventRecord], event_type: str, attempt: int) -> EventReco
 
 
 def _worker_of(process: WorkerProcess) -> str:
-    """The fragment every worker id of ``process`` contains (``host:pid:thread-N:random``).
+    """The fragment every worker id of ``process`` contains (``host:pid:thread-N:random``, or
+    batch mode's ``host:pid:lane-N:random``).
 
     Any thread of the process: its rescuer (``thread-0``) may be the one that recovers a lease.
     """
-    return f":{process.pid}:thread-"
+    return f":{process.pid}:"
 
 
 def _crash(workers: Any, point: str) -> WorkerProcess:

@@ -14,7 +14,7 @@ from .helpers import event_types, events, job, wait_for_status, wait_until
 pytestmark = pytest.mark.process
 
 
-def test_batch_mode_runs_every_job_on_the_thread_that_claimed_it(app, start_worker):
+def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, start_worker):
     specs = [JobSpec("demo.success", {"sleep_seconds": 0}, priority=p % 7) for p in range(30)]
     specs += [JobSpec("demo.flaky", {"fail_until_attempt": 2}) for _ in range(3)]
     ids = [r.job.id for r in service.create_jobs(specs)]
@@ -36,6 +36,7 @@ def test_batch_mode_runs_every_job_on_the_thread_that_claimed_it(app, start_work
         claimed_at[job_id] = claims[1].created_at
     assert len(executors) > 1
     assert not any(":thread-0:" in w for w in executors)  # thread-0 is the rescuer
+    assert all(":lane-" in w for w in executors)  # batch mode claims for its lanes (issue 20)
     # higher priority is never claimed after lower priority (all were queued before the start)
     jobs = {job_id: read_jobs.get_job(job_id) for job_id in ids}
     for a in ids:
@@ -99,19 +100,19 @@ def _claimed_by(job_id) -> str:
     return next(e.worker_id for e in read_jobs.job_events(job_id) if e.type == "claimed")
 
 
-def test_batch_mode_claims_a_threads_next_job_ahead_on_a_lane_of_its_own(app, start_worker):
-    """An executor holds its next job while it runs one (issue 20): the job waited past half its
-    lease, so the lease is renewed before its handler starts; each lane's events alternate."""
+def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
+    """The process holds a job claimed ahead while its one thread runs another (issue 20): the
+    job waited past half its lease, so the lease is renewed before its handler starts."""
     slow = service.create_job("demo.slow", {"sleep_seconds": 2.5}, priority=90).job
     ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
     start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="4")
     wait_for_status(ahead.id, "running")
-    assert job(slow.id).status == "running"  # both held by the one executor thread
+    assert job(slow.id).status == "running"  # both held by the process, one thread
     wait_for_status(ahead.id, "succeeded", timeout=30)
     assert job(slow.id).status == "succeeded"
     one, two = _claimed_by(slow.id), _claimed_by(ahead.id)
-    assert one != two and one.rsplit(":", 1)[0] == two.rsplit(":", 1)[0]  # host:pid:thread-1
-    assert ":thread-1:" in one
+    assert one != two and one.split(":")[:2] == two.split(":")[:2]  # two lanes of one host:pid
+    assert ":lane-" in one and ":lane-" in two
     kinds = event_types(ahead.id)  # demo.success also reports progress
     assert kinds[:3] == ["created", "claimed", "lease_renewed"] and kinds[-1] == "succeeded"
     assert job(ahead.id).attempts == 1

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from dashboard.store import service
+from tests.worker_mode import batch_mode
 
 from .helpers import event_types, events, instant, job, wait_for_status
 
@@ -27,7 +28,9 @@ def test_success_runs_the_handler_and_writes_its_events_in_order(app, start_work
     assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
     timeline = events(created.id)
     worker_id = timeline[1].worker_id
-    assert re.fullmatch(rf"[^:]+:{worker.proc.pid}:thread-[12]:[0-9a-f]{{8}}", worker_id)
+    # a thread's id (host:pid:thread-N:random), or in batch mode one of its lanes' (issue 20)
+    kind = r"lane-\d+" if batch_mode() else "thread-[12]"
+    assert re.fullmatch(rf"[^:]+:{worker.proc.pid}:{kind}:[0-9a-f]{{8}}", worker_id)
     assert {e.worker_id for e in timeline[1:]} == {worker_id}
     assert [e.data.get("percent") for e in timeline if e.type == "progress"] == [100.0]
     output = worker.wait_for_output(f"job {created.id} (demo.success) attempt 1/3 succeeded")
