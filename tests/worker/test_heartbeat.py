@@ -10,6 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import workers
 from dashboard.store.service import utcnow
+from tests.worker_mode import batch_mode, worker_mode_env
 
 from .helpers import wait_until
 
@@ -27,7 +28,8 @@ def test_worker_row_alive_then_stopped_on_clean_exit(app, start_worker):
     worker = start_worker(JOB_WORKER_HEARTBEAT_SECONDS="0.2")
     wait_until(lambda: _state() == ["alive"], 20, "the worker's heartbeat")
     row = _rows()[0]
-    assert row["pid"] == worker.proc.pid and row["threads"] == 2 and row["mode"] == "one-job"
+    mode = f"batch of {worker_mode_env()['JOB_WORKER_BATCH_SIZE']}" if batch_mode() else "one-job"
+    assert row["pid"] == worker.proc.pid and row["threads"] == 2 and row["mode"] == mode
     worker.send(signal.SIGTERM)
     assert worker.wait() == 0
     assert _state() == ["stopped"]
