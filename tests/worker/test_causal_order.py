@@ -3,8 +3,8 @@
 One-job mode records a success and claims the thread's next job in one statement
 (``sql_settle.COMPLETE_AND_CLAIM``). Both events must come out of it in causal order: the success
 first, in id and in ``created_at``. Batch mode records successes in the completer's statements
-and claims in the dispatcher's: an executor asks for its next job only once its success is
-written, so its history reads the same way.
+and claims in the dispatcher's, for lanes (worker ids each holding one attempt): a lane asks
+for its next job only once its last success is written, so its history reads the same way.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ SETTLED = {"succeeded", "failed", "retry_scheduled"}  # the owner's own end of a
 DURING = {"progress", "lease_renewed"}
 
 
-@pytest.mark.parametrize("batch_size", ["1", "4"], ids=["one-job", "batch"])
+@pytest.mark.parametrize("batch_size", ["1", "4", "64"], ids=["one-job", "batch", "batch-64"])
 def test_each_worker_threads_events_alternate_claim_then_settle(app, start_worker, batch_size):
     service.create_jobs([service.JobSpec("demo.success", {"sleep_seconds": 0}) for _ in range(JOBS)])
-    # Each mode whatever TEST_WORKER_BATCH_SIZE says.
+    # Each mode whatever TEST_WORKER_BATCH_SIZE says; 64: 72 lanes per process, most claiming ahead.
     workers = [start_worker(JOB_WORKER_THREADS="8", JOB_WORKER_BATCH_SIZE=batch_size) for _ in range(2)]
 
     def drained() -> bool:
