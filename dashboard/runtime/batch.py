@@ -9,7 +9,7 @@ successes go to the :class:`Completer`, which records everything that arrived me
 statement (``service.complete_jobs``), each row fenced by its own owner and attempt. Expired
 leases are recovered by the process's rescuer (``rescuer.py``).
 
-Lanes (issue 20): a lane is a worker id (``host:pid:lane-N:random``, :func:`lane_ids`), and
+Lanes (issue 20): a lane is a worker id (``host:pid:thread-N:random``, :func:`lane_ids`), and
 holds at most one attempt; a process has ``threads + batch_size`` of them. A lane asks for its
 next job only once its last attempt's outcome is written (the completer hands it back after
 its statement), so each worker id's events read ``claimed``, then that job's outcome, then
@@ -50,8 +50,14 @@ log = logging.getLogger(__name__)
 
 
 def lane_ids(settings: WorkerSettings) -> list[str]:
-    """The process's lanes: one per thread, and ``batch_size`` more for jobs claimed ahead."""
-    return [make_worker_id(n, kind="lane") for n in range(1, settings.threads + settings.batch_size + 1)]
+    """The process's lanes: one per thread, and ``batch_size`` more for jobs claimed ahead.
+
+    Their ids keep the contract's format, ``host:pid:thread-N:random``, numbered after the
+    process's real threads (``thread-0`` the rescuer, ``1..threads`` the executors, then the
+    dispatcher and the completer), so a number never names two things in one process.
+    """
+    first = settings.threads + 3
+    return [make_worker_id(n) for n in range(first, first + settings.threads + settings.batch_size)]
 
 
 class Ready:

@@ -29,13 +29,11 @@ RECONNECT_BASE_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 10.0
 
 
-def make_worker_id(
-    thread_number: int, *, hostname: str | None = None, pid: int | None = None, kind: str = "thread"
-) -> str:
-    """``hostname:pid:thread-N:shortrandom``: unique per thread and per process start (batch
-    mode's lanes, ``kind="lane"``: ``hostname:pid:lane-N:shortrandom``)."""
+def make_worker_id(thread_number: int, *, hostname: str | None = None, pid: int | None = None) -> str:
+    """``hostname:pid:thread-N:shortrandom`` (the contract's format): unique per thread, or per
+    batch mode lane, and per process start."""
     host = hostname or socket.gethostname()
-    return f"{host}:{pid or os.getpid()}:{kind}-{thread_number}:{secrets.token_hex(4)}"
+    return f"{host}:{pid or os.getpid()}:thread-{thread_number}:{secrets.token_hex(4)}"
 
 
 class Backoff:

@@ -106,8 +106,8 @@ def _only(events: list[EventRecord], event_type: str, attempt: int) -> EventReco
 
 
 def _worker_of(process: WorkerProcess) -> str:
-    """The fragment every worker id of ``process`` contains (``host:pid:thread-N:random``, or
-    batch mode's ``host:pid:lane-N:random``).
+    """The fragment every worker id of ``process`` contains (``host:pid:thread-N:random``, a
+    thread's or, in batch mode, a lane's).
 
     Any thread of the process: its rescuer (``thread-0``) may be the one that recovers a lease.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 
 import pytest
@@ -36,7 +37,7 @@ def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, s
         claimed_at[job_id] = claims[1].created_at
     assert len(executors) > 1
     assert not any(":thread-0:" in w for w in executors)  # thread-0 is the rescuer
-    assert all(":lane-" in w for w in executors)  # batch mode claims for its lanes (issue 20)
+    assert all(re.search(r":thread-\d+:", w) for w in executors)  # its lanes' ids (issue 20)
     # higher priority is never claimed after lower priority (all were queued before the start)
     jobs = {job_id: read_jobs.get_job(job_id) for job_id in ids}
     for a in ids:
@@ -112,7 +113,8 @@ def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
     assert job(slow.id).status == "succeeded"
     one, two = _claimed_by(slow.id), _claimed_by(ahead.id)
     assert one != two and one.split(":")[:2] == two.split(":")[:2]  # two lanes of one host:pid
-    assert ":lane-" in one and ":lane-" in two
+    # lanes keep the contract's id format, numbered after the 1 executor, dispatcher, completer
+    assert all(int(re.search(r":thread-(\d+):", w).group(1)) >= 4 for w in (one, two))
     kinds = event_types(ahead.id)  # demo.success also reports progress
     assert kinds[:3] == ["created", "claimed", "lease_renewed"] and kinds[-1] == "succeeded"
     assert job(ahead.id).attempts == 1

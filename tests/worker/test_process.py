@@ -28,8 +28,9 @@ def test_success_runs_the_handler_and_writes_its_events_in_order(app, start_work
     assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
     timeline = events(created.id)
     worker_id = timeline[1].worker_id
-    # a thread's id (host:pid:thread-N:random), or in batch mode one of its lanes' (issue 20)
-    kind = r"lane-\d+" if batch_mode() else "thread-[12]"
+    # a thread's id (host:pid:thread-N:random), or in batch mode one of its lanes', numbered
+    # after the threads: 2 threads, so from thread-5 (issue 20)
+    kind = r"thread-([5-9]|[1-9]\d+)" if batch_mode() else "thread-[12]"
     assert re.fullmatch(rf"[^:]+:{worker.proc.pid}:{kind}:[0-9a-f]{{8}}", worker_id)
     assert {e.worker_id for e in timeline[1:]} == {worker_id}
     assert [e.data.get("percent") for e in timeline if e.type == "progress"] == [100.0]
