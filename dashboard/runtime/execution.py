@@ -142,6 +142,7 @@ class JobRunner(ThreadRuntime):
             ctx.attempt,
             result,
             progress=ctx.settle_progress(),
+            claimed_at=ctx.job.updated_at,  # the claim's :now: run_ms reads no event
             conn=self.connection,
         )
 
@@ -184,6 +185,7 @@ class JobRunner(ThreadRuntime):
                 backoff_max_seconds=settings.backoff_max_seconds,
                 event_data=data,
                 progress=ctx.settle_progress(),
+                claimed_at=ctx.job.updated_at,
                 conn=self.connection,
             )
 

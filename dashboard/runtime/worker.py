@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from types import FrameType
 from typing import NamedTuple
 
@@ -51,6 +52,7 @@ class Held(NamedTuple):
     job_type: str
     worker_id: str
     attempt: int
+    claimed_at: datetime  # the claimed row's updated_at: the outcome's run_ms reads no event
 
 
 class Worker:
@@ -215,10 +217,10 @@ class Worker:
         """
         limit = self.settings.shutdown_timeout_seconds
         handed = 0
-        held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt) for c in self._running()]
+        held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt, c.job.updated_at) for c in self._running()]
         if self.dispatcher is not None:
             ahead = self.dispatcher.ready.waiting()
-            held += [Held(j.id, j.type, j.locked_by or "", j.attempts) for j in ahead]
+            held += [Held(j.id, j.type, j.locked_by or "", j.attempts, j.updated_at) for j in ahead]
         with self.app.app_context():
             for ctx in held:
                 error = (
@@ -234,6 +236,7 @@ class Worker:
                         backoff_base_seconds=0,
                         backoff_max_seconds=0,
                         event_data={"exception_type": "WorkerStopped", "handed_back": True},
+                        claimed_at=ctx.claimed_at,
                     )
                 except sa_exc.SQLAlchemyError as db_error:
                     log.warning(

@@ -152,6 +152,7 @@ def complete_job(
     *,
     event_data: dict[str, Any] | None = None,
     progress: Sequence[dict[str, Any]] = (),
+    claimed_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> JobRecord | None:
@@ -159,12 +160,16 @@ def complete_job(
 
     ``progress``: reports from :func:`progress_report`, written before the ``succeeded`` event
     in the same statement, and only if the attempt is still ours (the same for every settle).
+    ``claimed_at``: the attempt's claim time (the claimed row's ``updated_at``), if the caller
+    has it: the outcome's ``run_ms`` is computed from it instead of read from the ``claimed``
+    event (the same for every settle).
     """
     params = {
         **_owner(job_id, worker_id, attempt),
         "now": _aware(now or utcnow(), "now"),
         "result": result,
         "event_data": event_data or {},
+        "claimed_at": claimed_at,
     }
     if progress:
         params["progress"] = list(progress)
@@ -180,6 +185,7 @@ def complete_and_claim(
     *,
     lease_seconds: float,
     progress: Sequence[dict[str, Any]] = (),
+    claimed_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
@@ -198,6 +204,7 @@ def complete_and_claim(
         "locked_until": now + timedelta(seconds=lease_seconds),
         "result": result,
         "avoid_expired": avoid_expired,
+        "claimed_at": claimed_at,
     }
     statement = sql_settle.COMPLETE_AND_CLAIM
     if progress:
@@ -257,6 +264,7 @@ def fail_job(
     backoff_max_seconds: float,
     event_data: dict[str, Any] | None = None,
     progress: Sequence[dict[str, Any]] = (),
+    claimed_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> JobRecord | None:
@@ -275,6 +283,7 @@ def fail_job(
         "delay": delay,
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
+        "claimed_at": claimed_at,
     }
     if progress:
         params["progress"] = list(progress)

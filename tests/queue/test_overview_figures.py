@@ -165,3 +165,29 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
     assert by_type["retry_scheduled"].data["run_ms"] == 1000 and by_type["retry_scheduled"].data["type"]
     assert by_type["failed"].data["run_ms"] == 2000 and by_type["failed"].data["error"] == "boom"
     assert by_type["progress"].id < by_type["retry_scheduled"].id
+
+
+def test_a_settle_given_the_claim_time_computes_run_time_from_it(app):
+    """Workers pass the claim time (issue 20): the outcome's run_ms is computed from it, not
+    read from the ``claimed`` event. Here it is given 1 s earlier than the event says, so each
+    statement's figure shows which one it used."""
+    t0 = service.utcnow()
+    later = [t0 + timedelta(seconds=s) for s in range(12)]
+    ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
+    first = _claim("w1", later[1])
+    service.complete_job(first.id, "w1", 1, None, claimed_at=later[0], now=later[2])  # COMPLETE
+    second = _claim("w1", later[2])
+    done, third = service.complete_and_claim(  # COMPLETE_AND_CLAIM
+        second.id, "w1", 1, None, lease_seconds=30, claimed_at=later[1], now=later[3]
+    )
+    assert done and third is not None
+    service.complete_jobs([(third.id, "w1", 1, None)], claimed_at={third.id: later[2]}, now=later[4])
+    fourth = _claim("w2", later[4])
+    fail = {"backoff_base_seconds": 0, "backoff_max_seconds": 0}
+    service.fail_job(fourth.id, "w2", 1, "boom", claimed_at=later[3], now=later[6], **fail)  # FAIL
+
+    runs = {}
+    for job_id in ids:
+        [outcome] = [e for e in read_jobs.job_events(job_id) if e.type in {"succeeded", "failed"}]
+        runs[job_id] = outcome.data["run_ms"]
+    assert runs == {ids[0]: 2000, ids[1]: 2000, ids[2]: 2000, ids[3]: 3000}
