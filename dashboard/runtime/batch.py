@@ -19,9 +19,11 @@ of waiting on the completer's or the dispatcher's round trip, and claim and comp
 statements run side by side on their own connections. Any idle executor takes the next job,
 so a thread stuck in a long handler holds no other job.
 
-A job claimed ahead holds its lease from its claim: before its handler starts, the executor
-renews the lease if less than half is left (``JobContext.renew``, nothing sent otherwise), and
-skips the job if it is no longer this lane's. On shutdown the executors still run the jobs
+A job claimed ahead holds its lease from its claim: while it waits for a thread, the
+dispatcher renews its lease whenever less than half is left (:meth:`Dispatcher.keep_leases`), so
+a job waiting behind long handlers never expires unstarted; before its handler starts, the
+executor renews it the same way (``JobContext.renew``, nothing sent otherwise), and skips the
+job if it is no longer this lane's. On shutdown the executors still run the jobs
 already claimed, like the job one-job mode claims with a success; once the shutdown time is up
 those not started are handed back with the running ones (``Worker.hand_back``).
 """
@@ -32,7 +34,8 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -61,17 +64,35 @@ def lane_ids(settings: WorkerSettings) -> list[str]:
 
 
 class Ready:
-    """Claimed jobs not started yet, in claim order; any executor takes the next one."""
+    """Claimed jobs not started yet, in claim order; any executor takes the next one.
+
+    It also knows each waiting job's lease (``locked_until``, as last claimed or renewed), so
+    the dispatcher keeps the leases of jobs that wait long (:meth:`Dispatcher.keep_leases`)
+    and an executor starts a job with the lease it really has.
+    """
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
         self._held: dict[Any, JobRecord] = {}
+        self._until: dict[Any, datetime] = {}
         self._lock = threading.Lock()
 
     def put(self, job: JobRecord) -> None:
         with self._lock:
             self._held[job.id] = job
+            if job.locked_until is not None:
+                self._until[job.id] = job.locked_until
         self._queue.put(job)
+
+    def expiring(self, before: datetime) -> list[JobRecord]:
+        """Waiting jobs whose lease ends before ``before``."""
+        with self._lock:
+            return [job for job in self._held.values() if self._until.get(job.id, before) < before]
+
+    def renewed(self, job_id: Any, locked_until: datetime) -> None:
+        with self._lock:
+            if job_id in self._held:
+                self._until[job_id] = locked_until
 
     def end(self, executors: int) -> None:
         """After the jobs already queued, each executor takes a ``None`` and stops."""
@@ -83,6 +104,9 @@ class Ready:
         if job is not None:
             with self._lock:
                 self._held.pop(job.id, None)
+                until = self._until.pop(job.id, None)
+            if until is not None and until != job.locked_until:  # renewed while it waited
+                job = replace(job, locked_until=until)
         return job
 
     def waiting(self) -> list[JobRecord]:
@@ -168,7 +192,22 @@ class Dispatcher:
             finally:
                 self.ready.end(len(self.executors))
 
+    def keep_leases(self) -> None:
+        """Renew the lease of every job still waiting for a thread with less than half of it
+        left (fenced, each with its ``lease_renewed`` event, as a handler's ``renew()``): when
+        every thread runs a long handler, the jobs claimed ahead of them would otherwise expire
+        before they start and be recovered, an attempt spent on a job that never ran. A job
+        found no longer ours stays queued here: its executor finds that out and skips it."""
+        lease = self.settings.lease_seconds
+        for job in self.ready.expiring(service.utcnow() + timedelta(seconds=lease / 2)):
+            until = service.renew_lease(
+                job.id, job.locked_by or "", job.attempts, lease_seconds=lease, conn=self.runtime.connection
+            )
+            if until is not None:
+                self.ready.renewed(job.id, until)
+
     def _dispatch(self) -> None:
+        self.keep_leases()
         wants = self._take_wants()
         if not wants:
             return

@@ -120,6 +120,27 @@ def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
     assert job(ahead.id).attempts == 1
 
 
+def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_lease(app, start_worker):
+    """Issue 20: the one thread runs a 4 s handler while a job claimed ahead waits, twice as
+    long as the 2 s lease. The dispatcher keeps that lease, so the job is never recovered: it
+    runs once, on its first attempt, with renewals on its timeline before it starts."""
+    slow = service.create_job("demo.slow", {"sleep_seconds": 4}, priority=90).job
+    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    start_worker(
+        JOB_WORKER_THREADS="1",
+        JOB_WORKER_BATCH_SIZE="2",
+        JOB_WORKER_LEASE_SECONDS="2",
+        JOB_WORKER_CLEANUP_INTERVAL_SECONDS="0.2",
+    )
+    wait_for_status(ahead.id, "running")
+    wait_for_status(ahead.id, "succeeded", timeout=30)
+    kinds = event_types(ahead.id)
+    assert "timeout_requeued" not in kinds and "retry_scheduled" not in kinds
+    assert kinds[:2] == ["created", "claimed"] and kinds.count("claimed") == 1
+    assert kinds.count("lease_renewed") >= 2 and kinds[-1] == "succeeded"
+    assert job(ahead.id).attempts == 1 and job(slow.id).status == "succeeded"
+
+
 def test_shutdown_timeout_hands_back_a_job_claimed_ahead_with_the_running_one(app, start_worker):
     slow = service.create_job("demo.slow", {"sleep_seconds": 60}, priority=90).job
     ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
