@@ -92,14 +92,17 @@ def bulk_results_json(results: Sequence[Any], tz: tzinfo) -> bytes:
     timestamp (a batch shares its ``created_at``) is rendered once. The keys are ``Job``'s
     fields in order; tests/api/test_bulk.py checks this against the model path.
     """
-    rendered: dict[datetime, str] = {}
+    # Keyed with the offset too: two aware datetimes of one zone that differ only in ``fold``
+    # (the repeated hour when clocks go back) compare equal but are different instants.
+    rendered: dict[tuple[datetime, object], str] = {}
 
     def iso(value: datetime | None) -> str | None:
         if value is None:
             return None
-        text = rendered.get(value)
+        key = (value, value.utcoffset())
+        text = rendered.get(key)
         if text is None:
-            text = rendered[value] = value.astimezone(tz).isoformat()
+            text = rendered[key] = value.astimezone(tz).isoformat()
         return text
 
     return pydantic_core.to_json(

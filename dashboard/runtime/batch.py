@@ -68,31 +68,40 @@ class Ready:
 
     It also knows each waiting job's lease (``locked_until``, as last claimed or renewed), so
     the dispatcher keeps the leases of jobs that wait long (:meth:`Dispatcher.keep_leases`)
-    and an executor starts a job with the lease it really has.
+    and an executor starts a job with the lease it really has. Entries are keyed by job and
+    attempt: a job recovered from here and claimed again is a second entry, not the first one
+    overwritten.
     """
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[JobRecord | None] = queue.SimpleQueue()
-        self._held: dict[Any, JobRecord] = {}
-        self._until: dict[Any, datetime] = {}
+        self._held: dict[tuple[Any, int], JobRecord] = {}
+        self._until: dict[tuple[Any, int], datetime] = {}
         self._lock = threading.Lock()
 
     def put(self, job: JobRecord) -> None:
+        key = (job.id, job.attempts)
         with self._lock:
-            self._held[job.id] = job
+            self._held[key] = job
             if job.locked_until is not None:
-                self._until[job.id] = job.locked_until
+                self._until[key] = job.locked_until
         self._queue.put(job)
 
     def expiring(self, before: datetime) -> list[JobRecord]:
-        """Waiting jobs whose lease ends before ``before``."""
+        """Waiting jobs, still ours as far as known, whose lease ends before ``before``."""
         with self._lock:
-            return [job for job in self._held.values() if self._until.get(job.id, before) < before]
+            return [job for key, job in self._held.items() if self._until.get(key, before) < before]
 
-    def renewed(self, job_id: Any, locked_until: datetime) -> None:
+    def renewed(self, job: JobRecord, locked_until: datetime | None) -> None:
+        """A renewal's answer: the new lease, or ``None`` (lost: never renewed again)."""
+        key = (job.id, job.attempts)
         with self._lock:
-            if job_id in self._held:
-                self._until[job_id] = locked_until
+            if key not in self._held:
+                return
+            if locked_until is None:
+                self._until.pop(key, None)
+            else:
+                self._until[key] = locked_until
 
     def end(self, executors: int) -> None:
         """After the jobs already queued, each executor takes a ``None`` and stops."""
@@ -102,9 +111,10 @@ class Ready:
     def take(self) -> JobRecord | None:
         job = self._queue.get()
         if job is not None:
+            key = (job.id, job.attempts)
             with self._lock:
-                self._held.pop(job.id, None)
-                until = self._until.pop(job.id, None)
+                self._held.pop(key, None)
+                until = self._until.pop(key, None)
             if until is not None and until != job.locked_until:  # renewed while it waited
                 job = replace(job, locked_until=until)
         return job
@@ -113,6 +123,10 @@ class Ready:
         """Jobs claimed and not started (``Worker.hand_back``)."""
         with self._lock:
             return list(self._held.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
 
 
 class BatchExecutor(JobRunner):
@@ -191,20 +205,39 @@ class Dispatcher:
                         runtime.recover(error)
             finally:
                 self.ready.end(len(self.executors))
+                self._keep_leases_until_started()
+
+    def _keep_leases_until_started(self) -> None:
+        """After the stop: the executors still start the jobs already claimed (no new claim),
+        so keep those jobs' leases until every one has been taken, or the process exits
+        (``Worker.hand_back`` at the shutdown timeout)."""
+        while len(self.ready):
+            try:
+                self.keep_leases()
+            except Exception as error:  # an outage: the leases lapse and recovery takes over
+                log.warning("could not renew the leases of jobs claimed ahead: %s", error)
+                return
+            time.sleep(min(0.1, self.settings.lease_seconds / 4))
 
     def keep_leases(self) -> None:
         """Renew the lease of every job still waiting for a thread with less than half of it
         left (fenced, each with its ``lease_renewed`` event, as a handler's ``renew()``): when
         every thread runs a long handler, the jobs claimed ahead of them would otherwise expire
-        before they start and be recovered, an attempt spent on a job that never ran. A job
-        found no longer ours stays queued here: its executor finds that out and skips it."""
+        before they start and be recovered, an attempt spent on a job that never ran.
+
+        Only while no attempt of this process is past its lease: a thread stuck in a handler
+        that stopped renewing must not hold the jobs claimed ahead of it forever. Those then
+        expire and lease recovery hands them to any worker, as if this process had died. A job
+        found no longer ours is not renewed again: its executor finds that out and skips it.
+        """
+        if self.runtime.attempts.any_overdue():
+            return
         lease = self.settings.lease_seconds
         for job in self.ready.expiring(service.utcnow() + timedelta(seconds=lease / 2)):
             until = service.renew_lease(
                 job.id, job.locked_by or "", job.attempts, lease_seconds=lease, conn=self.runtime.connection
             )
-            if until is not None:
-                self.ready.renewed(job.id, until)
+            self.ready.renewed(job, until)
 
     def _dispatch(self) -> None:
         self.keep_leases()
@@ -305,6 +338,8 @@ class Completer:
                 if batch:
                     try:
                         self._record(batch)
+                    except Exception:  # never the end of the completer: lanes would stop coming back
+                        log.exception("could not record %d successes; lease recovery will", len(batch))
                     finally:
                         for success in batch:  # the lanes' next claims follow these events
                             success.wants.put(success.ctx.worker_id)
@@ -314,7 +349,7 @@ class Completer:
             done = service.complete_jobs(
                 [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
                 progress={s.ctx.job_id: p for s in batch if (p := s.ctx.settle_progress())},
-                claimed_at={s.ctx.job_id: s.ctx.job.updated_at for s in batch},  # the claim's :now
+                started_at={s.ctx.job_id: s.ctx.started_at for s in batch},  # run_ms from its start
                 conn=self.runner.connection,
             )
         except sa_exc.SQLAlchemyError:

@@ -142,7 +142,7 @@ class JobRunner(ThreadRuntime):
             ctx.attempt,
             result,
             progress=ctx.settle_progress(),
-            claimed_at=ctx.job.updated_at,  # the claim's :now: run_ms reads no event
+            started_at=ctx.started_at,  # run_ms from it, reading no event
             conn=self.connection,
         )
 
@@ -185,7 +185,7 @@ class JobRunner(ThreadRuntime):
                 backoff_max_seconds=settings.backoff_max_seconds,
                 event_data=data,
                 progress=ctx.settle_progress(),
-                claimed_at=ctx.job.updated_at,
+                started_at=ctx.started_at,
                 conn=self.connection,
             )
 

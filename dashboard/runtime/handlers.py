@@ -113,6 +113,7 @@ class JobContext:
         progress_flush_ms: float = 250.0,
     ) -> None:
         self.job = job
+        self.started_at = service.utcnow()  # the attempt's start here: its outcome's run_ms
         self._conn = conn  # the worker thread's connection (connection.connect()), if it has one
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds

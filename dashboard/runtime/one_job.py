@@ -119,7 +119,7 @@ class OneJobLoop(JobRunner):
             result,
             lease_seconds=self.settings.lease_seconds,
             progress=ctx.settle_progress(),
-            claimed_at=ctx.job.updated_at,
+            started_at=ctx.started_at,
             conn=self.connection,
             avoid_expired=self.attempts.any_overdue(),
         )

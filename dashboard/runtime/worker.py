@@ -52,7 +52,7 @@ class Held(NamedTuple):
     job_type: str
     worker_id: str
     attempt: int
-    claimed_at: datetime  # the claimed row's updated_at: the outcome's run_ms reads no event
+    started_at: datetime  # when its attempt started (now, for one never started): its run_ms
 
 
 class Worker:
@@ -137,10 +137,12 @@ class Worker:
             targets = [(executor.serve, lanes) for executor in self.loops]
             targets.append((self.dispatcher.run, ()))
             targets.append((self.completer.run, ()))
-        targets.append((self.rescuer.run, ()))
+        # Python thread names follow the worker ids: thread-1.. the loops (then the dispatcher
+        # and the completer), thread-0 the rescuer; batch mode's lanes are numbered after them.
+        named = [(f"thread-{n}", target, args) for n, (target, args) in enumerate(targets, start=1)]
+        named.append(("thread-0", self.rescuer.run, ()))
         self.threads = [
-            threading.Thread(target=target, args=args, name=f"thread-{n}", daemon=True)
-            for n, (target, args) in enumerate(targets, start=1)
+            threading.Thread(target=target, args=args, name=name, daemon=True) for name, target, args in named
         ]
         url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
         if url is not None:
@@ -217,10 +219,11 @@ class Worker:
         """
         limit = self.settings.shutdown_timeout_seconds
         handed = 0
-        held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt, c.job.updated_at) for c in self._running()]
+        held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt, c.started_at) for c in self._running()]
         if self.dispatcher is not None:
             ahead = self.dispatcher.ready.waiting()
-            held += [Held(j.id, j.type, j.locked_by or "", j.attempts, j.updated_at) for j in ahead]
+            now = service.utcnow()
+            held += [Held(j.id, j.type, j.locked_by or "", j.attempts, now) for j in ahead]
         with self.app.app_context():
             for ctx in held:
                 error = (
@@ -236,7 +239,7 @@ class Worker:
                         backoff_base_seconds=0,
                         backoff_max_seconds=0,
                         event_data={"exception_type": "WorkerStopped", "handed_back": True},
-                        claimed_at=ctx.claimed_at,
+                        started_at=ctx.started_at,
                     )
                 except sa_exc.SQLAlchemyError as db_error:
                     log.warning(

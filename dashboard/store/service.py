@@ -152,7 +152,7 @@ def complete_job(
     *,
     event_data: dict[str, Any] | None = None,
     progress: Sequence[dict[str, Any]] = (),
-    claimed_at: datetime | None = None,
+    started_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> JobRecord | None:
@@ -160,16 +160,16 @@ def complete_job(
 
     ``progress``: reports from :func:`progress_report`, written before the ``succeeded`` event
     in the same statement, and only if the attempt is still ours (the same for every settle).
-    ``claimed_at``: the attempt's claim time (the claimed row's ``updated_at``), if the caller
-    has it: the outcome's ``run_ms`` is computed from it instead of read from the ``claimed``
-    event (the same for every settle).
+    ``started_at``: when the attempt started (its claim, or for a job claimed ahead of the
+    threads, when a thread took it), if the caller knows it: the outcome's ``run_ms`` is
+    computed from it instead of from the ``claimed`` event (the same for every settle).
     """
     params = {
         **_owner(job_id, worker_id, attempt),
         "now": _aware(now or utcnow(), "now"),
         "result": result,
         "event_data": event_data or {},
-        "claimed_at": claimed_at,
+        "started_at": started_at,
     }
     if progress:
         params["progress"] = list(progress)
@@ -185,7 +185,7 @@ def complete_and_claim(
     *,
     lease_seconds: float,
     progress: Sequence[dict[str, Any]] = (),
-    claimed_at: datetime | None = None,
+    started_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
@@ -204,7 +204,7 @@ def complete_and_claim(
         "locked_until": now + timedelta(seconds=lease_seconds),
         "result": result,
         "avoid_expired": avoid_expired,
-        "claimed_at": claimed_at,
+        "started_at": started_at,
     }
     statement = sql_settle.COMPLETE_AND_CLAIM
     if progress:
@@ -219,7 +219,7 @@ def complete_jobs(
     completions: Sequence[tuple[uuid.UUID, str, int, Any]],
     *,
     progress: Mapping[uuid.UUID, Sequence[dict[str, Any]]] | None = None,
-    claimed_at: Mapping[uuid.UUID, datetime] | None = None,
+    started_at: Mapping[uuid.UUID, datetime] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> set[uuid.UUID]:
@@ -227,20 +227,19 @@ def complete_jobs(
 
     Each is fenced on its own, exactly as :func:`complete_job`; returns the ids recorded (the
     others were no longer owned by that worker and attempt). ``progress``: pending reports
-    by job id, written as :func:`complete_job` writes them. ``claimed_at``: each attempt's
-    claim time by job id (the claimed row's ``updated_at``), if the caller has it: the
-    success's ``run_ms`` is then computed from it instead of read from the ``claimed`` event.
+    by job id, written as :func:`complete_job` writes them. ``started_at``: each attempt's
+    start by job id, as :func:`complete_job`'s.
     """
     if not completions:
         return set()
-    claimed_at = claimed_at or {}
+    started_at = started_at or {}
     rows = [
         {
             "id": str(job_id),
             "worker_id": worker_id,
             "attempt": attempt,
             "result": result,
-            "claimed_at": at.isoformat() if (at := claimed_at.get(job_id)) else None,
+            "started_at": at.isoformat() if (at := started_at.get(job_id)) else None,
         }
         for job_id, worker_id, attempt, result in completions
     ]
@@ -264,7 +263,7 @@ def fail_job(
     backoff_max_seconds: float,
     event_data: dict[str, Any] | None = None,
     progress: Sequence[dict[str, Any]] = (),
-    claimed_at: datetime | None = None,
+    started_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> JobRecord | None:
@@ -283,7 +282,7 @@ def fail_job(
         "delay": delay,
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
-        "claimed_at": claimed_at,
+        "started_at": started_at,
     }
     if progress:
         params["progress"] = list(progress)

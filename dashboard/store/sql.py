@@ -87,20 +87,20 @@ CREATE_MANY = text(
 # the job waited since it became due (``wait_ms``, claim time minus available_at), and the
 # outcome of an attempt records the job's type and how long the attempt ran (``run_ms``, from
 # that attempt's ``claimed`` event: job_event_job_id_idx read backwards from the newest event).
-# ``claimed_at``: an SQL expression holding the claim's time when the caller knows it (every
-# worker passes it: the claimed row's ``updated_at``, the ``claimed`` event's ``created_at``);
+# ``started_at``: an SQL expression holding the attempt's start when the caller knows it (every
+# worker passes it: the claim's time, or when a thread took a job claimed ahead of it);
 # the event is then not read at all (COALESCE evaluates its subquery only for a NULL). Issue 20:
 # with fresh statistics the planner read that subquery through jobs_jobevent_type_idx, every
 # ``claimed`` event of the table per settled job, 161 µs per job at 256 per statement.
-def run_facts(row: str, claimed_at: str | None = None) -> str:
+def run_facts(row: str, started_at: str | None = None) -> str:
     event = (
         "(SELECT round(extract(epoch FROM "
         "CAST(:now AS timestamptz) - c.created_at) * 1000)::bigint FROM jobs_jobevent AS c "
         f"WHERE c.job_id = {row}.id AND c.attempt = {row}.attempts AND c.type = 'claimed' "
         "ORDER BY c.id DESC LIMIT 1)"
     )
-    if claimed_at is not None:
-        known = f"round(extract(epoch FROM CAST(:now AS timestamptz) - {claimed_at}) * 1000)::bigint"
+    if started_at is not None:
+        known = f"round(extract(epoch FROM CAST(:now AS timestamptz) - {started_at}) * 1000)::bigint"
         event = f"COALESCE({known}, {event})"
     return f"jsonb_build_object('type', {row}.type, 'run_ms', {event})"
 

@@ -33,11 +33,11 @@ SUCCEED = (
 # Every outcome's data carries the job's type and the attempt's run time (issue 18, the
 # overview's charts): sql.run_facts over the settled row ``s``, so its RETURNING has id,
 # attempts and type.
-# ``:claimed_at`` (the attempt's claim time, NULL when the caller does not know it) spares the
+# ``:started_at`` (the attempt's start, NULL when the caller does not know it) spares the
 # read of the attempt's ``claimed`` event.
-_RUN = run_facts("s", "CAST(:claimed_at AS timestamptz)")
+_RUN = run_facts("s", "CAST(:started_at AS timestamptz)")
 _SUCCEEDED = f"'succeeded', 'Job succeeded', {_RUN}"
-_SUCCEEDED_MANY = f"'succeeded', 'Job succeeded', {run_facts('s', 's.claimed_at')}"
+_SUCCEEDED_MANY = f"'succeeded', 'Job succeeded', {run_facts('s', 's.started_at')}"
 _SUCCEEDED_WITH = f"'succeeded', 'Job succeeded', CAST(:event_data AS jsonb) || {_RUN}"
 _FAILED = f"""CASE WHEN s.status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END, :error,
                CASE WHEN s.status = 'queued'
@@ -132,7 +132,7 @@ def _complete_and_claim(progress: bool) -> TextClause:
 
 # Batch mode's completer: many successes in one statement, each row still fenced by its own
 # owner and attempt. RETURNING lists the jobs that were still ours; the others were lost.
-# A row's ``claimed_at`` (the claim's time, when the caller knows it) gives ``run_ms`` without
+# A row's ``started_at`` (the attempt's start, when the caller knows it) gives ``run_ms`` without
 # reading the attempt's ``claimed`` event (sql.run_facts).
 # Events get their ids in the order the successes were submitted (n), each job's progress first.
 def _complete_many(progress: bool) -> TextClause:
@@ -144,7 +144,7 @@ def _complete_many(progress: bool) -> TextClause:
     WITH input AS (
         SELECT r.*, row_number() OVER () AS n
         FROM jsonb_to_recordset(:rows) AS r(id uuid, worker_id text, attempt integer, result jsonb,
-                                            claimed_at timestamptz{extra})
+                                            started_at timestamptz{extra})
     ), done AS (
         UPDATE jobs_job AS j
         SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
@@ -152,7 +152,7 @@ def _complete_many(progress: bool) -> TextClause:
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
-        RETURNING j.id, j.attempts, j.type, input.worker_id, input.n, input.claimed_at{progress_column}
+        RETURNING j.id, j.attempts, j.type, input.worker_id, input.n, input.started_at{progress_column}
     ), ev AS (
         {_insert(events)}
     )

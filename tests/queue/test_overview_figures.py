@@ -167,24 +167,24 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
     assert by_type["progress"].id < by_type["retry_scheduled"].id
 
 
-def test_a_settle_given_the_claim_time_computes_run_time_from_it(app):
-    """Workers pass the claim time (issue 20): the outcome's run_ms is computed from it, not
-    read from the ``claimed`` event. Here it is given 1 s earlier than the event says, so each
-    statement's figure shows which one it used."""
+def test_a_settle_given_the_start_computes_run_time_from_it(app):
+    """Workers pass the attempt's start (issue 20): the outcome's run_ms is computed from it,
+    not read from the ``claimed`` event. Here it is given 1 s earlier than the event says, so
+    each statement's figure shows which one it used."""
     t0 = service.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
     ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
     first = _claim("w1", later[1])
-    service.complete_job(first.id, "w1", 1, None, claimed_at=later[0], now=later[2])  # COMPLETE
+    service.complete_job(first.id, "w1", 1, None, started_at=later[0], now=later[2])  # COMPLETE
     second = _claim("w1", later[2])
     done, third = service.complete_and_claim(  # COMPLETE_AND_CLAIM
-        second.id, "w1", 1, None, lease_seconds=30, claimed_at=later[1], now=later[3]
+        second.id, "w1", 1, None, lease_seconds=30, started_at=later[1], now=later[3]
     )
     assert done and third is not None
-    service.complete_jobs([(third.id, "w1", 1, None)], claimed_at={third.id: later[2]}, now=later[4])
+    service.complete_jobs([(third.id, "w1", 1, None)], started_at={third.id: later[2]}, now=later[4])
     fourth = _claim("w2", later[4])
     fail = {"backoff_base_seconds": 0, "backoff_max_seconds": 0}
-    service.fail_job(fourth.id, "w2", 1, "boom", claimed_at=later[3], now=later[6], **fail)  # FAIL
+    service.fail_job(fourth.id, "w2", 1, "boom", started_at=later[3], now=later[6], **fail)  # FAIL
 
     runs = {}
     for job_id in ids:

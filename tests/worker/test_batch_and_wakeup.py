@@ -101,6 +101,26 @@ def _claimed_by(job_id) -> str:
     return next(e.worker_id for e in read_jobs.job_events(job_id) if e.type == "claimed")
 
 
+def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(app, start_worker):
+    """The one thread runs a handler that stopped renewing (``demo.timeout``, twice the lease).
+    Once that attempt is past its lease the dispatcher no longer renews the job claimed ahead
+    of it, so that job is not held by a stuck process: its lease lapses, lease recovery
+    requeues it, and it runs on a later attempt."""
+    stuck = service.create_job("demo.timeout", {}, priority=90, max_attempts=1).job
+    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    start_worker(
+        JOB_WORKER_THREADS="1",
+        JOB_WORKER_BATCH_SIZE="2",
+        JOB_WORKER_LEASE_SECONDS="2",
+        JOB_WORKER_CLEANUP_INTERVAL_SECONDS="0.2",
+    )
+    wait_for_status(ahead.id, "succeeded", timeout=30)
+    kinds = event_types(ahead.id)
+    assert "timeout_requeued" in kinds and kinds[-1] == "succeeded"
+    assert job(ahead.id).attempts == 2
+    wait_for_status(stuck.id, "failed", timeout=30)
+
+
 def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
     """The process holds a job claimed ahead while its one thread runs another (issue 20): the
     job waited past half its lease, so the lease is renewed before its handler starts."""
@@ -139,6 +159,10 @@ def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_leas
     assert kinds[:2] == ["created", "claimed"] and kinds.count("claimed") == 1
     assert kinds.count("lease_renewed") >= 2 and kinds[-1] == "succeeded"
     assert job(ahead.id).attempts == 1 and job(slow.id).status == "succeeded"
+    # its run time counts from when the thread took it, not from the claim it waited after
+    timeline = {e.type: e for e in events(ahead.id)}
+    held_ms = (timeline["succeeded"].created_at - timeline["claimed"].created_at).total_seconds() * 1000
+    assert timeline["succeeded"].data["run_ms"] < held_ms - 2000  # it waited for the 4 s handler
 
 
 def test_shutdown_timeout_hands_back_a_job_claimed_ahead_with_the_running_one(app, start_worker):
