@@ -219,11 +219,12 @@ class Worker:
         """
         limit = self.settings.shutdown_timeout_seconds
         handed = 0
-        held = [Held(c.job_id, c.job_type, c.worker_id, c.attempt, c.started_at) for c in self._running()]
-        if self.dispatcher is not None:
-            ahead = self.dispatcher.ready.waiting()
-            now = service.utcnow()
-            held += [Held(j.id, j.type, j.locked_by or "", j.attempts, now) for j in ahead]
+        # Waiting jobs first: one taken by a thread between the two reads is then seen running
+        # (and handed back once; the second, fenced try changes nothing), never missed.
+        ahead = self.dispatcher.ready.waiting() if self.dispatcher is not None else []
+        now = service.utcnow()
+        held = [Held(j.id, j.type, j.locked_by or "", j.attempts, now) for j in ahead]
+        held += [Held(c.job_id, c.job_type, c.worker_id, c.attempt, c.started_at) for c in self._running()]
         with self.app.app_context():
             for ctx in held:
                 error = (
