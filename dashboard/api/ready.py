@@ -1,7 +1,8 @@
 """``GET /api/ready/``: readiness for load balancers and orchestrators (issue 19).
 
 200 only when the database answers *and* its schema is this code's migration head (or a newer
-one a rolling deploy already applied, see ``ops.schema``); 503 otherwise, with the reason.
+one a rolling deploy already applied, see ``ops.schema``); 503 otherwise, with the reason
+(the database driver's message only in development, ``DEBUG``; it is always logged).
 Open like ``/api/health/`` (``access.OPEN_ENDPOINTS``).
 """
 
@@ -13,7 +14,9 @@ from flask import Response, current_app
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..config import settings_of
 from ..ops import schema
+from ..runtime.failures import first_line
 from .blueprint import routes
 from .registry import Reply
 
@@ -50,9 +53,10 @@ def ready() -> Response:
     try:
         state = schema.current_state()
     except SQLAlchemyError as exc:
-        lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        reason = f"database unreachable: {lines[0] if lines else type(exc).__name__}"
-        current_app.logger.warning("Readiness: %s", reason)
+        current_app.logger.warning("Readiness: database unreachable: %s", first_line(exc))
+        # An open endpoint: the driver's message (host, port) only in development, as /health/.
+        detail = f": {first_line(exc)}" if settings_of(current_app).debug else ""
+        reason = f"database unreachable{detail}"
         body = Ready(ready=False, database="error", schema="unknown", revision=None, head=head, reason=reason)
         return _answer(body, 503)
     body = Ready(

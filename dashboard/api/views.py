@@ -16,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
+from ..runtime.failures import first_line
 from ..runtime.handlers import registered_types
 from ..store import read_jobs, read_search, read_stats, search, service, stats_refresh
 from .access import audit_data
@@ -97,9 +98,7 @@ def health() -> Response:
         current_app.logger.warning("Health check: database unreachable: %s", exc)
         if not settings_of(current_app).debug:
             return json_response(Health(ok=False, database="error"), 503)
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        detail = reason[0] if reason else type(exc).__name__
-        return json_response(Health(ok=False, database="error", detail=detail), 503)
+        return json_response(Health(ok=False, database="error", detail=first_line(exc)), 503)
     return json_response(Health(ok=True, database="ok"))
 
 

@@ -130,3 +130,18 @@ def test_health_in_production_says_only_error_and_logs_the_detail(app, caplog):
     body = response.get_data(as_text=True)
     assert "127.0.0.1" not in body and "5432" not in body and "port" not in body
     assert any("127.0.0.1" in record.getMessage() for record in caplog.records)
+
+
+def test_ready_in_production_names_no_host_and_logs_the_detail(app, caplog):
+    """/api/ready/ is open like /api/health/: outside DEBUG the driver's message (host, port)
+    stays in the log."""
+    import logging
+
+    with caplog.at_level(logging.WARNING), another_app(DATABASE_URL=UNREACHABLE) as production:
+        response = production.test_client().get("/api/ready/")
+    assert response.status_code == 503
+    body = response.get_json()
+    assert (body["database"], body["reason"]) == ("error", "database unreachable")
+    text = response.get_data(as_text=True)
+    assert "127.0.0.1" not in text and "port" not in text
+    assert any("127.0.0.1" in record.getMessage() for record in caplog.records)
