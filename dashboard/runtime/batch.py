@@ -213,24 +213,25 @@ class Dispatcher:
         (``Worker.hand_back`` at the shutdown timeout)."""
         while len(self.ready):
             try:
-                self.keep_leases()
+                self.keep_leases(self.runtime.attempts.any_overdue())
             except Exception as error:  # an outage: the leases lapse and recovery takes over
                 log.warning("could not renew the leases of jobs claimed ahead: %s", error)
                 return
             time.sleep(min(0.1, self.settings.lease_seconds / 4))
 
-    def keep_leases(self) -> None:
+    def keep_leases(self, overdue: bool) -> None:
         """Renew the lease of every job still waiting for a thread with less than half of it
         left (fenced, each with its ``lease_renewed`` event, as a handler's ``renew()``): when
         every thread runs a long handler, the jobs claimed ahead of them would otherwise expire
         before they start and be recovered, an attempt spent on a job that never ran.
 
-        Only while no attempt of this process is past its lease: a thread stuck in a handler
-        that stopped renewing must not hold the jobs claimed ahead of it forever. Those then
-        expire and lease recovery hands them to any worker, as if this process had died. A job
-        found no longer ours is not renewed again: its executor finds that out and skips it.
+        Only while no attempt of this process is past its lease (``overdue``, read once per
+        dispatcher pass): a thread stuck in a handler that stopped renewing must not hold the
+        jobs claimed ahead of it forever. Those then expire and lease recovery hands them to any
+        worker, as if this process had died. A job found no longer ours is not renewed again:
+        its executor finds that out and skips it.
         """
-        if self.runtime.attempts.any_overdue():
+        if overdue:
             return
         lease = self.settings.lease_seconds
         for job in self.ready.expiring(service.utcnow() + timedelta(seconds=lease / 2)):
@@ -240,7 +241,8 @@ class Dispatcher:
             self.ready.renewed(job, until)
 
     def _dispatch(self) -> None:
-        self.keep_leases()
+        overdue = self.runtime.attempts.any_overdue()
+        self.keep_leases(overdue)
         wants = self._take_wants()
         if not wants:
             return
@@ -251,7 +253,7 @@ class Dispatcher:
                 wants,
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.runtime.connection,
-                avoid_expired=self.runtime.attempts.any_overdue(),
+                avoid_expired=overdue,
             )
             worker_metrics.claimed("batch", claim_started)
         except BaseException:

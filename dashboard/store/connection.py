@@ -133,6 +133,19 @@ def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[st
     return make
 
 
+def _prepared(
+    conn: Connection, statement: TextClause, params: dict[str, Any]
+) -> tuple[_Compiled, dict[str, Any], psycopg.Connection[Any]]:
+    """``statement`` compiled once, its parameters (jsonb ones wrapped) and the driver connection,
+    which must autocommit: a statement outside autocommit would hold a transaction open."""
+    compiled = _compile(statement)
+    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+    raw = raw_connection(conn)
+    if not raw.autocommit:
+        raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
+    return compiled, args, raw
+
+
 def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run one of ``sql.py``'s statements on the psycopg connection under ``conn``.
 
@@ -141,11 +154,7 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
     so they go to the driver directly, compiled once. Errors come back as SQLAlchemy's
     exception classes, so callers tell an outage from a refusal the same way everywhere.
     """
-    compiled = _compile(statement)
-    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
-    raw = raw_connection(conn)
-    if not raw.autocommit:  # a statement outside autocommit would hold a transaction open
-        raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
+    compiled, args, raw = _prepared(conn, statement, params)
     try:
         with raw.cursor(row_factory=_dict_rows) as cursor:
             cursor.execute(compiled.sql, args)
@@ -166,11 +175,7 @@ def fetch_rows_while(
     read. The statement is on its way before ``meanwhile`` starts: it commits even if
     ``meanwhile`` raises, so ``meanwhile`` must only build results, never decide whether to write.
     """
-    compiled = _compile(statement)
-    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
-    raw = raw_connection(conn)
-    if not raw.autocommit:
-        raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
+    compiled, args, raw = _prepared(conn, statement, params)
     try:
         with raw.pipeline() as pipeline, raw.cursor(row_factory=_dict_rows) as cursor:
             cursor.execute(compiled.sql, args)

@@ -137,7 +137,6 @@ def merged_ranges(
     depth: int,
     before: Keyset | None,
     after: Keyset | None,
-    where: Sequence[Any] = (),
 ) -> Any:
     """The keys (id, created_at) a type-filtered page can come from, as a subquery: for each
     (type, status), its ``depth`` newest rows (or oldest after ``after``), read as one range of

@@ -119,19 +119,15 @@ def _wait(now: datetime, at: datetime | None) -> float | None:
     return max(0.0, (now - at).total_seconds()) if at is not None else None
 
 
-def queue_detail(now: datetime, *, with_types: bool = True) -> QueueDetail:
-    """The queued split, running, the oldest ready job and (``with_types``) one row per type."""
+def queue_detail(now: datetime) -> QueueDetail:
+    """The queued split, running, the oldest ready job and one row per type."""
     with reading() as conn:
         split = _split(conn, GLOBAL_SPLIT, now, LIVE_COUNT_CAP)
         running_rows = conn.execute(RUNNING_SQL, {"now": now, "cap": LIVE_COUNT_CAP + 1}).mappings().all()
         running_by_type = {r["type"]: r["running"] for r in running_rows}
-        rows: list[TypeRow] = []
-        truncated = False
-        if with_types:
-            names = list(conn.execute(JOB_TYPES_SQL).scalars())
-            truncated = len(names) > TYPES_SHOWN
-            for name in names[:TYPES_SHOWN]:
-                rows.append(_type_row(conn, name, now, running_by_type.get(name, 0)))
+        names = list(conn.execute(JOB_TYPES_SQL).scalars())
+        truncated = len(names) > TYPES_SHOWN
+        rows = [_type_row(conn, name, now, running_by_type.get(name, 0)) for name in names[:TYPES_SHOWN]]
     ready = split["ready_new"] + split["ready_retry"]
     return QueueDetail(
         ready=_capped(ready, LIVE_COUNT_CAP),

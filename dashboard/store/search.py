@@ -148,7 +148,7 @@ def matching(
         if types:
             from .read_jobs import merged_ranges  # read_jobs does not import this module
 
-            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None, where)
+            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None)  # = where's filters
         if merged is not None:
             keys = (
                 select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
