@@ -15,8 +15,8 @@ from dashboard.store.records import JobRecord
 from dashboard.store.service import utcnow
 
 
-def make_job(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> JobRecord:
-    """Insert one job directly (no events), shaped for ``status`` unless overridden."""
+def job_fields(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+    """Every column of a job shaped for ``status`` (the row-shape rules), unless overridden."""
     now = now or utcnow()
     row: dict[str, Any] = {
         "id": uuid.uuid4(),
@@ -43,6 +43,17 @@ def make_job(status: str = "queued", *, now: datetime | None = None, **fields: A
     elif status == "failed":
         row.update(attempts=3, last_error="boom", finished_at=now)
     row.update(fields)
+    return row
+
+
+def record(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> JobRecord:
+    """A job record shaped for ``status``, built in memory (nothing written)."""
+    return JobRecord(**job_fields(status, now=now, **fields))
+
+
+def make_job(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> JobRecord:
+    """Insert one job directly (no events), shaped for ``status`` unless overridden."""
+    row = job_fields(status, now=now, **fields)
     with db.engine.begin() as conn:
         conn.execute(insert(Job.__table__).values(**row))
     job = read_jobs.get_job(row["id"])

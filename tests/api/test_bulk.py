@@ -14,6 +14,7 @@ from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.api.outputs import BulkResult, BulkResults, Job, bulk_results_json
 from dashboard.store import read_jobs, read_stats, service
 from dashboard.store.records import CreateResult, JobRecord
+from tests.factories import record
 from tests.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, TEST_TYPE, create, table_snapshot
@@ -236,26 +237,7 @@ def test_strict_mode_refuses_an_unregistered_type_in_bulk_by_index(client, job_t
 
 
 def _record(**changes: Any) -> JobRecord:
-    t0 = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-    fields: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "type": "demo.success",
-        "payload": {},
-        "status": "queued",
-        "priority": 50,
-        "available_at": t0,
-        "attempts": 0,
-        "max_attempts": 3,
-        "idempotency_key": None,
-        "locked_by": None,
-        "locked_until": None,
-        "last_error": "",
-        "result": None,
-        "created_at": t0,
-        "updated_at": t0,
-        "finished_at": None,
-    }
-    return JobRecord(**{**fields, **changes})
+    return record(now=datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), **changes)
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])

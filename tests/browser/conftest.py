@@ -12,8 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.open_access import OPEN_ACCESS
-from tests.stack import free_port
+from tests.stack import free_port, healthy
 from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -97,14 +95,6 @@ def _env(libpq_url: str) -> dict[str, str]:
     return env
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
-
-
 @pytest.fixture
 def chromium() -> str:
     path = chromium_path()
@@ -128,7 +118,7 @@ def gunicorn(libpq_url: str, log_dir: Path, **env: str) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: server.alive() and _answers(base + "/api/health/"), 30, "gunicorn to answer")
+        wait_until(lambda: server.alive() and healthy(base), 30, "gunicorn to answer")
         yield base
     finally:
         server.stop()

@@ -20,6 +20,12 @@ def value(samples: dict, name: str, **labels: str) -> float | None:
     return samples.get((name, tuple(sorted(labels.items()))))
 
 
+def scrape_app(app, **headers):
+    """GET ``/metrics`` from ``app`` past its cache (which would keep an earlier test's figures)."""
+    app.extensions["jobqueue.metrics"].clear()
+    return app.test_client().get("/metrics", headers=headers)
+
+
 def scrape(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as response:
         return parse(response.read().decode())

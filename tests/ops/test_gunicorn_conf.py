@@ -14,6 +14,8 @@ def test_a_worker_freezes_what_the_app_allocated_at_startup():
     assert spec is not None and spec.loader is not None
     conf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conf)
+    gc.unfreeze()  # nothing frozen before the hook: only the hook can make the count positive
+    assert gc.get_freeze_count() == 0
     try:
         conf.post_worker_init(object())
         assert gc.get_freeze_count() > 0

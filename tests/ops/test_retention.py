@@ -44,9 +44,10 @@ def test_settings_accept_days_and_units():
     assert parse_days("1.5d", "X") == 1.5 and parse_days("90m", "X") == 90 / 1440
     ops = Settings.from_env({}).ops
     assert (ops.retention_succeeded_days, ops.retention_failed_days) == (7, 30)
-    for bad in ("-1", "forever", "7 days", "1e400", ""):
+    for bad in ("-1", "forever", "7 days", "1e400"):
         with pytest.raises(ConfigError, match="JOB_RETENTION_FAILED"):
-            Settings.from_env({"JOB_RETENTION_FAILED": bad or "x"})
+            Settings.from_env({"JOB_RETENTION_FAILED": bad})
+    assert Settings.from_env({"JOB_RETENTION_FAILED": ""}).ops.retention_failed_days == 30  # unset
 
 
 def test_prune_removes_expired_jobs_with_their_events_in_batches(app):
@@ -80,6 +81,8 @@ def test_the_stats_view_is_recounted_after_a_pass(app):
     for _ in range(3):
         old("succeeded", 10)
     stats_refresh.refresh_finished_counts(wait=True)
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SELECT succeeded FROM jobs_finished_counts")).scalar_one() == 3
     retention.prune(retention.cutoffs({"succeeded": 7}))
     with db.engine.connect() as conn:
         assert conn.execute(text("SELECT succeeded FROM jobs_finished_counts")).scalar_one() == 0

@@ -14,14 +14,9 @@ from dashboard.store.service import utcnow
 from tests.access.secured import VIEWER_TOKEN, bearer, build
 from tests.factories import make_job, seed_analysed_backlog
 
-from .helpers import parse, value
+from .helpers import parse, scrape_app, value
 
 METRICS_TOKEN = "metrics-token-" + "m" * 40
-
-
-def scrape_app(app, **headers):
-    app.extensions["jobqueue.metrics"].clear()  # the cache would keep the previous test's figures
-    return app.test_client().get("/metrics", headers=headers)
 
 
 def test_queue_gauges_count_known_rows(app):

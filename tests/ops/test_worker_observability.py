@@ -17,7 +17,7 @@ from tests.stack import free_port
 from tests.waiting import wait_until
 from tests.worker.conftest import PROJECT_ROOT, subprocess_env
 
-from .helpers import parse, scrape, value
+from .helpers import parse, scrape, scrape_app, value
 
 pytestmark = pytest.mark.process
 
@@ -52,8 +52,7 @@ def test_worker_metrics_and_json_logs_match_the_work_done(app, start_worker):
     assert value(samples, "jobqueue_worker_threads") == 2
 
     stats_refresh.refresh_finished_counts(wait=True)
-    app.extensions["jobqueue.metrics"].clear()
-    web = parse(app.test_client().get("/metrics").get_data(as_text=True))
+    web = parse(scrape_app(app).get_data(as_text=True))
     assert value(web, "jobqueue_jobs", status="succeeded") == 4
     assert value(web, "jobqueue_jobs", status="failed") == 1
     assert value(web, "jobqueue_jobs", status="queued") == 0

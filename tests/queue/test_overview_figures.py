@@ -151,6 +151,7 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
     service.fail_job(again.id, "w3", 2, "boom", now=later[10], **fail)  # FAIL, for good
 
     expected_runs = {ids[0]: 1000, ids[1]: 1000, ids[2]: 2000, ids[3]: 1000, ids[4]: 1000}
+    reports = {ids[0]: 1, ids[1]: 1, ids[2]: 0, ids[3]: 1, ids[4]: 0}  # which settles carried one
     for job_id, run_ms in expected_runs.items():
         events = read_jobs.job_events(job_id)
         outcome = [e for e in events if e.type == "succeeded"]
@@ -159,6 +160,7 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
         claimed = [e for e in events if e.type == "claimed"]
         assert claimed[0].data["type"] == "demo.success" and claimed[0].data["wait_ms"] >= 1000
         progress = [e.id for e in events if e.type == "progress"]
+        assert len(progress) == reports[job_id], job_id
         assert all(p < outcome[0].id for p in progress)  # progress first (issue 20)
     events = read_jobs.job_events(ids[5])
     by_type = {e.type: e for e in events}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from dashboard.config import WorkerSettings
-from dashboard.store import read_jobs
+from dashboard.store import read_jobs, service
 from dashboard.store.records import EventRecord, JobRecord
 from tests.waiting import wait_until
 
@@ -49,3 +50,13 @@ SETTINGS = WorkerSettings(
     backoff_base_seconds=10,
     backoff_max_seconds=60,
 )
+
+
+def lose_to_another_worker(ctx: Any) -> JobRecord | None:
+    """Inside a handler: the lease runs out (simulated with ``now``), cleanup requeues the job
+    and ``other-worker`` claims it. Returns that claim."""
+    expired_at = ctx.locked_until + timedelta(seconds=1)
+    service.cleanup_expired_jobs(
+        "cleaner", batch_size=10, backoff_base_seconds=0, backoff_max_seconds=0, now=expired_at
+    )
+    return service.claim_next_job("other-worker", lease_seconds=30, now=expired_at)

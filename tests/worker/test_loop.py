@@ -25,7 +25,7 @@ from dashboard.store import service
 from tests.factories import make_job
 from tests.open_access import OPEN_ACCESS
 
-from .helpers import SETTINGS, event_types, events, job, wait_for_status, wait_until
+from .helpers import SETTINGS, event_types, events, job, lose_to_another_worker, wait_for_status, wait_until
 
 WORKER_ID = "testhost:1:thread-1:0badcafe"
 
@@ -207,11 +207,7 @@ def test_stale_attempt_learns_it_lost_the_job_and_changes_nothing(app):
 
     def hang_then_finish(ctx: JobContext) -> str:
         # While "hung", the lease expires, cleanup requeues and another worker claims.
-        expired_at = ctx.locked_until + timedelta(seconds=1)
-        service.cleanup_expired_jobs(
-            "cleaner", batch_size=10, backoff_base_seconds=0, backoff_max_seconds=0, now=expired_at
-        )
-        outcome["other"] = service.claim_next_job("other-worker", lease_seconds=30, now=expired_at)
+        outcome["other"] = lose_to_another_worker(ctx)
         # The hang is simulated with ``now``: on the wall clock the lease is fresh, and a
         # renewal with more than half the lease left is not sent. Say the lease is over.
         ctx.locked_until = service.utcnow()

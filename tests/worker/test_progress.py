@@ -22,7 +22,7 @@ from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import flusher
 from dashboard.store import service
 
-from .helpers import SETTINGS, event_types, events, job, wait_until
+from .helpers import SETTINGS, event_types, events, job, lose_to_another_worker, wait_until
 
 WORKER_ID = "testhost:1:thread-1:feedface"
 
@@ -177,11 +177,7 @@ def test_a_lost_attempt_writes_no_progress_at_settle(app):
 
     def report_then_lose(ctx: JobContext) -> str:
         outcome["progress"] = ctx.progress(40, "pending")
-        expired_at = ctx.locked_until + timedelta(seconds=1)
-        service.cleanup_expired_jobs(
-            "cleaner", batch_size=10, backoff_base_seconds=0, backoff_max_seconds=0, now=expired_at
-        )
-        outcome["other"] = service.claim_next_job("other-worker", lease_seconds=30, now=expired_at)
+        outcome["other"] = lose_to_another_worker(ctx)
         return "stale"
 
     created = service.create_job("test.lose").job
@@ -197,11 +193,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app):
     outcome: dict[str, Any] = {}
 
     def lose_then_report(ctx: JobContext) -> str:
-        expired_at = ctx.locked_until + timedelta(seconds=1)
-        service.cleanup_expired_jobs(
-            "cleaner", batch_size=10, backoff_base_seconds=0, backoff_max_seconds=0, now=expired_at
-        )
-        service.claim_next_job("other-worker", lease_seconds=30, now=expired_at)
+        lose_to_another_worker(ctx)
         ctx.progress(10, "too late")
         wait_until(lambda: ctx.lost, 15, "the flush to find the attempt lost")
         outcome["progress"] = ctx.progress(20)

@@ -9,29 +9,14 @@ from datetime import UTC, datetime, timedelta
 
 from dashboard.runtime.batch import Ready
 from dashboard.store.records import JobRecord
+from tests.factories import record
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def claimed(job_id: uuid.UUID, attempt: int, until: datetime) -> JobRecord:
-    return JobRecord(
-        id=job_id,
-        type="demo.success",
-        payload={},
-        status="running",
-        priority=50,
-        available_at=T0,
-        attempts=attempt,
-        max_attempts=3,
-        idempotency_key=None,
-        locked_by=f"host:1:thread-{attempt + 10}:abcd",
-        locked_until=until,
-        last_error="",
-        result=None,
-        created_at=T0,
-        updated_at=T0,
-        finished_at=None,
-    )
+    lane = f"host:1:thread-{attempt + 10}:abcd"
+    return record("running", now=T0, id=job_id, attempts=attempt, locked_by=lane, locked_until=until)
 
 
 def test_a_job_claimed_again_while_its_old_attempt_waits_is_a_second_entry():
