@@ -23,6 +23,7 @@ from .database import (
 from .extensions import csrf, db, htmx, migrate
 from .ops.setup import init_app as init_ops
 from .store import jsonb
+from .store.states import ACTIVITY_EVENTS
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -83,7 +84,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(web.bp)
-    app.context_processor(lambda: {"limits": limits})  # templates read the shared value rules
+    # Templates read the shared value rules and the event types of an attempt's activity.
+    app.context_processor(lambda: {"limits": limits, "activity_events": ACTIVITY_EVENTS})
     cli.init_app(app)
     auth.init_app(app, settings, debug_toolbar=debug_toolbar)
     app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers

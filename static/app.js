@@ -38,8 +38,8 @@
     }
   });
 
-  function showLiveControls(scope) {
-    (scope.querySelectorAll ? scope : document).querySelectorAll("[data-js-only]").forEach(function (elt) {
+  function showLiveControls() {
+    document.querySelectorAll("[data-js-only]").forEach(function (elt) {
       elt.hidden = false;
     });
     document.querySelectorAll("[data-live-toggle]").forEach(function (button) {
@@ -59,14 +59,14 @@
     } else {
       root.setAttribute("data-paused", "");
     }
-    showLiveControls(document);
+    showLiveControls();
   });
 
   document.addEventListener("DOMContentLoaded", function () {
-    showLiveControls(document);
+    showLiveControls();
     focusFirstInvalid(document.querySelector("form"));
   });
-  document.addEventListener("htmx:afterSettle", function () { showLiveControls(document); });
+  document.addEventListener("htmx:afterSettle", function () { showLiveControls(); });
 
   document.addEventListener("visibilitychange", function () {
     if (document.hidden || !window.htmx) {

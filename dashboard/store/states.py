@@ -47,3 +47,6 @@ class EventType(StrEnum):
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 EVENT_TYPES: tuple[str, ...] = tuple(e.value for e in EventType)
+# An attempt's activity: folded on the job page's timeline, left out by the event feed's
+# "hide progress and renewals", linked from the live header.
+ACTIVITY_EVENTS: tuple[str, ...] = (EventType.PROGRESS.value, EventType.LEASE_RENEWED.value)

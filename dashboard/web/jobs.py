@@ -99,7 +99,6 @@ def detail_context(
     return {
         **timeline_context(timeline.events),
         "job": job,
-        "events": timeline.events,
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
         "progress": progress_percent(timeline.progress) if running else None,

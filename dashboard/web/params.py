@@ -21,7 +21,7 @@ from ..limits import (
     JOB_PAGE_SIZE,
     TYPE_MAX_LENGTH,
 )
-from ..store.states import EVENT_TYPES, STATUSES
+from ..store.states import ACTIVITY_EVENTS, EVENT_TYPES, STATUSES
 
 
 def _int(
@@ -148,7 +148,7 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
 
 
 ORDERS = ("newest", "next")
-QUIET = ("progress", "lease_renewed")  # what "hide progress and renewals" leaves out
+QUIET = ACTIVITY_EVENTS  # what "hide progress and renewals" leaves out
 
 
 def _all(args: Mapping[str, str], name: str) -> list[str]:

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..store.records import EventRecord
+from ..store.states import ACTIVITY_EVENTS
 
-NOISE = frozenset({"progress", "lease_renewed"})
+NOISE = frozenset(ACTIVITY_EVENTS)
 
 
 def progress_percent(event: EventRecord | None) -> float | None:
