@@ -136,12 +136,10 @@ class BatchExecutor(JobRunner):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.completer: Completer | None = None
-        self._wants: queue.SimpleQueue[str] | None = None
 
     def serve(self, ready: Ready, wants: queue.SimpleQueue[str]) -> None:
         """Run the jobs the dispatcher claims until it sends ``None``."""
         log.debug("%s: started (batch mode)", self.worker_id)
-        self._wants = wants
         with self.holding_connection():
             while (job := ready.take()) is not None:
                 submitted = False
@@ -165,9 +163,9 @@ class BatchExecutor(JobRunner):
     def record_success(self, ctx: JobContext, result: Any, started: float) -> Outcome:
         """Recorded with other successes in one statement by the completer, which then hands
         the lane back to the dispatcher."""
-        if self.completer is None or self._wants is None:
+        if self.completer is None:
             return self.complete_now(ctx, result, started)
-        self.completer.submit(ctx, result, started, self._wants)
+        self.completer.submit(ctx, result, started)
         return Outcome(ctx.job_id, ctx.job_type, ctx.attempt, "submitted", "", time.monotonic() - started)
 
 
@@ -296,7 +294,6 @@ class Success:
     ctx: JobContext
     result: Any
     started: float
-    wants: queue.SimpleQueue[str]  # where its lane goes once the success is written (or given up on)
 
 
 class Completer:
@@ -304,15 +301,16 @@ class Completer:
 
     MAX_PER_STATEMENT = 500
 
-    def __init__(self, runner: JobRunner, *, executors: int) -> None:
+    def __init__(self, runner: JobRunner, *, executors: int, wants: queue.SimpleQueue[str]) -> None:
         self.runner = runner  # its own connection, and the one-by-one fallback
+        self.wants = wants  # the dispatcher's: a lane goes back once its success is written
         self.pending: queue.SimpleQueue[Success | None] = queue.SimpleQueue()
         self._executors = executors
         self._lock = threading.Lock()
 
-    def submit(self, ctx: JobContext, result: Any, started: float, wants: queue.SimpleQueue[str]) -> None:
+    def submit(self, ctx: JobContext, result: Any, started: float) -> None:
         ctx.settle_progress()  # the handler is done: its pending report now waits for the completer
-        self.pending.put(Success(ctx, result, started, wants))
+        self.pending.put(Success(ctx, result, started))
 
     def executor_done(self) -> None:
         """The last executor to stop ends the completer once everything is recorded."""
@@ -344,7 +342,7 @@ class Completer:
                         log.exception("could not record %d successes; lease recovery will", len(batch))
                     finally:
                         for success in batch:  # the lanes' next claims follow these events
-                            success.wants.put(success.ctx.worker_id)
+                            self.wants.put(success.ctx.worker_id)
 
     def _record(self, batch: list[Success]) -> None:
         try:

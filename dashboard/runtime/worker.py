@@ -118,7 +118,9 @@ class Worker:
                 lookup=lookup,
                 reconnect=backoff(),
             )
-            self.completer = Completer(completer_runner, executors=len(executors))
+            self.completer = Completer(
+                completer_runner, executors=len(executors), wants=self.dispatcher.wants
+            )
             for executor in executors:
                 executor.completer = self.completer
         self.listener: Listener | None = None
