@@ -13,9 +13,9 @@ HOUR = timedelta(hours=1)
 
 def detail(now: datetime) -> dict[str, Any]:
     queue = read_overview.queue_detail(now)
-    since = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
-    minutes = read_overview.minute_figures(since, now + timedelta(minutes=1))
-    runs = read_overview.run_times(now - HOUR, now + timedelta(seconds=1))
+    since, until = read_overview.hour_window(now)  # the overview's own range
+    minutes = read_overview.minute_figures(since, until)
+    runs = read_overview.run_times(now - HOUR, until)
     return {
         "ready": queue.ready.as_dict(),
         "scheduled": queue.scheduled.as_dict(),

@@ -248,6 +248,17 @@ def _cap(cap: int | None) -> int:
     return CHART_EVENTS_MAX if cap is None else cap
 
 
+MINUTES = 60  # the overview's charts: the last hour, minute by minute
+
+
+def hour_window(now: datetime) -> tuple[datetime, datetime]:
+    """The ``MINUTES`` whole minutes ending with the current (partial) one: the range every
+    hour chart reads (the overview and ``/api/jobs/stats/detail/`` alike); run times read the
+    hour before ``now`` up to the same end."""
+    current = now.replace(second=0, microsecond=0)
+    return current - timedelta(minutes=MINUTES - 1), current + timedelta(minutes=1)
+
+
 def minute_figures(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[MinuteFigures]:
     """Finished, failed and claim waits per minute in ``[since, until)``, from at most the
     newest ``cap`` events (default :data:`~dashboard.limits.CHART_EVENTS_MAX`); empty minutes

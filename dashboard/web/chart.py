@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..store.read_overview import MINUTES, hour_window
 from ..store.read_stats import MinuteCount
 
 WIDTH, HEIGHT = 600, 140
-MINUTES = 60
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,7 @@ class Chart:
     height: int = HEIGHT
 
 
-def window(now: datetime) -> tuple[datetime, datetime]:
-    """The ``MINUTES`` whole minutes ending with the current (partial) one."""
-    current = now.replace(second=0, microsecond=0)
-    return current - timedelta(minutes=MINUTES - 1), current + timedelta(minutes=1)
+window = hour_window  # the chart's minutes
 
 
 def build_chart(counts: list[MinuteCount], start: datetime) -> Chart:
