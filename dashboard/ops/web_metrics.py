@@ -34,6 +34,7 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import text
 
 from ..config import settings_of
+from ..store.read_overview import RUNNING_SQL
 
 COUNT_CAP = 100_000
 CACHE_SECONDS = 5.0
@@ -51,14 +52,6 @@ QUEUED_SQL = text(
     """
 )
 # Index: job_timeout_idx (partial, status = 'running'), at most :cap.
-RUNNING_SQL = text(
-    """
-    SELECT type, count(*) AS running, count(*) FILTER (WHERE locked_until < :now) AS overdue
-    FROM (SELECT type, locked_until FROM jobs_job WHERE status = 'running'
-          ORDER BY locked_until LIMIT :cap) AS r
-    GROUP BY type
-    """
-)
 FINISHED_SQL = text("SELECT succeeded, failed, counted_at FROM jobs_finished_counts")
 
 

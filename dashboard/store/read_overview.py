@@ -70,11 +70,13 @@ QUEUED_SPLIT_SQL = """
 """
 GLOBAL_SPLIT = text(QUEUED_SPLIT_SQL.format(type=""))
 TYPE_SPLIT = text(QUEUED_SPLIT_SQL.format(type="AND type = :type"))
+# Running and overdue per type, at most :cap running rows, the oldest leases first (so the
+# overdue ones are always among them): job_timeout_idx in order. Also /metrics' (ops/web_metrics.py).
 RUNNING_SQL = text(
     """
-    SELECT type, count(*) AS running,
-           count(*) FILTER (WHERE locked_until < :now) AS overdue
-    FROM (SELECT type, locked_until FROM jobs_job WHERE status = 'running' LIMIT :cap) AS r
+    SELECT type, count(*) AS running, count(*) FILTER (WHERE locked_until < :now) AS overdue
+    FROM (SELECT type, locked_until FROM jobs_job WHERE status = 'running'
+          ORDER BY locked_until LIMIT :cap) AS r
     GROUP BY type
     """
 )
