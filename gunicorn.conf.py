@@ -12,6 +12,10 @@ worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", "4"))
 timeout = 30
 accesslog = "-"
+# The same lines as gunicorn's own logger, without copying every header and environ entry per
+# request for a format that names none (dashboard/ops/access_log.py). gunicorn swaps in its
+# statsd logger only for its default class: with statsd_host set, set logger_class back too.
+logger_class = "dashboard.ops.access_log.AccessLog"
 
 # LOG_FORMAT=json (issue 19): gunicorn's own lines (errors, access log) as JSON objects too.
 if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":

@@ -3,15 +3,16 @@
 
 Responses are serialised through these models, and the OpenAPI document is generated from
 them, so a shape cannot change without the published schema changing with it. One exception,
-for speed: the bulk create's answer is rendered by :func:`bulk_results_json`, which a test holds
-to the bytes ``BulkResults`` renders. Timestamps are rendered as ISO 8601 with the offset of
-``TIME_ZONE`` (passed as serialisation context).
+for speed: the answers of the two create endpoints are rendered by :func:`job_json` and
+:func:`bulk_results_json`, which tests hold to the bytes ``Job`` and ``BulkResults`` render.
+Timestamps are rendered as ISO 8601 with the offset of ``TIME_ZONE`` (passed as
+serialisation context).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Annotated, Any, Literal
 
@@ -89,8 +90,8 @@ def bulk_results_json(results: Sequence[Any], tz: tzinfo) -> bytes:
     At 1,000 jobs per request, validating 1,000 ``Job`` models from the records and rendering
     each timestamp through ``_iso`` cost more than the request's INSERT (docs/benchmarks.md,
     issue 20). The records come from the engine, so there is nothing to validate; each distinct
-    timestamp (a batch shares its ``created_at``) is rendered once. The keys are ``Job``'s
-    fields in order; tests/api/test_bulk.py checks this against the model path.
+    timestamp (a batch shares its ``created_at``) is rendered once. tests/api/test_bulk.py
+    checks this against the model path.
     """
     # Keyed with the offset too: two aware datetimes of one zone that differ only in ``fold``
     # (the repeated hour when clocks go back) compare equal but are different instants.
@@ -106,33 +107,41 @@ def bulk_results_json(results: Sequence[Any], tz: tzinfo) -> bytes:
         return text
 
     return pydantic_core.to_json(
-        {
-            "results": [
-                {
-                    "created": result.created,
-                    "job": {
-                        "id": (job := result.job).id,
-                        "type": job.type,
-                        "payload": job.payload,
-                        "status": job.status,
-                        "priority": job.priority,
-                        "available_at": iso(job.available_at),
-                        "attempts": job.attempts,
-                        "max_attempts": job.max_attempts,
-                        "idempotency_key": job.idempotency_key,
-                        "locked_by": job.locked_by,
-                        "locked_until": iso(job.locked_until),
-                        "last_error": job.last_error,
-                        "result": job.result,
-                        "created_at": iso(job.created_at),
-                        "updated_at": iso(job.updated_at),
-                        "finished_at": iso(job.finished_at),
-                    },
-                }
-                for result in results
-            ]
-        }
+        {"results": [{"created": result.created, "job": _job_fields(result.job, iso)} for result in results]}
     )
+
+
+def job_json(job: Any, tz: tzinfo) -> bytes:
+    """One engine ``JobRecord`` as ``json_response(Job.model_validate(job))`` renders it, byte for
+    byte (tests/api/test_create.py checks it): the answer of ``POST /api/jobs/``, the API's
+    busiest write, without a model to validate and serialise."""
+
+    def iso(value: datetime | None) -> str | None:
+        return None if value is None else value.astimezone(tz).isoformat()
+
+    return pydantic_core.to_json(_job_fields(job, iso))
+
+
+def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[str, Any]:
+    """A record's fields as ``Job`` serialises them: its fields, in its order."""
+    return {
+        "id": job.id,
+        "type": job.type,
+        "payload": job.payload,
+        "status": job.status,
+        "priority": job.priority,
+        "available_at": iso(job.available_at),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "idempotency_key": job.idempotency_key,
+        "locked_by": job.locked_by,
+        "locked_until": iso(job.locked_until),
+        "last_error": job.last_error,
+        "result": job.result,
+        "created_at": iso(job.created_at),
+        "updated_at": iso(job.updated_at),
+        "finished_at": iso(job.finished_at),
+    }
 
 
 class JobEvent(Output):

@@ -37,6 +37,7 @@ from .outputs import (
     Stats,
     StatsDetail,
     bulk_results_json,
+    job_json,
 )
 from .registry import Reply, query_values
 from .stats_detail import detail as stats_detail
@@ -139,9 +140,11 @@ def create_job(body: CreateJob) -> Response:
         idempotency_key=spec.idempotency_key,
         event_data=audit_data(),
     )
-    job = Job.model_validate(result.job)
-    location = url_for("api.job_detail", job_id=job.id, _external=True)
-    return json_response(job, 201 if result.created else 200, {"Location": location})
+    answer = job_json(result.job, settings_of(current_app).tz)  # = json_response(Job.model_validate(...))
+    location = url_for("api.job_detail", job_id=result.job.id, _external=True)
+    status = 201 if result.created else 200
+    headers = {"Location": location}
+    return current_app.response_class(answer, status=status, headers=headers, mimetype="application/json")
 
 
 def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> service.JobSpec:

@@ -10,6 +10,10 @@
 The session lives in the signed cookie only (no server-side store): signing out clears it in
 that browser, while a copy of the cookie stays valid until its lifetime ends. Changing the
 user's password hash, or ``SECRET_KEY``, ends every session at once.
+
+The JSON API (under ``/api/``) authenticates bearer tokens only and never reads the session:
+its requests get Flask's null session, so the cookie is neither verified nor re-sent, and the
+answers carry no ``Vary: Cookie``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from flask import Flask, current_app, has_request_context, request, session
-from flask.sessions import SecureCookieSessionInterface
+from flask import Flask, Request, current_app, has_request_context, request, session
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask_login import LoginManager
 from itsdangerous import URLSafeTimedSerializer
 
@@ -27,6 +31,10 @@ from .principals import Directory, User
 
 login_manager = LoginManager()
 
+# Mounted there by ``create_app``; the session is opened before the URL is matched, so the
+# path is all there is to go by.
+API_PREFIX = "/api/"
+
 
 class SessionCookies(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, with ``Secure`` decided per request and the signer built
@@ -34,6 +42,12 @@ class SessionCookies(SecureCookieSessionInterface):
 
     def __init__(self) -> None:
         self._signers: dict[tuple[object, ...], URLSafeTimedSerializer] = {}
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        """No session for the API, which knows bearer tokens only (see the module docstring)."""
+        if request.path.startswith(API_PREFIX):
+            return self.make_null_session(app)
+        return super().open_session(app, request)
 
     def get_cookie_secure(self, app: Flask) -> bool:
         configured = bool(app.config.get("SESSION_COOKIE_SECURE"))

@@ -158,3 +158,19 @@ def test_the_schema_documents_bearer_auth_and_its_refusals(app, secured_app):
     assert "401" in doc["paths"]["/api/jobs/"]["get"]["responses"]
     assert "403" in doc["paths"]["/api/jobs/"]["post"]["responses"]
     assert "403" not in doc["paths"]["/api/jobs/"]["get"]["responses"]
+
+
+def test_the_api_ignores_the_dashboard_session(app, operator):
+    """A signed-in operator's session cookie is no credential for the API (401 without a
+    token), and the API neither reads nor re-sends it: no Set-Cookie, no ``Vary: Cookie``. The
+    same cookie still signs the dashboard in."""
+    refused = operator.post("/api/jobs/", json={"type": "demo.success"})
+    assert refused.status_code == 401
+    created = operator.post("/api/jobs/", json={"type": "demo.success"}, headers=bearer(OPERATOR_TOKEN))
+    assert created.status_code == 201
+    for response in (refused, created):
+        assert "Set-Cookie" not in response.headers
+        assert "Cookie" not in response.headers.get("Vary", "")
+    page = operator.get("/")
+    assert page.status_code == 200
+    assert "Cookie" in page.headers.get("Vary", "")

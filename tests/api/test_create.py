@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from dashboard.api.outputs import Job, job_json
 from dashboard.config import settings_of
 from dashboard.store import read_jobs
+from tests.factories import record
 from tests.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot
@@ -218,3 +221,36 @@ def test_integral_numbers_count_as_integers(client, job_type):
     """JSON Schema's `integer` admits 7.0, and so does the API (1.5 stays a 400)."""
     job = create(client, job_type, priority=7.0, max_attempts=2e0)
     assert (job["priority"], job["max_attempts"]) == (7, 2)
+
+
+RENDERED = datetime(2030, 7, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"payload": {"i": 1, "é": [0.1, -0.0, 1e300, None, True, "ü\u2028"]}},
+        {"available_at": RENDERED, "idempotency_key": "k", "payload": [1, "two"]},
+        {"status": "running", "attempts": 1, "locked_by": "w-1", "locked_until": RENDERED, "payload": "x"},
+        {"status": "succeeded", "attempts": 2, "result": {"ok": [1, 2.5]}, "finished_at": RENDERED},
+        {"status": "failed", "attempts": 3, "last_error": "boom", "finished_at": RENDERED},
+    ],
+)
+def test_the_fast_create_answer_is_the_models_answer_byte_for_byte(zone, fields):
+    """``job_json`` skips the ``Job`` model; what it renders is what ``json_response`` renders."""
+    job = record(now=datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), **{"status": "queued", **fields})
+    tz = ZoneInfo(zone)
+    expected = Job.model_validate(job).model_dump_json(context={"tz": tz}, exclude_unset=True).encode()
+    assert job_json(job, tz) == expected
+
+
+def test_the_create_answer_is_the_job_detail_answer(client, job_type):
+    """What ``POST /api/jobs/`` answers (both ways: created, and an existing key) is, byte for
+    byte, what ``GET`` of its ``Location`` answers, the model-rendered job."""
+    body = {"type": job_type, "payload": {"b": [1.5, None], "a": "ü"}, "idempotency_key": "same-bytes"}
+    created = client.post("/api/jobs/", json=body)
+    existing = client.post("/api/jobs/", json=body)
+    assert (created.status_code, existing.status_code) == (201, 200)
+    detail = client.get(created.headers["Location"])
+    assert created.data == existing.data == detail.data
