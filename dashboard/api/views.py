@@ -174,7 +174,7 @@ def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> servic
     },
 )
 def create_jobs(body: BulkCreateJobs) -> Response:
-    """Queue up to 1000 jobs in one statement (each gets its `created` event). All or nothing:
+    """Queue up to 1000 jobs in one transaction (each gets its `created` event). All or nothing:
     every job is validated first, and one invalid job makes the whole request a 400 that names
     it by index (`jobs.3.priority`) with nothing written. Idempotency keys work per job, as on
     `POST /api/jobs/`: a taken key (or one an earlier job of the same request holds) returns

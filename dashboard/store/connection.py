@@ -3,8 +3,8 @@
 - :func:`connect` / :func:`connect_worker` / :func:`release_worker`: autocommit connections,
   the engine cached per Flask-SQLAlchemy engine;
 - :func:`fetch_rows` / :func:`fetch_job`: run one of ``sql.py``'s statements on the driver
-  connection, compiled once, rows as plain dicts (:func:`fetch_rows_while`: with client work
-  done while the server executes it);
+  connection, compiled once, rows as plain dicts (:func:`fetch_rows_while`: one statement per
+  parameter set in one pipelined transaction, with client work done while the server executes);
 - errors come back as SQLAlchemy's exception classes (``DBAPIError.instance``), so callers tell
   an outage from a refusal the same way everywhere.
 
@@ -14,7 +14,7 @@ Needs an application context (for the engine) and nothing else.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -165,27 +165,43 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
 
 
 def fetch_rows_while(
-    conn: Connection, statement: TextClause, params: dict[str, Any], meanwhile: Callable[[], T]
+    conn: Connection,
+    statement: TextClause,
+    param_sets: Iterable[dict[str, Any]],
+    meanwhile: Callable[[], T],
 ) -> tuple[list[dict[str, Any]], T]:
-    """:func:`fetch_rows`, with ``meanwhile()`` run while the server executes the statement.
+    """``statement`` once per parameter set, in one transaction, with the client's own work
+    overlapping the server's: the rows of every execution (in order) and ``meanwhile()``.
 
-    The statement goes out in pipeline mode, so the server starts on it at once; the client's
-    own work that does not depend on the answer (building a bulk create's 1,000 records) runs
-    in the meantime instead of after it; then the Sync commits the statement and its rows are
-    read. The statement is on its way before ``meanwhile`` starts: it commits even if
-    ``meanwhile`` raises, so ``meanwhile`` must only build results, never decide whether to write.
+    The executions go out in pipeline mode, so the server starts on the first at once and works
+    through them while the client builds the next set (``param_sets`` may be a generator that
+    builds each set on demand: a bulk create's chunks) and then runs ``meanwhile()`` (work that
+    does not depend on the answer: building the 1,000 records). All of it is one transaction,
+    committed only after ``meanwhile()`` returns; an error on either side (a statement refused,
+    or the client raising while a set is built or in ``meanwhile``) rolls everything back.
     """
-    compiled, args, raw = _prepared(conn, statement, params)
+    compiled, args, raw = _prepared(conn, statement, {})
+    cursors: list[psycopg.Cursor[dict[str, Any]]] = []
     try:
-        with raw.pipeline() as pipeline, raw.cursor(row_factory=_dict_rows) as cursor:
-            cursor.execute(compiled.sql, args)
+        with raw.pipeline(), raw.transaction():
+            for params in param_sets:
+                compiled, args, raw = _prepared(conn, statement, params)
+                cursor = raw.cursor(row_factory=_dict_rows)
+                cursors.append(cursor)
+                cursor.execute(compiled.sql, args)
             done = meanwhile()
-            pipeline.sync()
-            result = cursor.pgresult
-            rows = cursor.fetchall() if result is not None and result.nfields else []
+        rows = [row for cursor in cursors if _has_rows(cursor) for row in cursor.fetchall()]
     except psycopg.Error as error:
         raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
+    finally:
+        for cursor in cursors:
+            cursor.close()
     return rows, done
+
+
+def _has_rows(cursor: psycopg.Cursor[Any]) -> bool:
+    result = cursor.pgresult
+    return result is not None and bool(result.nfields)
 
 
 def fetch_job(conn: Connection, statement: TextClause, params: dict[str, Any]) -> JobRecord | None:

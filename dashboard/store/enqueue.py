@@ -1,4 +1,4 @@
-"""Enqueueing: one job (``create_job``) or many in one statement (``create_jobs``), each
+"""Enqueueing: one job (``create_job``) or many in one transaction (``create_jobs``), each
 with its ``created`` event, deduplicated by idempotency key.
 
 The doors call these through :mod:`.service`, which re-exports them with the other
@@ -8,7 +8,7 @@ transitions.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -71,6 +71,9 @@ def create_job(
     return CreateResult(job=existing, created=False)
 
 
+CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, issue 20)
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """One job of a bulk create; the fields and defaults of :func:`create_job`."""
@@ -104,14 +107,16 @@ def create_jobs(
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> list[CreateResult]:
-    """Queue many jobs in one statement; all are checked before any is written.
+    """Queue many jobs in one transaction; all are checked before any is written.
 
     Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
     same batch holds, returns that job with ``created=False``. Results follow ``specs``' order.
     A new job's record is built from its spec, which is what its row was written from (the
     database returns only the ids it inserted): reading every new row back, and decoding its
     payload, cost more than the insert itself. Its ``payload`` is the spec's own object. The
-    records are built while the server runs the statement (``connection.fetch_rows_while``).
+    jobs go in ``CREATE_CHUNK`` at a time, pipelined: each chunk is built while the server
+    inserts the one before, and the records while it inserts the last
+    (``connection.fetch_rows_while``); the transaction commits after all of them.
     """
     now = _aware(now or utcnow(), "now").astimezone(UTC)
     for index, spec in enumerate(specs):
@@ -121,7 +126,7 @@ def create_jobs(
             raise ValueError(f"job {index}: {exc}") from None
     if not specs:
         return []
-    ids = [uuid.uuid4() for _ in specs]
+    ids: list[uuid.UUID] = []  # filled chunk by chunk, while the server inserts the one before
     rendered: dict[datetime, str] = {}  # a batch mostly shares one available_at (now)
 
     def iso(spec: JobSpec) -> str:
@@ -131,8 +136,10 @@ def create_jobs(
             text = rendered[value] = value.astimezone(UTC).isoformat()
         return text
 
-    rows = [
-        {
+    def row(n: int, spec: JobSpec) -> dict[str, Any]:
+        job_id = uuid.uuid4()
+        ids.append(job_id)
+        return {
             "n": n,
             "id": str(job_id),
             "type": spec.type,
@@ -142,16 +149,21 @@ def create_jobs(
             "max_attempts": spec.max_attempts,
             "idempotency_key": spec.idempotency_key,
         }
-        for n, (job_id, spec) in enumerate(zip(ids, specs, strict=True))
-    ]
+
+    shared = {"now": now, "event_data": event_data or {}}
+
+    def chunks() -> Iterator[dict[str, Any]]:
+        for first in range(0, len(specs), CREATE_CHUNK):
+            part = range(first, min(first + CREATE_CHUNK, len(specs)))
+            yield {"rows": [row(n, specs[n]) for n in part], **shared}
 
     def records() -> list[JobRecord]:
         return [_new_record(job_id, spec, now) for job_id, spec in zip(ids, specs, strict=True)]
 
     with autocommit(conn) as conn:
-        params = {"rows": rows, "now": now, "event_data": event_data or {}}
-        # The records are built while the server inserts (they do not depend on its answer).
-        written, new = fetch_rows_while(conn, sql.CREATE_MANY, params, records)
+        # One transaction: the server inserts a chunk while the next is built, then while the
+        # records are built (they do not depend on its answer).
+        written, new = fetch_rows_while(conn, sql.CREATE_MANY, chunks(), records)
         inserted = {row["id"] for row in written}
         missing = {job.idempotency_key for job in new if job.id not in inserted}
         existing = {}

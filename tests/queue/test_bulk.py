@@ -1,14 +1,15 @@
-"""Bulk create: one statement, all-or-nothing checks, idempotency keys per job."""
+"""Bulk create: one transaction of pipelined chunks, all-or-nothing, idempotency keys per job."""
 
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import timedelta, timezone
 
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from dashboard.store import connection, read_jobs, read_stats, service
+from dashboard.store import connection, enqueue, read_jobs, read_stats, service, sql
 from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
@@ -102,3 +103,59 @@ def test_a_refused_bulk_statement_writes_nothing_and_leaves_the_connection_usabl
         assert read_jobs.list_jobs(limit=10, offset=0).count == 0
         results = service.create_jobs([JobSpec("demo.success", idempotency_key="after")], now=T0, conn=conn)
         assert results[0].created and read_jobs.get_job(results[0].job.id) == results[0].job
+
+
+def test_a_key_held_by_an_earlier_chunk_returns_that_job(app):
+    """The jobs go in chunk by chunk, in one transaction: a later chunk sees the earlier ones."""
+    specs = [JobSpec("demo.success", {"i": i}) for i in range(enqueue.CREATE_CHUNK + 1)]
+    specs[0] = JobSpec("demo.success", {"i": 0}, idempotency_key="early")
+    specs[-1] = JobSpec("demo.fail", idempotency_key="early")  # in the second chunk
+    results = service.create_jobs(specs, now=T0)
+    assert results[-1].created is False and results[-1].job == results[0].job
+    assert sum(r.created for r in results) == len(specs) - 1
+    assert read_jobs.list_jobs(limit=1, offset=0).count == len(specs) - 1
+
+
+def test_a_refused_later_chunk_writes_nothing(app):
+    specs = [JobSpec("demo.success") for _ in range(enqueue.CREATE_CHUNK + 1)]
+    specs[-1] = JobSpec("demo.success", {"x": math.nan})  # in the second chunk
+    with pytest.raises(DBAPIError):
+        service.create_jobs(specs)
+    assert read_jobs.list_jobs(limit=1, offset=0).count == 0
+    assert read_jobs.list_events(limit=1, type="created").results == []
+
+
+@pytest.mark.parametrize("where", ["building the second chunk", "meanwhile"])
+def test_a_client_error_mid_pipeline_writes_nothing(app, where):
+    """The first chunk is on the server before the client fails: it must be rolled back."""
+    first = [JobSpec("demo.success", idempotency_key="sent-first")]
+    ids = iter(range(100))
+
+    def param_sets():
+        yield {"rows": [_row(next(ids), "sent-first")], "now": T0, "event_data": {}}
+        if where == "building the second chunk":
+            raise RuntimeError("client failed")
+        yield {"rows": [_row(next(ids), None)], "now": T0, "event_data": {}}
+
+    def meanwhile():
+        raise RuntimeError("client failed")
+
+    with connection.connect() as conn:
+        with pytest.raises(RuntimeError, match="client failed"):
+            connection.fetch_rows_while(conn, sql.CREATE_MANY, param_sets(), meanwhile)
+        assert read_jobs.list_jobs(limit=1, offset=0).count == 0
+        assert read_jobs.list_events(limit=1, type="created").results == []
+        assert service.create_jobs(first, now=T0, conn=conn)[0].created  # the connection works on
+
+
+def _row(n: int, key: str | None) -> dict:
+    return {
+        "n": n,
+        "id": str(uuid.uuid4()),
+        "type": "demo.success",
+        "payload": {},
+        "priority": 0,
+        "available_at": T0.isoformat(),
+        "max_attempts": 3,
+        "idempotency_key": key,
+    }

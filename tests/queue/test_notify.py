@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from dashboard.store import service
+from dashboard.store.enqueue import CREATE_CHUNK
 from dashboard.store.service import JobSpec, utcnow
 from dashboard.store.sql import NOTIFY_CHANNEL
 
@@ -37,8 +38,9 @@ def test_a_delayed_job_is_not_announced(listener):
     assert received(listener) == 0
 
 
-def test_bulk_create_announces_once(listener):
-    service.create_jobs([JobSpec("demo.success") for _ in range(50)])
+@pytest.mark.parametrize("count", [50, 2 * CREATE_CHUNK + 1])  # one chunk, three chunks
+def test_bulk_create_announces_once(listener, count):
+    service.create_jobs([JobSpec("demo.success") for _ in range(count)])
     assert received(listener) == 1
 
 
