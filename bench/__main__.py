@@ -257,17 +257,20 @@ def main(argv: list[str] | None = None) -> int:
         bulk = median_of(runs, lambda: enqueue.bulk(app, url, jobs=sizes.enqueue_jobs * 10))
         api_single = median_of(runs, lambda: api_enqueue.single(url, jobs=sizes.enqueue_jobs))
         api_bulk = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10))
+        api_bulk_two = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10, clients=2))
         results["enqueue"] = {
             "single": single,
             "single_held": held,
             "bulk": bulk,
             "api_single": api_single,
             "api_bulk": api_bulk,
+            "api_bulk_two_clients": api_bulk_two,
         }
         row("POST /api/jobs/, one keep-alive client, gunicorn (Procfile)", jobs_s(api_single), "")
         row("service.create_job, held connection", jobs_s(held), "")
         row("service.create_job, pooled connection", jobs_s(single), "")
         row("POST /api/jobs/bulk/, 1,000 per call, idempotency keys", jobs_s(api_bulk), "")
+        row("  the same, two clients posting at once", jobs_s(api_bulk_two), "")
         row("service.create_jobs, 1,000 per call", jobs_s(bulk), "")
     if "claim" in wanted or "pages" in wanted:
         # The large sections share one database, seeded once and kept between runs.

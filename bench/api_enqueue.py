@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from .db import ROOT, truncate
@@ -94,9 +95,11 @@ def single(url: str, *, jobs: int) -> float:
         return jobs / (time.perf_counter() - start)
 
 
-def bulk(url: str, *, jobs: int, chunk: int = 1000) -> float:
+def bulk(url: str, *, jobs: int, chunk: int = 1000, clients: int = 1) -> float:
     """Jobs per second through ``POST /api/jobs/bulk/``, ``chunk`` jobs per request, each with
-    an idempotency key (the keys are honoured: that is the point of the bulk path)."""
+    an idempotency key (the keys are honoured: that is the point of the bulk path). With
+    ``clients`` > 1, that many keep-alive connections post at once, each its share of the
+    requests (a loader running several requests in parallel)."""
     truncate(url)
     with gunicorn(url) as client:
         _post(client, "/api/jobs/bulk/", {"jobs": [{"type": "bench.noop"}] * 10})
@@ -109,7 +112,21 @@ def bulk(url: str, *, jobs: int, chunk: int = 1000) -> float:
             }
             for start in range(0, jobs, chunk)
         ]
-        started = time.perf_counter()
-        for body in bodies:
-            _post(client, "/api/jobs/bulk/", body)
-        return jobs / (time.perf_counter() - started)
+        connections = [client] + [
+            http.client.HTTPConnection(client.host, client.port, timeout=30) for _ in range(clients - 1)
+        ]
+
+        def post_share(n: int) -> None:
+            for body in bodies[n::clients]:
+                _post(connections[n], "/api/jobs/bulk/", body)
+
+        try:
+            for extra in connections[1:]:  # connected and warm before the clock starts
+                _post(extra, "/api/jobs/bulk/", {"jobs": [{"type": "bench.noop"}]})
+            started = time.perf_counter()
+            with ThreadPoolExecutor(clients) as pool:
+                list(pool.map(post_share, range(clients)))
+            return jobs / (time.perf_counter() - started)
+        finally:
+            for extra in connections[1:]:
+                extra.close()
