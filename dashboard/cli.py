@@ -88,7 +88,7 @@ def configure_logging(level: str) -> None:
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
-    help="Jobs claimed in one statement, and at most held claimed ahead of the threads; "
+    help="Jobs claimed in one statement; at most twice this many held claimed ahead of the threads; "
     "1 claims per thread [JOB_WORKER_BATCH_SIZE].",
 )
 @click.option(

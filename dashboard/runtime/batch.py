@@ -10,14 +10,17 @@ statement (``service.complete_jobs``), each row fenced by its own owner and atte
 leases are recovered by the process's rescuer (``rescuer.py``).
 
 Lanes (issue 20): a lane is a worker id (``host:pid:thread-N:random``, :func:`lane_ids`), and
-holds at most one attempt; a process has ``threads + batch_size`` of them. A lane asks for its
-next job only once its last attempt's outcome is written (the completer hands it back after
-its statement), so each worker id's events read ``claimed``, then that job's outcome, then
-the next ``claimed`` (in id and in ``created_at``), as in one-job mode. Up to ``batch_size``
-jobs are thus claimed ahead of the threads: an executor finds its next job waiting instead
-of waiting on the completer's or the dispatcher's round trip, and claim and completion
-statements run side by side on their own connections. Any idle executor takes the next job,
-so a thread stuck in a long handler holds no other job.
+holds at most one attempt; a process has ``threads + CLAIM_AHEAD * batch_size`` of them. A
+lane asks for its next job only once its last attempt's outcome is written (the completer
+hands it back after its statement), so each worker id's events read ``claimed``, then that
+job's outcome, then the next ``claimed`` (in id and in ``created_at``), as in one-job mode.
+The bound: a process holds at most one attempt per lane, so while every thread runs a
+handler at most ``CLAIM_AHEAD * batch_size`` jobs wait claimed and not started. Each claim
+statement still claims at most ``batch_size`` jobs; the lanes beyond one batch keep the
+dispatcher claiming while the completer writes the last ones' outcomes. An executor finds its
+next job waiting instead of waiting on the completer's or the dispatcher's round trip, and
+claim and completion statements run side by side on their own connections. Any idle executor
+takes the next job, so a thread stuck in a long handler holds no other job.
 
 A job claimed ahead holds its lease from its claim: while it waits for a thread, the
 dispatcher renews its lease whenever less than half is left (:meth:`Dispatcher.keep_leases`), so
@@ -52,15 +55,23 @@ from .wakeup import Doorbell
 log = logging.getLogger(__name__)
 
 
+# How many batches of lanes a process has beyond its threads (issue 20): with one, the
+# dispatcher waited for lanes to come back from the completer between claims; with two it has
+# lanes to claim for while the completer writes the last batch's outcomes (docs/benchmarks.md).
+CLAIM_AHEAD = 2
+
+
 def lane_ids(settings: WorkerSettings) -> list[str]:
-    """The process's lanes: one per thread, and ``batch_size`` more for jobs claimed ahead.
+    """The process's lanes: one per thread, and ``CLAIM_AHEAD * batch_size`` more for jobs
+    claimed ahead; at most one attempt each, so at most this many attempts held per process.
 
     Their ids keep the contract's format, ``host:pid:thread-N:random``, numbered after the
     process's real threads (``thread-0`` the rescuer, ``1..threads`` the executors, then the
     dispatcher and the completer), so a number never names two things in one process.
     """
     first = settings.threads + 3
-    return [make_worker_id(n) for n in range(first, first + settings.threads + settings.batch_size)]
+    count = settings.threads + CLAIM_AHEAD * settings.batch_size
+    return [make_worker_id(n) for n in range(first, first + count)]
 
 
 class Ready:

@@ -140,6 +140,22 @@ def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
     assert job(ahead.id).attempts == 1
 
 
+def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(app, start_worker):
+    """Issue 20: a process has threads + CLAIM_AHEAD (2) x batch size lanes, one attempt each.
+    With its one thread in a long handler it claims two batches ahead (each claim statement
+    at most a batch), then nothing more: the other jobs stay queued for other workers."""
+    ids = [service.create_job("demo.slow", {"sleep_seconds": 60}).job.id for _ in range(9)]
+    start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2")
+
+    def held() -> int:
+        return sum(job(job_id).status == "running" for job_id in ids)
+
+    wait_until(lambda: held() == 5, 30, "1 running and 2 x 2 claimed ahead")
+    claims = [e for job_id in ids for e in events(job_id) if e.type == "claimed"]
+    assert len(claims) == 5 and len({e.worker_id for e in claims}) == 5  # one lane each
+    assert sum(job(job_id).status == "queued" for job_id in ids) == 4
+
+
 def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_lease(app, start_worker):
     """Issue 20: the one thread runs a 4 s handler while a job claimed ahead waits, twice as
     long as the 2 s lease. The dispatcher keeps that lease, so the job is never recovered: it
