@@ -7,9 +7,11 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from dashboard.runtime.batch import Ready
+from dashboard.runtime.batch import CLAIM_AHEAD, Ready, lane_ids
 from dashboard.store.records import JobRecord
 from tests.factories import record
+
+from .helpers import SETTINGS
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -54,3 +56,12 @@ def test_a_lease_found_lost_is_not_renewed_again_and_a_kept_one_is_started_with(
     assert ready.expiring(horizon) == []  # kept is renewed past the horizon, lost is never again
     assert ready.take() == replace(kept, locked_until=T0 + timedelta(seconds=40))
     assert ready.take() == lost
+
+
+def test_a_process_has_its_threads_and_two_batches_of_lanes():
+    """One attempt per lane bounds what a process holds: threads + 2 x batch size, of which at
+    most 2 x batch size wait claimed ahead while every thread is busy (issue 20)."""
+    ids = lane_ids(replace(SETTINGS, threads=3, batch_size=4))
+    assert CLAIM_AHEAD == 2 and len(ids) == 3 + 2 * 4 == len(set(ids))
+    numbers = [int(lane.split(":")[2].removeprefix("thread-")) for lane in ids]
+    assert numbers == list(range(3 + 3, 3 + 3 + 11))  # after the rescuer, threads, dispatcher, completer
