@@ -79,11 +79,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     htmx.init_app(app)
 
     from . import api, auth, cli, web
-    from .auth.session import API_PREFIX
+    from .paths import API_PREFIX
     from .runtime.handlers import DEMO_SWITCH, load_handler_modules
     from .store import models  # noqa: F401  (registers the tables on db.metadata)
 
-    app.register_blueprint(api.bp, url_prefix=API_PREFIX.rstrip("/"))
+    app.register_blueprint(api.bp, url_prefix=API_PREFIX)
     app.register_blueprint(web.bp)
     # Templates read the shared value rules and the event types of an attempt's activity.
     app.context_processor(lambda: {"limits": limits, "activity_events": ACTIVITY_EVENTS})

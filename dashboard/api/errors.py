@@ -16,7 +16,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
-API_PREFIX = "/api"
+from ..paths import API_PREFIX, is_api_path
 
 
 class ApiError(Exception):
@@ -60,8 +60,7 @@ def json_error(
 
 
 def is_api_request() -> bool:
-    path = request.path
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    return is_api_path(request.path)
 
 
 def _http_detail(exc: HTTPException) -> str:

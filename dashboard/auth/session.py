@@ -27,13 +27,10 @@ from flask_login import LoginManager
 from itsdangerous import URLSafeTimedSerializer
 
 from ..config import Settings
+from ..paths import is_api_path
 from .principals import Directory, User
 
 login_manager = LoginManager()
-
-# Mounted there by ``create_app``; the session is opened before the URL is matched, so the
-# path is all there is to go by.
-API_PREFIX = "/api/"
 
 
 class SessionCookies(SecureCookieSessionInterface):
@@ -45,7 +42,7 @@ class SessionCookies(SecureCookieSessionInterface):
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
         """No session for the API, which knows bearer tokens only (see the module docstring)."""
-        if request.path.startswith(API_PREFIX):
+        if is_api_path(request.path):  # opened before the URL is matched: the path decides
             return self.make_null_session(app)
         return super().open_session(app, request)
 

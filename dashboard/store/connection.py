@@ -46,8 +46,9 @@ def connect() -> Connection:
     """A connection for many engine calls in a row (a worker thread keeps one).
 
     Every transition is a single statement (``sql.py``), atomic on its own, so it runs in
-    autocommit mode: one round trip, with no BEGIN and no COMMIT around it. Holding the
-    connection also saves the pool checkout and its pre-ping on every call.
+    autocommit mode: one round trip, with no BEGIN and no COMMIT around it (a bulk create's
+    chunks, several statements, open their own transaction: :func:`fetch_rows_while`). Holding
+    the connection also saves the pool checkout and its pre-ping on every call.
     """
     return autocommit_engine().connect()
 
@@ -139,11 +140,18 @@ def _prepared(
     """``statement`` compiled once, its parameters (jsonb ones wrapped) and the driver connection,
     which must autocommit: a statement outside autocommit would hold a transaction open."""
     compiled = _compile(statement)
-    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+    return compiled, _args(compiled, params), _driver(conn)
+
+
+def _args(compiled: _Compiled, params: dict[str, Any]) -> dict[str, Any]:
+    return {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+
+
+def _driver(conn: Connection) -> psycopg.Connection[Any]:
     raw = raw_connection(conn)
     if not raw.autocommit:
         raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
-    return compiled, args, raw
+    return raw
 
 
 def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -180,19 +188,21 @@ def fetch_rows_while(
     committed only after ``meanwhile()`` returns; an error on either side (a statement refused,
     or the client raising while a set is built or in ``meanwhile``) rolls everything back.
     """
-    compiled, args, raw = _prepared(conn, statement, {})
+    compiled, raw = _compile(statement), _driver(conn)
     cursors: list[psycopg.Cursor[dict[str, Any]]] = []
     try:
         with raw.pipeline(), raw.transaction():
             for params in param_sets:
-                compiled, args, raw = _prepared(conn, statement, params)
                 cursor = raw.cursor(row_factory=_dict_rows)
                 cursors.append(cursor)
-                cursor.execute(compiled.sql, args)
+                cursor.execute(compiled.sql, _args(compiled, params))
             done = meanwhile()
         rows = [row for cursor in cursors if _has_rows(cursor) for row in cursor.fetchall()]
     except psycopg.Error as error:
-        raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
+        # Which execution the server refused is not known here (its answer may arrive while a
+        # later one is sent), so no one set's parameters are named as the culprit.
+        sent = {"executions sent": len(cursors)}
+        raise sa_exc.DBAPIError.instance(compiled.sql, sent, error, psycopg.Error) from error
     finally:
         for cursor in cursors:
             cursor.close()

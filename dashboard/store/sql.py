@@ -53,8 +53,9 @@ CREATE = text(
     """
 ).bindparams(bindparam("payload", type_=JSONB), bindparam("event_data", type_=JSONB))
 
-# Bulk create: every row of the batch in one statement, read from one jsonb array (one
-# parameter, any batch size). Keys already taken (by an older job or earlier in the same batch)
+# Bulk create: the rows of one chunk in one statement, read from one jsonb array (one parameter,
+# any chunk size); a request's chunks run in one transaction (enqueue.create_jobs). Keys
+# already taken (by an older job, or earlier in the same request: this chunk or one before it)
 # insert nothing; the caller then reads the jobs holding them. Only the ids of the new rows
 # come back: the caller already holds everything else they were written from.
 CREATE_MANY = text(

@@ -168,7 +168,9 @@ def test_the_api_ignores_the_dashboard_session(app, operator):
     assert refused.status_code == 401
     created = operator.post("/api/jobs/", json={"type": "demo.success"}, headers=bearer(OPERATOR_TOKEN))
     assert created.status_code == 201
-    for response in (refused, created):
+    bare = operator.get("/api")  # the API's own 404, without the slash
+    assert bare.status_code == 404 and bare.is_json
+    for response in (refused, created, bare):
         assert "Set-Cookie" not in response.headers
         assert "Cookie" not in response.headers.get("Vary", "")
     page = operator.get("/")

@@ -39,6 +39,7 @@ def _lines(logger_class: type[Logger], access_log_format: str) -> list[str]:
             "PATH_INFO": "/api/jobs/",
             "QUERY_STRING": 'q="x"',
             "HTTP_USER_AGENT": 'curl/8 "quoted"',
+            "HTTP_REFERER": 'https://ops.example/jobs/?q="x"',
             "HTTP_X_REQUEST_ID": "req-1",
             "wsgi.input": object(),
         }
@@ -54,7 +55,8 @@ def _lines(logger_class: type[Logger], access_log_format: str) -> list[str]:
     "access_log_format",
     [
         DEFAULT,
-        "%(h)s %(m)s %(U)s %(q)s %(H)s %(s)s %(B)s %(T)s %(D)s %(M)s %(L)s %(p)s %(x)s",
+        "%(h)s %(l)s %(u)s %(r)s %(m)s %(U)s %(q)s %(H)s %(s)s %(b)s %(B)s %(f)s %(a)s %(T)s %(D)s %(M)s "
+        "%(L)s %(p)s %(x)s",
         '%(h)s "%(r)s" %(s)s %({x-request-id}i)s %({content-type}o)s %({remote_addr}e)s',
     ],
     ids=["default", "every plain atom", "header and environ atoms"],

@@ -9,7 +9,7 @@ from datetime import timedelta, timezone
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from dashboard.store import connection, enqueue, read_jobs, read_stats, service, sql
+from dashboard.store import connection, enqueue, read_jobs, read_stats, service
 from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
@@ -125,37 +125,30 @@ def test_a_refused_later_chunk_writes_nothing(app):
     assert read_jobs.list_events(limit=1, type="created").results == []
 
 
-@pytest.mark.parametrize("where", ["building the second chunk", "meanwhile"])
-def test_a_client_error_mid_pipeline_writes_nothing(app, where):
+@pytest.mark.parametrize("where", ["building the second chunk", "building the records"])
+def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
     """The first chunk is on the server before the client fails: it must be rolled back."""
-    first = [JobSpec("demo.success", idempotency_key="sent-first")]
-    ids = iter(range(100))
+    made = []
 
-    def param_sets():
-        yield {"rows": [_row(next(ids), "sent-first")], "now": T0, "event_data": {}}
-        if where == "building the second chunk":
+    def uuid4() -> uuid.UUID:  # the second job's id is made while building the second chunk
+        made.append(uuid.UUID(int=len(made) + 1))
+        if where == "building the second chunk" and len(made) == 2:
             raise RuntimeError("client failed")
-        yield {"rows": [_row(next(ids), None)], "now": T0, "event_data": {}}
+        return made[-1]
 
-    def meanwhile():
+    def new_record(*args: object) -> None:
         raise RuntimeError("client failed")
 
+    monkeypatch.setattr(enqueue, "CREATE_CHUNK", 1)
+    monkeypatch.setattr(enqueue.uuid, "uuid4", uuid4)
+    if where == "building the records":
+        monkeypatch.setattr(enqueue, "_new_record", new_record)
+    specs = [JobSpec("demo.success", idempotency_key="sent-first"), JobSpec("demo.success")]
     with connection.connect() as conn:
         with pytest.raises(RuntimeError, match="client failed"):
-            connection.fetch_rows_while(conn, sql.CREATE_MANY, param_sets(), meanwhile)
+            service.create_jobs(specs, conn=conn)
+        assert made  # the first chunk was built, so it went out
         assert read_jobs.list_jobs(limit=1, offset=0).count == 0
         assert read_jobs.list_events(limit=1, type="created").results == []
-        assert service.create_jobs(first, now=T0, conn=conn)[0].created  # the connection works on
-
-
-def _row(n: int, key: str | None) -> dict:
-    return {
-        "n": n,
-        "id": str(uuid.uuid4()),
-        "type": "demo.success",
-        "payload": {},
-        "priority": 0,
-        "available_at": T0.isoformat(),
-        "max_attempts": 3,
-        "idempotency_key": key,
-    }
+        monkeypatch.undo()
+        assert service.create_jobs(specs[:1], now=T0, conn=conn)[0].created  # the connection works on

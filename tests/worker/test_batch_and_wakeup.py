@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections import Counter
 
 import pytest
 
@@ -153,6 +154,8 @@ def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(
     wait_until(lambda: held() == 5, 30, "1 running and 2 x 2 claimed ahead")
     claims = [e for job_id in ids for e in events(job_id) if e.type == "claimed"]
     assert len(claims) == 5 and len({e.worker_id for e in claims}) == 5  # one lane each
+    per_statement = Counter(e.created_at for e in claims)  # one statement, one `now`
+    assert max(per_statement.values()) <= 2, per_statement  # each claim at most a batch
     assert sum(job(job_id).status == "queued" for job_id in ids) == 4
 
 
