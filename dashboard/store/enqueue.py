@@ -110,7 +110,9 @@ def create_jobs(
     """Queue many jobs in one transaction; all are checked before any is written.
 
     Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
-    same batch holds, returns that job with ``created=False``. Results follow ``specs``' order.
+    same batch holds, returns that job with ``created=False``. Results follow ``specs``' order;
+    the rows are inserted keyed ones last, by key, so concurrent requests sharing keys cannot
+    deadlock.
     A new job's record is built from its spec, which is what its row was written from (the
     database returns only the ids it inserted): reading every new row back, and decoding its
     payload, cost more than the insert itself. Its ``payload`` is the spec's own object. The
@@ -126,7 +128,15 @@ def create_jobs(
             raise ValueError(f"job {index}: {exc}") from None
     if not specs:
         return []
-    ids: list[uuid.UUID] = []  # filled chunk by chunk, while the server inserts the one before
+    # Insertion order: the jobs without a key as sent, then the keyed ones by key (a repeated
+    # key's first job still first). Two requests with keys in common then take those keys in
+    # the same order, so one waits for the other instead of both deadlocking.
+    order = [n for n, spec in enumerate(specs) if spec.idempotency_key is None]
+    keyed = sorted(
+        (spec.idempotency_key, n) for n, spec in enumerate(specs) if spec.idempotency_key is not None
+    )
+    order += [n for _, n in keyed]
+    ids: dict[int, uuid.UUID] = {}  # filled chunk by chunk, while the server inserts the one before
     rendered: dict[datetime, str] = {}  # a batch mostly shares one available_at (now)
 
     def iso(spec: JobSpec) -> str:
@@ -136,11 +146,11 @@ def create_jobs(
             text = rendered[value] = value.astimezone(UTC).isoformat()
         return text
 
-    def row(n: int, spec: JobSpec) -> dict[str, Any]:
-        job_id = uuid.uuid4()
-        ids.append(job_id)
+    def row(position: int, n: int) -> dict[str, Any]:
+        spec = specs[n]
+        job_id = ids[n] = uuid.uuid4()
         return {
-            "n": n,
+            "n": position,
             "id": str(job_id),
             "type": spec.type,
             "payload": {} if spec.payload is None else spec.payload,
@@ -153,12 +163,12 @@ def create_jobs(
     shared = {"now": now, "event_data": event_data or {}}
 
     def chunks() -> Iterator[dict[str, Any]]:
-        for first in range(0, len(specs), CREATE_CHUNK):
-            part = range(first, min(first + CREATE_CHUNK, len(specs)))
-            yield {"rows": [row(n, specs[n]) for n in part], **shared}
+        for first in range(0, len(order), CREATE_CHUNK):
+            part = range(first, min(first + CREATE_CHUNK, len(order)))
+            yield {"rows": [row(position, order[position]) for position in part], **shared}
 
     def records() -> list[JobRecord]:
-        return [_new_record(job_id, spec, now) for job_id, spec in zip(ids, specs, strict=True)]
+        return [_new_record(ids[n], spec, now) for n, spec in enumerate(specs)]
 
     with autocommit(conn) as conn:
         # One transaction: the server inserts a chunk while the next is built, then while the

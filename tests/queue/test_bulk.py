@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta, timezone
 
 import pytest
@@ -152,3 +154,41 @@ def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
         assert read_jobs.list_events(limit=1, type="created").results == []
         monkeypatch.undo()
         assert service.create_jobs(specs[:1], now=T0, conn=conn)[0].created  # the connection works on
+
+
+def test_concurrent_bulk_creates_sharing_keys_do_not_deadlock(app):
+    """Two requests hold the same two keys in opposite orders, in different chunks. Inserted in
+    request order, each took its first key and then waited for the other's: a deadlock, and
+    one request refused. Keyed rows go in by key, so one waits for the other and both succeed."""
+    filler = [JobSpec("demo.success") for _ in range(enqueue.CREATE_CHUNK)]
+    for round_ in range(5):
+        first, second = f"{round_}-a", f"{round_}-b"
+        requests = [
+            [
+                JobSpec("demo.success", idempotency_key=first),
+                *filler,
+                JobSpec("demo.fail", idempotency_key=second),
+            ],
+            [
+                JobSpec("demo.success", idempotency_key=second),
+                *filler,
+                JobSpec("demo.fail", idempotency_key=first),
+            ],
+        ]
+        start = threading.Barrier(2)
+
+        def create(specs: list[JobSpec], start: threading.Barrier = start) -> list:
+            with app.app_context():
+                start.wait()
+                return service.create_jobs(specs)
+
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = list(pool.map(create, requests))  # a deadlock would raise here
+        by_key = {
+            r.job.idempotency_key: r.job for results in outcomes for r in results if r.job.idempotency_key
+        }
+        assert sorted(by_key) == [first, second]
+        for results in outcomes:  # each request names the one job that holds each key
+            keyed = {r.job.idempotency_key: r.job for r in results if r.job.idempotency_key}
+            assert keyed == by_key
+        assert sum(r.created for results in outcomes for r in results if r.job.idempotency_key) == 2
