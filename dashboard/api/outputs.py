@@ -93,6 +93,21 @@ def bulk_results_json(results: Sequence[Any], tz: tzinfo) -> bytes:
     timestamp (a batch shares its ``created_at``) is rendered once. tests/api/test_bulk.py
     checks this against the model path.
     """
+    iso = _timestamps(tz)
+    return pydantic_core.to_json(
+        {"results": [{"created": result.created, "job": _job_fields(result.job, iso)} for result in results]}
+    )
+
+
+def job_json(job: Any, tz: tzinfo) -> bytes:
+    """One engine ``JobRecord`` as ``json_response(Job.model_validate(job))`` renders it, byte for
+    byte (tests/api/test_create.py checks it): the answer of ``POST /api/jobs/``, the API's
+    busiest write, without a model to validate and serialise."""
+    return pydantic_core.to_json(_job_fields(job, _timestamps(tz)))
+
+
+def _timestamps(tz: tzinfo) -> Callable[[datetime | None], str | None]:
+    """``_iso`` for ``tz`` without the serialisation info, each distinct instant rendered once."""
     # Keyed with the offset too: two aware datetimes of one zone that differ only in ``fold``
     # (the repeated hour when clocks go back) compare equal but are different instants.
     rendered: dict[tuple[datetime, object], str] = {}
@@ -106,20 +121,7 @@ def bulk_results_json(results: Sequence[Any], tz: tzinfo) -> bytes:
             text = rendered[key] = value.astimezone(tz).isoformat()
         return text
 
-    return pydantic_core.to_json(
-        {"results": [{"created": result.created, "job": _job_fields(result.job, iso)} for result in results]}
-    )
-
-
-def job_json(job: Any, tz: tzinfo) -> bytes:
-    """One engine ``JobRecord`` as ``json_response(Job.model_validate(job))`` renders it, byte for
-    byte (tests/api/test_create.py checks it): the answer of ``POST /api/jobs/``, the API's
-    busiest write, without a model to validate and serialise."""
-
-    def iso(value: datetime | None) -> str | None:
-        return None if value is None else value.astimezone(tz).isoformat()
-
-    return pydantic_core.to_json(_job_fields(job, iso))
+    return iso
 
 
 def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[str, Any]:

@@ -11,9 +11,9 @@ The session lives in the signed cookie only (no server-side store): signing out 
 that browser, while a copy of the cookie stays valid until its lifetime ends. Changing the
 user's password hash, or ``SECRET_KEY``, ends every session at once.
 
-The JSON API (under ``/api/``) authenticates bearer tokens only and never reads the session:
-its requests get Flask's null session, so the cookie is neither verified nor re-sent, and the
-answers carry no ``Vary: Cookie``.
+The JSON API (``/api`` and every path under it, ``paths.is_api_path``) authenticates bearer
+tokens only and never reads the session: its requests get Flask's null session, so the cookie
+is neither verified nor re-sent, and the answers carry no ``Vary: Cookie``.
 """
 
 from __future__ import annotations

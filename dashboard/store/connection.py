@@ -134,20 +134,14 @@ def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[st
     return make
 
 
-def _prepared(
-    conn: Connection, statement: TextClause, params: dict[str, Any]
-) -> tuple[_Compiled, dict[str, Any], psycopg.Connection[Any]]:
-    """``statement`` compiled once, its parameters (jsonb ones wrapped) and the driver connection,
-    which must autocommit: a statement outside autocommit would hold a transaction open."""
-    compiled = _compile(statement)
-    return compiled, _args(compiled, params), _driver(conn)
-
-
 def _args(compiled: _Compiled, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as psycopg takes them: the jsonb ones wrapped."""
     return {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
 
 
 def _driver(conn: Connection) -> psycopg.Connection[Any]:
+    """The driver connection, which must autocommit: a statement outside autocommit would hold
+    a transaction open."""
     raw = raw_connection(conn)
     if not raw.autocommit:
         raise RuntimeError("engine statements run on autocommit connections (connection.connect())")
@@ -162,12 +156,12 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
     so they go to the driver directly, compiled once. Errors come back as SQLAlchemy's
     exception classes, so callers tell an outage from a refusal the same way everywhere.
     """
-    compiled, args, raw = _prepared(conn, statement, params)
+    compiled, raw = _compile(statement), _driver(conn)
+    args = _args(compiled, params)
     try:
         with raw.cursor(row_factory=_dict_rows) as cursor:
             cursor.execute(compiled.sql, args)
-            result = cursor.pgresult
-            return cursor.fetchall() if result is not None and result.nfields else []
+            return cursor.fetchall() if _has_rows(cursor) else []
     except psycopg.Error as error:
         raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
 

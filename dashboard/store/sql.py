@@ -90,9 +90,8 @@ CREATE_MANY = text(
 # that attempt's ``claimed`` event: job_event_job_id_idx read backwards from the newest event).
 # ``started_at``: an SQL expression holding the attempt's start when the caller knows it (every
 # worker passes it: the claim's time, or when a thread took a job claimed ahead of it);
-# the event is then not read at all (COALESCE evaluates its subquery only for a NULL). Issue 20:
-# with fresh statistics the planner read that subquery through jobs_jobevent_type_idx, every
-# ``claimed`` event of the table per settled job, 161 µs per job at 256 per statement.
+# the event is then not read at all (COALESCE evaluates its subquery only for a NULL), so no
+# plan can read it through jobs_jobevent_type_idx, as one did (docs/benchmarks.md, issue 20).
 def run_facts(row: str, started_at: str | None = None) -> str:
     event = (
         "(SELECT round(extract(epoch FROM "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..store.read_overview import MINUTES, hour_window
+from ..store.read_overview import MINUTES
 from ..store.read_stats import MinuteCount
 
 WIDTH, HEIGHT = 600, 140
@@ -37,9 +37,6 @@ class Chart:
     start: datetime
     width: int = WIDTH
     height: int = HEIGHT
-
-
-window = hour_window  # the chart's minutes
 
 
 def build_chart(counts: list[MinuteCount], start: datetime) -> Chart:

@@ -13,7 +13,7 @@ from ..config import settings_of
 from ..store import read_overview, read_stats, read_timeout, stats_refresh
 from ..store import workers as read_workers
 from .blueprint import bp
-from .chart import build_chart, window
+from .chart import build_chart
 from .figure_charts import build_figure_charts
 from .forms import RetryForm
 from .rendering import now, page_or_fragment
@@ -28,7 +28,7 @@ def overview_context() -> dict[str, Any]:
     """Every panel is read on its own under the dashboard's query time limit: a panel whose
     query runs too long on a huge table shows as unavailable, the others still render."""
     current = now()
-    start, until = window(current)
+    start, until = read_overview.hour_window(current)
     settings = settings_of(current_app)
     policy = stats_refresh.policy_of(settings)
     with read_timeout.time_limit(settings.dashboard_query_timeout_ms):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask
@@ -11,6 +12,8 @@ from sqlalchemy import text
 
 from dashboard import create_app
 from dashboard.extensions import db
+from dashboard.store.records import JobRecord
+from tests.factories import record
 from tests.open_access import OPEN_ACCESS
 
 TEST_TYPE = "test.api"  # registered by the `job_type` fixture
@@ -21,6 +24,22 @@ JOB_FIELDS = [
     "updated_at", "finished_at",
 ]  # fmt: skip
 EVENT_FIELDS = ["id", "job", "type", "attempt", "worker_id", "message", "data", "created_at"]
+
+# Records of every status and payload kind, for the answers rendered without the Job model
+# (outputs.job_json, outputs.bulk_results_json), checked against the model's bytes.
+RENDERED = datetime(2030, 7, 1, 12, 0, tzinfo=UTC)
+RECORD_SHAPES = [
+    {"payload": {"i": 1, "é": [0.1, -0.0, 1e300, None, True, "ü\u2028"]}},
+    {"available_at": RENDERED, "idempotency_key": "k", "payload": [1, "two"]},
+    {"status": "running", "attempts": 1, "locked_by": "w-1", "locked_until": RENDERED, "payload": "x"},
+    {"status": "succeeded", "attempts": 2, "result": {"ok": [1, 2.5]}, "finished_at": RENDERED},
+    {"status": "failed", "attempts": 3, "last_error": "boom", "finished_at": RENDERED},
+]
+
+
+def shaped_record(fields: dict[str, Any]) -> JobRecord:
+    """A record of :data:`RECORD_SHAPES`, created at a time with microseconds."""
+    return record(now=datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), **{"status": "queued", **fields})
 
 
 def table_snapshot() -> dict[str, Any]:

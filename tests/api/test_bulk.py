@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -13,11 +12,10 @@ import pytest
 from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.api.outputs import BulkResult, BulkResults, Job, bulk_results_json
 from dashboard.store import read_jobs, read_stats, service
-from dashboard.store.records import CreateResult, JobRecord
-from tests.factories import record
+from dashboard.store.records import CreateResult
 from tests.open_access import ANONYMOUS_API, audit
 
-from .helpers import JOB_FIELDS, TEST_TYPE, create, table_snapshot
+from .helpers import JOB_FIELDS, RECORD_SHAPES, TEST_TYPE, create, shaped_record, table_snapshot
 
 URL = "/api/jobs/bulk/"
 
@@ -236,41 +234,11 @@ def test_strict_mode_refuses_an_unregistered_type_in_bulk_by_index(client, job_t
     assert table_snapshot() == before
 
 
-def _record(**changes: Any) -> JobRecord:
-    return record(now=datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), **changes)
-
-
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
 def test_the_fast_bulk_answer_is_the_models_answer_byte_for_byte(zone):
     """``bulk_results_json`` skips the ``Job`` models; what it renders is what they render."""
-    later = datetime(2030, 7, 1, 12, 0, tzinfo=UTC)
-    results = [
-        CreateResult(_record(payload={"i": 1, "é": [0.1, -0.0, 1e300, None, True, "ü\u2028"]}), True),
-        CreateResult(_record(available_at=later, idempotency_key="k", payload=[1, "two"]), True),
-        CreateResult(
-            _record(
-                status="running",
-                attempts=1,
-                locked_by="w-1",
-                locked_until=later,
-                updated_at=later,
-                payload="text",
-            ),
-            False,
-        ),
-        CreateResult(
-            _record(
-                status="succeeded",
-                attempts=2,
-                result={"ok": [1, 2.5]},
-                last_error="",
-                updated_at=later,
-                finished_at=later,
-            ),
-            False,
-        ),
-        CreateResult(_record(status="failed", attempts=3, last_error="boom", finished_at=later), False),
-    ]
+    created = [True, True, False, False, False]
+    results = [CreateResult(shaped_record(f), c) for f, c in zip(RECORD_SHAPES, created, strict=True)]
     tz = ZoneInfo(zone)
     models = BulkResults(
         results=[BulkResult(created=r.created, job=Job.model_validate(r.job)) for r in results]

@@ -11,10 +11,9 @@ import pytest
 from dashboard.api.outputs import Job, job_json
 from dashboard.config import settings_of
 from dashboard.store import read_jobs
-from tests.factories import record
 from tests.open_access import ANONYMOUS_API, audit
 
-from .helpers import JOB_FIELDS, another_app, create, table_snapshot
+from .helpers import JOB_FIELDS, RECORD_SHAPES, another_app, create, shaped_record, table_snapshot
 
 
 def test_create_returns_201_with_the_reference_job_shape(client, job_type):
@@ -223,23 +222,11 @@ def test_integral_numbers_count_as_integers(client, job_type):
     assert (job["priority"], job["max_attempts"]) == (7, 2)
 
 
-RENDERED = datetime(2030, 7, 1, 12, 0, tzinfo=UTC)
-
-
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
-@pytest.mark.parametrize(
-    "fields",
-    [
-        {"payload": {"i": 1, "é": [0.1, -0.0, 1e300, None, True, "ü\u2028"]}},
-        {"available_at": RENDERED, "idempotency_key": "k", "payload": [1, "two"]},
-        {"status": "running", "attempts": 1, "locked_by": "w-1", "locked_until": RENDERED, "payload": "x"},
-        {"status": "succeeded", "attempts": 2, "result": {"ok": [1, 2.5]}, "finished_at": RENDERED},
-        {"status": "failed", "attempts": 3, "last_error": "boom", "finished_at": RENDERED},
-    ],
-)
+@pytest.mark.parametrize("fields", RECORD_SHAPES)
 def test_the_fast_create_answer_is_the_models_answer_byte_for_byte(zone, fields):
     """``job_json`` skips the ``Job`` model; what it renders is what ``json_response`` renders."""
-    job = record(now=datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), **{"status": "queued", **fields})
+    job = shaped_record(fields)
     tz = ZoneInfo(zone)
     expected = Job.model_validate(job).model_dump_json(context={"tz": tz}, exclude_unset=True).encode()
     assert job_json(job, tz) == expected

@@ -7,9 +7,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from dashboard.store.read_overview import hour_window
 from dashboard.store.read_stats import MinuteCount
 from dashboard.web import timefmt
-from dashboard.web.chart import HEIGHT, MINUTES, build_chart, window
+from dashboard.web.chart import HEIGHT, MINUTES, build_chart
 from dashboard.web.forms import parse_available_at, parse_payload
 from dashboard.web.params import event_filters, job_filters
 from dashboard.web.rendering import safe_next
@@ -38,7 +39,7 @@ def test_absolute_time_is_in_the_configured_zone():
 
 
 def test_chart_window_and_stacked_bars():
-    start, until = window(NOW)
+    start, until = hour_window(NOW)
     assert until - start == timedelta(minutes=MINUTES)
     assert start <= NOW < until
     counts = [

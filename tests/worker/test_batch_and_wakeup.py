@@ -102,6 +102,17 @@ def _claimed_by(job_id) -> str:
     return next(e.worker_id for e in read_jobs.job_events(job_id) if e.type == "claimed")
 
 
+def _one_thread_short_leases(start_worker) -> None:
+    """One executor, a batch of 2 (so a job waits claimed ahead of a busy thread), 2 s leases
+    and a rescuer looking every 0.2 s."""
+    start_worker(
+        JOB_WORKER_THREADS="1",
+        JOB_WORKER_BATCH_SIZE="2",
+        JOB_WORKER_LEASE_SECONDS="2",
+        JOB_WORKER_CLEANUP_INTERVAL_SECONDS="0.2",
+    )
+
+
 def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(app, start_worker):
     """The one thread runs a handler that stopped renewing (``demo.timeout``, twice the lease).
     Once that attempt is past its lease the dispatcher no longer renews the job claimed ahead
@@ -109,12 +120,7 @@ def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(ap
     requeues it, and it runs on a later attempt."""
     stuck = service.create_job("demo.timeout", {}, priority=90, max_attempts=1).job
     ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
-    start_worker(
-        JOB_WORKER_THREADS="1",
-        JOB_WORKER_BATCH_SIZE="2",
-        JOB_WORKER_LEASE_SECONDS="2",
-        JOB_WORKER_CLEANUP_INTERVAL_SECONDS="0.2",
-    )
+    _one_thread_short_leases(start_worker)
     wait_for_status(ahead.id, "succeeded", timeout=30)
     kinds = event_types(ahead.id)
     assert "timeout_requeued" in kinds and kinds[-1] == "succeeded"
@@ -165,12 +171,7 @@ def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_leas
     runs once, on its first attempt, with renewals on its timeline before it starts."""
     slow = service.create_job("demo.slow", {"sleep_seconds": 4}, priority=90).job
     ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
-    start_worker(
-        JOB_WORKER_THREADS="1",
-        JOB_WORKER_BATCH_SIZE="2",
-        JOB_WORKER_LEASE_SECONDS="2",
-        JOB_WORKER_CLEANUP_INTERVAL_SECONDS="0.2",
-    )
+    _one_thread_short_leases(start_worker)
     wait_for_status(ahead.id, "running")
     wait_for_status(ahead.id, "succeeded", timeout=30)
     kinds = event_types(ahead.id)
