@@ -61,6 +61,8 @@ def text_kind(value: str) -> str | None:
     """Why PostgreSQL could not store ``value`` as text: ``"nul"``, ``"surrogate"``, or None."""
     if "\x00" in value:
         return "nul"
+    if value.isascii():  # a flag CPython keeps: no surrogate, and no copy to encode
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -81,6 +83,46 @@ def json_problem(value: Any) -> JsonProblem | None:
     """Walk the document (iteratively: depth is one of the things checked): nesting deeper than
     :data:`MAX_JSON_DEPTH`, text with NUL or a lone surrogate (in values or keys), non-finite
     numbers. None if PostgreSQL can store it."""
+    if _storable(value):
+        return None
+    return _first_problem(value)
+
+
+def _storable(value: Any) -> bool:
+    """:func:`json_problem` is None, without building the path of every node: the check of
+    every API payload, nearly always a pass (1,000 of them in a bulk create)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return False
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if text_kind(key):
+                    return False
+                if isinstance(child, (dict, list)):
+                    stack.append((child, depth + 1))
+                elif not _storable_scalar(child) or depth + 1 > MAX_JSON_DEPTH:
+                    return False
+        elif isinstance(node, list):
+            for child in node:
+                if isinstance(child, (dict, list)):
+                    stack.append((child, depth + 1))
+                elif not _storable_scalar(child) or depth + 1 > MAX_JSON_DEPTH:
+                    return False
+        elif not _storable_scalar(node):
+            return False
+    return True
+
+
+def _storable_scalar(value: Any) -> bool:
+    if isinstance(value, str):
+        return text_kind(value) is None
+    return not (isinstance(value, float) and not math.isfinite(value))
+
+
+def _first_problem(value: Any) -> JsonProblem | None:
+    """The first problem :func:`json_problem` reports, with its path."""
     stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
         node, depth, where = stack.pop()

@@ -83,27 +83,43 @@ class BulkResults(BaseModel):
     results: list[BulkResult]
 
 
-def bulk_results_json(results: Sequence[Any], tz: tzinfo) -> bytes:
+def bulk_results_json(results: Sequence[Any], tz: tzinfo, rendered: Sequence[bytes] | None = None) -> bytes:
     """``BulkResults`` of the engine's ``CreateResult`` list as ``json_response`` renders it, byte
     for byte, without building a ``Job`` model per job first.
 
     At 1,000 jobs per request, validating 1,000 ``Job`` models from the records and rendering
     each timestamp through ``_iso`` cost more than the request's INSERT (docs/benchmarks.md,
     issue 20). The records come from the engine, so there is nothing to validate; each distinct
-    timestamp (a batch shares its ``created_at``) is rendered once. tests/api/test_bulk.py
-    checks this against the model path.
+    timestamp (a batch shares its ``created_at``) is rendered once. ``rendered``: each job of
+    the request already rendered by :func:`job_renderer` as it was to be created (while the
+    server inserted it); a created job's answer is that, a deduplicated one's is rendered here.
+    tests/api/test_bulk.py checks this against the model path.
     """
-    iso = _timestamps(tz)
-    return pydantic_core.to_json(
-        {"results": [{"created": result.created, "job": _job_fields(result.job, iso)} for result in results]}
-    )
+    render = job_renderer(tz)
+    parts = [
+        (b'{"created":true,"job":' if result.created else b'{"created":false,"job":')
+        + (rendered[n] if rendered is not None and result.created else render(result.job))
+        + b"}"
+        for n, result in enumerate(results)
+    ]
+    return b'{"results":[' + b",".join(parts) + b"]}"
 
 
 def job_json(job: Any, tz: tzinfo) -> bytes:
     """One engine ``JobRecord`` as ``json_response(Job.model_validate(job))`` renders it, byte for
     byte (tests/api/test_create.py checks it): the answer of ``POST /api/jobs/``, the API's
     busiest write, without a model to validate and serialise."""
-    return pydantic_core.to_json(_job_fields(job, _timestamps(tz)))
+    return job_renderer(tz)(job)
+
+
+def job_renderer(tz: tzinfo) -> Callable[[Any], bytes]:
+    """:func:`job_json` for many records of one answer: each distinct timestamp rendered once."""
+    iso = _timestamps(tz)
+
+    def render(job: Any) -> bytes:
+        return pydantic_core.to_json(_job_fields(job, iso))
+
+    return render
 
 
 def _timestamps(tz: tzinfo) -> Callable[[datetime | None], str | None]:

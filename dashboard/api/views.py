@@ -38,6 +38,7 @@ from .outputs import (
     StatsDetail,
     bulk_results_json,
     job_json,
+    job_renderer,
 )
 from .registry import Reply, query_values
 from .stats_detail import detail as stats_detail
@@ -181,8 +182,13 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     that job with `created: false`. `results` follow the order of `jobs`."""
     settings = settings_of(current_app)
     default = settings.worker.max_attempts_default
-    results = service.create_jobs([job_spec(job, default) for job in body.jobs], event_data=audit_data())
-    answer = bulk_results_json(results, settings.tz)  # = BulkResults(...), without 1,000 Job models
+    render, rendered = job_renderer(settings.tz), list[bytes]()
+    results = service.create_jobs(
+        [job_spec(job, default) for job in body.jobs],
+        event_data=audit_data(),
+        meanwhile=lambda records: rendered.extend(map(render, records)),  # while the server inserts
+    )
+    answer = bulk_results_json(results, settings.tz, rendered)  # = BulkResults(...), without Job models
     status = 201 if any(r.created for r in results) else 200
     return current_app.response_class(answer, status=status, mimetype="application/json")
 

@@ -127,7 +127,24 @@ def test_a_refused_later_chunk_writes_nothing(app):
     assert read_jobs.list_events(limit=1, type="created").results == []
 
 
-@pytest.mark.parametrize("where", ["building the second chunk", "building the records"])
+def test_the_callers_meanwhile_sees_every_record_as_created(app):
+    """``meanwhile`` gets one record per spec, in the specs' order, as the job is if created:
+    a created job's result is that record; a deduplicated one's is the job holding the key."""
+    taken = service.create_jobs([JobSpec("demo.success", idempotency_key="taken")], now=T0)[0].job
+    specs = [JobSpec("demo.success", {"i": i}, idempotency_key=f"m{i}") for i in range(3)]
+    specs.insert(1, JobSpec("demo.fail", idempotency_key="taken"))
+    seen: list[list[object]] = []
+    results = service.create_jobs(specs, now=T0, meanwhile=seen.append)
+    assert len(seen) == 1 and len(seen[0]) == len(specs)
+    assert [r.created for r in results] == [True, False, True, True]
+    assert [job.type for job in seen[0]] == [spec.type for spec in specs]
+    for result, record in zip(results, seen[0], strict=True):
+        assert result.job == (record if result.created else taken)
+
+
+@pytest.mark.parametrize(
+    "where", ["building the second chunk", "building the records", "the caller's meanwhile"]
+)
 def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
     """The first chunk is on the server before the client fails: it must be rolled back."""
     made = []
@@ -146,9 +163,10 @@ def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
     if where == "building the records":
         monkeypatch.setattr(enqueue, "_new_record", new_record)
     specs = [JobSpec("demo.success", idempotency_key="sent-first"), JobSpec("demo.success")]
+    meanwhile = new_record if where == "the caller's meanwhile" else None
     with connection.connect() as conn:
         with pytest.raises(RuntimeError, match="client failed"):
-            service.create_jobs(specs, conn=conn)
+            service.create_jobs(specs, conn=conn, meanwhile=meanwhile)
         assert made  # the first chunk was built, so it went out
         assert read_jobs.list_jobs(limit=1, offset=0).count == 0
         assert read_jobs.list_events(limit=1, type="created").results == []
