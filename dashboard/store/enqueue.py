@@ -179,18 +179,18 @@ def create_jobs(
     with autocommit(conn) as conn:
         # One transaction: the server inserts a chunk while the next is built, then while the
         # records are built (they do not depend on its answer).
-        written, new = fetch_rows_while(conn, sql.CREATE_MANY, chunks(), records)
-        inserted = {row["id"] for row in written}
-        missing = {job.idempotency_key for job in new if job.id not in inserted}
+        skipped, new = fetch_rows_while(conn, sql.CREATE_MANY, chunks(), records)
+        taken = {order[row["n"]] for row in skipped if row["n"] is not None}  # specs not inserted
         existing = {}
-        if missing:
-            found = fetch_rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": sorted(missing)})
+        if taken:
+            keys = sorted({new[n].idempotency_key for n in taken})
+            found = fetch_rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
             existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
     return [
-        CreateResult(job=job, created=True)
-        if job.id in inserted
-        else CreateResult(job=existing[job.idempotency_key], created=False)
-        for job in new
+        CreateResult(job=existing[job.idempotency_key], created=False)
+        if n in taken
+        else CreateResult(job=job, created=True)
+        for n, job in enumerate(new)
     ]
 
 

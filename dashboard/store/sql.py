@@ -56,8 +56,10 @@ CREATE = text(
 # Bulk create: the rows of one chunk in one statement, read from one jsonb array (one parameter,
 # any chunk size); a request's chunks run in one transaction (enqueue.create_jobs). Keys
 # already taken (by an older job, or earlier in the same request: this chunk or one before it)
-# insert nothing; the caller then reads the jobs holding them. Only the ids of the new rows
-# come back: the caller already holds everything else they were written from.
+# insert nothing; the caller then reads the jobs holding them. Only the positions (``n``) of
+# the rows not inserted come back, usually none: the caller already holds everything the new
+# rows were written from. The wake-up is a branch of its own, so it runs whatever comes back
+# (its row has no position).
 CREATE_MANY = text(
     """
     WITH input AS (
@@ -79,7 +81,9 @@ CREATE_MANY = text(
     ), wake AS (
         SELECT pg_notify('jobqueue_jobs', '') WHERE EXISTS (SELECT 1 FROM ins WHERE available_at <= :now)
     )
-    SELECT ins.id FROM ins LEFT JOIN wake ON true
+    SELECT input.n FROM input WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = input.id)
+    UNION ALL
+    SELECT NULL FROM wake
     """
 ).bindparams(bindparam("rows", type_=JSONB), bindparam("event_data", type_=JSONB))
 
