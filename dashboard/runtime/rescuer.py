@@ -4,7 +4,9 @@ Each one-job thread also runs the tick between jobs, but a thread inside a long 
 nothing; if every thread of every worker is busy, expired leases would wait for a free thread.
 One rescuer thread per process runs the tick every ``cleanup_interval_seconds`` regardless, so
 a dead worker's job is recovered within about lease + cleanup interval. ``SKIP LOCKED`` keeps
-it and the threads from stepping on each other.
+it and the threads from stepping on each other. After each tick it also analyzes a queue
+table that outgrew its planner statistics tenfold (``store/planner_stats.py``: a burst into a
+nearly empty table would otherwise run on plans made for a page or two).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from sqlalchemy import exc as sa_exc
+
 from ..ops import worker_metrics
-from ..store import service
+from ..store import planner_stats, service
 from ..store.records import CleanupResult
 from .threads import ThreadRuntime
 
@@ -45,6 +49,25 @@ def recover_expired(runtime: ThreadRuntime) -> CleanupResult:
     return result
 
 
+def refresh_statistics(runtime: ThreadRuntime) -> list[dict[str, object]]:
+    """Analyze the queue tables that outgrew their statistics (usually none); returns them. A
+    database error is logged and left to the next tick (autovacuum analyzes them too)."""
+    try:
+        grown = planner_stats.analyze_grown(conn=runtime.connection)
+    except sa_exc.SQLAlchemyError as error:
+        log.warning("%s: could not check the planner statistics: %s", runtime.worker_id, type(error).__name__)
+        return []
+    for row in grown:
+        log.info(
+            "%s: %s grew from %s to %s pages since its planner statistics; analyzed it",
+            runtime.worker_id,
+            row["name"],
+            row["analyzed_pages"],
+            row["pages"],
+        )
+    return grown
+
+
 class Rescuer:
     """The process's lease-recovery thread."""
 
@@ -62,4 +85,5 @@ class Rescuer:
                 except Exception as error:
                     runtime.recover(error)
                     continue
+                refresh_statistics(runtime)
                 self.stopping.wait(runtime.settings.cleanup_interval_seconds)
