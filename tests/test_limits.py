@@ -7,7 +7,19 @@ from typing import Any
 
 import pytest
 
-from dashboard.limits import MAX_JSON_DEPTH, JsonProblem, _first_problem, json_problem
+from dashboard.limits import MAX_JSON_DEPTH, JsonProblem, _first_problem, _storable, json_problem
+
+
+class Flag(int):
+    """An int subclass, as bool is."""
+
+
+class Text(str):
+    pass
+
+
+class Number(float):
+    pass
 
 
 def nested(depth: int, leaf: Any = 1) -> Any:
@@ -41,6 +53,14 @@ DOCUMENTS = [
     listed(MAX_JSON_DEPTH),
     listed(MAX_JSON_DEPTH + 1),
     listed(MAX_JSON_DEPTH, []),
+    nested(MAX_JSON_DEPTH + 1, {}),
+    listed(MAX_JSON_DEPTH + 1, []),
+    nested(MAX_JSON_DEPTH - 1, [1]),
+    nested(MAX_JSON_DEPTH, [1]),
+    {"f": Flag(1), "t": Text("ok"), "x": Number(1.5)},
+    [Text("bad\x00"), Number(2.0)],
+    [Number(math.inf)],
+    {Text("k\x00"): 1},
     {"ok": 1, "bad\x00key": 2},
     {"a": ["ok", {"b": "x\x00"}]},
     {"a": "\ud800"},
@@ -56,6 +76,7 @@ DOCUMENTS = [
 
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_the_fast_check_and_the_named_walk_agree(document):
+    assert _storable(document) == (_first_problem(document) is None)
     assert json_problem(document) == _first_problem(document)
 
 

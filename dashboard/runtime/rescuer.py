@@ -59,7 +59,7 @@ def refresh_statistics(runtime: ThreadRuntime) -> list[dict[str, object]]:
         return []
     for row in grown:
         log.info(
-            "%s: %s grew from %s to %s pages since its planner statistics; analyzed it",
+            "%s: %s grew from %s to %s pages since its planner statistics: ANALYZE (SKIP_LOCKED) sent",
             runtime.worker_id,
             row["name"],
             row["analyzed_pages"],

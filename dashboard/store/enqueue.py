@@ -114,14 +114,16 @@ def create_jobs(
     the rows are inserted keyed ones last, by key, so concurrent requests sharing keys cannot
     deadlock.
     A new job's record is built from its spec, which is what its row was written from (the
-    database returns only the ids it inserted): reading every new row back, and decoding its
-    payload, cost more than the insert itself. Its ``payload`` is the spec's own object. The
-    jobs go in ``CREATE_CHUNK`` at a time, pipelined: each chunk is built while the server
-    inserts the one before, and the records while it inserts the last
+    database answers only which rows it did not insert): reading every new row back, and
+    decoding its payload, cost more than the insert itself. Its ``payload`` is the spec's own
+    object. The jobs go in ``CREATE_CHUNK`` at a time, pipelined: each chunk is built while the
+    server inserts the one before, and the records while it inserts the last
     (``connection.fetch_rows_while``); the transaction commits after all of them.
-    ``meanwhile(records)``: the caller's own work on every spec's record as created (in
-    ``specs``' order), run there too, before the commit; an exception in it rolls the whole
-    create back. The API renders its answer so (``api/outputs.bulk_results_json``).
+    ``meanwhile(records)``: the caller's own work on one record per spec (in ``specs``' order),
+    each the job as it is if created, run there too, before the server's answer is known: a
+    spec whose key turns out to be taken gets the existing job in the results instead, and
+    the create may still be refused and rolled back. An exception in it rolls the whole create
+    back. The API renders its answer so (``api/outputs.bulk_results_json``).
     """
     now = _aware(now or utcnow(), "now").astimezone(UTC)
     for index, spec in enumerate(specs):

@@ -5,7 +5,10 @@ table per event; docs/benchmarks.md, issue 20, round five)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
+import pytest
+from flask import Flask
 from sqlalchemy import Connection, text
 
 from dashboard.runtime.rescuer import refresh_statistics
@@ -14,6 +17,21 @@ from dashboard.store import connection, planner_stats, service
 from dashboard.store.service import JobSpec
 
 from ..worker.helpers import SETTINGS
+
+
+@pytest.fixture(autouse=True)
+def no_autovacuum(app: Flask) -> Iterator[None]:
+    """Autovacuum may analyze the tables at any moment of a test (it would do the rescuer's
+    work, or undo the one-page statistics a test sets up): off for these tests only."""
+    with connection.connect() as conn:
+        for table in planner_stats.TABLES:
+            conn.exec_driver_sql(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    try:
+        yield
+    finally:
+        with connection.connect() as conn:
+            for table in planner_stats.TABLES:
+                conn.exec_driver_sql(f"ALTER TABLE {table} RESET (autovacuum_enabled)")
 
 
 def create(count: int, prefix: str, conn: Connection | None = None) -> None:
@@ -32,7 +50,8 @@ def relpages() -> int:
 
 
 def own_seq_scans(conn: Connection) -> int:
-    """Sequential scans of ``jobs_job`` so far, with this connection's own counted (flushed)."""
+    """Sequential scans of ``jobs_job`` so far, with this connection's own counted (flushed).
+    The figure is every connection's: another one may report its own a few seconds late."""
     conn.exec_driver_sql("SELECT pg_stat_force_next_flush()")  # flushed as the backend goes idle
     conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
     scans = conn.exec_driver_sql("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'jobs_job'")
@@ -84,4 +103,4 @@ def test_a_connection_planned_on_a_tiny_table_plans_again_after_the_analyze(app)
             assert "jobs_job" in [row["name"] for row in refresh_statistics(runtime)]
         before = own_seq_scans(conn)
         create(2000, "after", conn)
-        assert own_seq_scans(conn) - before == 0
+        assert own_seq_scans(conn) - before < 100  # not one per event (at most another's late report)
