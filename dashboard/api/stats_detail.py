@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..store import read_overview
-
-HOUR = timedelta(hours=1)
 
 
 def detail(now: datetime) -> dict[str, Any]:
     queue = read_overview.queue_detail(now)
     since, until = read_overview.hour_window(now)  # the overview's own range
     minutes = read_overview.minute_figures(since, until)
-    runs = read_overview.run_times(now - HOUR, until)
+    runs = read_overview.hour_run_times(now)
     return {
         "ready": queue.ready.as_dict(),
         "scheduled": queue.scheduled.as_dict(),

@@ -31,7 +31,7 @@ GROWN = text(
     SELECT c.relname AS name, c.relpages AS analyzed_pages,
            pg_relation_size(c.oid) / current_setting('block_size')::bigint AS pages
     FROM pg_class AS c
-    WHERE c.oid IN ('jobs_job'::regclass, 'jobs_jobevent'::regclass)
+    WHERE c.oid = ANY(CAST(:tables AS regclass[]))
       AND pg_has_role(c.relowner, 'USAGE')
       AND pg_relation_size(c.oid) / current_setting('block_size')::bigint
           > greatest(:growth * c.relpages, :min_pages)
@@ -44,7 +44,7 @@ def grown_tables(conn: Connection | None = None) -> list[dict[str, object]]:
     """The queue tables this role may analyze whose size outgrew their statistics: each with
     ``name``, ``analyzed_pages`` (at the last statistics) and ``pages`` (now)."""
     with autocommit(conn) as conn:
-        return fetch_rows(conn, GROWN, {"growth": GROWTH, "min_pages": MIN_PAGES})
+        return fetch_rows(conn, GROWN, {"tables": list(TABLES), "growth": GROWTH, "min_pages": MIN_PAGES})
 
 
 def analyze_grown(conn: Connection | None = None) -> list[dict[str, object]]:

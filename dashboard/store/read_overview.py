@@ -255,10 +255,15 @@ MINUTES = 60  # the overview's charts: the last hour, minute by minute
 
 def hour_window(now: datetime) -> tuple[datetime, datetime]:
     """The ``MINUTES`` whole minutes ending with the current (partial) one: the range every
-    hour chart reads (the overview and ``/api/jobs/stats/detail/`` alike); run times read the
-    hour before ``now`` up to the same end."""
+    hour chart reads (the overview and ``/api/jobs/stats/detail/`` alike)."""
     current = now.replace(second=0, microsecond=0)
     return current - timedelta(minutes=MINUTES - 1), current + timedelta(minutes=1)
+
+
+def hour_run_times(now: datetime) -> Sampled[RunTime]:
+    """:func:`run_times` of the attempts that ended in the hour before ``now``, up to the end
+    of :func:`hour_window` (the overview and ``/api/jobs/stats/detail/`` alike)."""
+    return run_times(now - timedelta(minutes=MINUTES), hour_window(now)[1])
 
 
 def minute_figures(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[MinuteFigures]:

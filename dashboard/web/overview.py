@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from flask import current_app
@@ -38,7 +37,7 @@ def overview_context() -> dict[str, Any]:
         failures = _panel(lambda: read_stats.latest_failures(FAILURES_SHOWN))
         queue = _panel(lambda: read_overview.queue_detail(current))
         figures = _panel(lambda: read_overview.minute_figures(start, until))
-        runs = _panel(lambda: read_overview.run_times(current - timedelta(hours=1), until))
+        runs = _panel(lambda: read_overview.hour_run_times(current))
     return {
         "stats": stats,
         "oldest_queued_seconds": (
