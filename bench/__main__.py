@@ -2,9 +2,11 @@
 
 Sections: ceiling, drain, pickup, enqueue, claim, pages, prune (retention while a worker drains;
 ``--prune-total``/``--prune-jobs``/``--prune-queue`` size it). Each throughput figure is also given
-as a ratio to the pgbench ceiling measured on the same server in the same run. The full run
-takes about half an hour on 2 cores (seeding 10M jobs and 30M events dominates); ``--smoke``
-uses tiny sizes and takes a minute: CI runs it so the benchmark keeps working.
+as a ratio to the pgbench ceiling measured on the same server in the same run, or to the peer
+its row names (pgqueuer on its asyncpg driver: draining, and enqueueing one or 1,000 jobs per
+call, when ``bench/requirements.txt`` is installed). The full run takes about half an hour on
+2 cores (seeding 10M jobs and 30M events dominates); ``--smoke`` uses tiny sizes and takes a
+minute: CI runs it so the benchmark keeps working.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def row(what: str, value: str, ratio: str = "") -> None:
         rows.append((what, value, ratio))
-        print(f"{what:<66} {value:>28} {ratio:>6}", flush=True)
+        print(f"{what:<84} {value:>28} {ratio:>6}", flush=True)
 
     started = time.monotonic()
     base = None
@@ -266,12 +268,53 @@ def main(argv: list[str] | None = None) -> int:
             "api_bulk": api_bulk,
             "api_bulk_two_clients": api_bulk_two,
         }
-        row("POST /api/jobs/, one keep-alive client, gunicorn (Procfile)", jobs_s(api_single), "")
-        row("service.create_job, held connection", jobs_s(held), "")
-        row("service.create_job, pooled connection", jobs_s(single), "")
-        row("POST /api/jobs/bulk/, 1,000 per call, idempotency keys", jobs_s(api_bulk), "")
-        row("  the same, two clients posting at once", jobs_s(api_bulk_two), "")
-        row("service.create_jobs, 1,000 per call", jobs_s(bulk), "")
+        try:
+            from .contenders import ENQUEUE_CHUNK, pgqueuer_enqueue_rate
+        except ImportError:  # bench/requirements.txt not installed (CI's smoke run)
+            pgqueuer_enqueue_rate = None
+        # The contender rows: pgqueuer's own enqueue on its asyncpg driver, one held connection.
+        one = many = None
+        if pgqueuer_enqueue_rate is not None:
+            one = median_of(
+                runs, lambda: pgqueuer_enqueue_rate(server_url(), jobs=sizes.enqueue_jobs, per_call=1)
+            )
+            many = median_of(
+                runs,
+                lambda: pgqueuer_enqueue_rate(
+                    server_url(), jobs=sizes.enqueue_jobs * 10, per_call=ENQUEUE_CHUNK
+                ),
+            )
+            keyed = median_of(
+                runs,
+                lambda: pgqueuer_enqueue_rate(
+                    server_url(), jobs=sizes.enqueue_jobs * 10, per_call=ENQUEUE_CHUNK, keyed=True
+                ),
+            )
+            results["enqueue"].update(pgqueuer_single=one, pgqueuer_bulk=many, pgqueuer_bulk_keyed=keyed)
+
+        def versus(rate: float, peer: float | None) -> str:
+            return f"{rate / peer:.2f}" if peer else ""
+
+        single_peer = " vs pgqueuer asyncpg, 1 per call" if one else ""
+        bulk_peer = " vs pgqueuer asyncpg, 1,000 per call" if many else ""
+        row(
+            f"POST /api/jobs/, one keep-alive client, gunicorn (Procfile){single_peer}",
+            jobs_s(api_single),
+            versus(api_single, one),
+        )
+        row(f"service.create_job, held connection{single_peer}", jobs_s(held), versus(held, one))
+        row("service.create_job, pooled connection", jobs_s(single), versus(single, one))
+        row(
+            f"POST /api/jobs/bulk/, 1,000 per call, idempotency keys{bulk_peer}",
+            jobs_s(api_bulk),
+            versus(api_bulk, many),
+        )
+        row("  the same, two clients posting at once", jobs_s(api_bulk_two), versus(api_bulk_two, many))
+        row(f"service.create_jobs, 1,000 per call{bulk_peer}", jobs_s(bulk), versus(bulk, many))
+        if one and many:
+            row("pgqueuer 1.6 enqueue, asyncpg, 1 per call, held connection", jobs_s(one), "1.00")
+            row("pgqueuer 1.6 enqueue, asyncpg, 1,000 per call", jobs_s(many), "1.00")
+            row("  the same with dedupe keys (on_conflict skip)", jobs_s(keyed), versus(keyed, many))
     if "claim" in wanted or "pages" in wanted:
         # The large sections share one database, seeded once and kept between runs.
         large_url, seeded = large_database(sizes.page_jobs, reseed=args.reseed)
@@ -328,9 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / f"{results['mode']}.json").write_text(json.dumps(results, indent=2, default=str))
-    table = "| what | result | ratio to ceiling |\n| --- | --- | --- |\n" + "\n".join(
-        f"| {w} | {v} | {r} |" for w, v, r in rows
-    )
+    header = "| what | result | same-run ratio (to the ceiling, or the row's peer) |\n| --- | --- | --- |\n"
+    table = header + "\n".join(f"| {w} | {v} | {r} |" for w, v, r in rows)
     (out / f"{results['mode']}.md").write_text(f"Machine: {results['machine']}\n\n{table}\n")
     print(f"\n{results['machine']}; {results['seconds']:.0f} s; tables in {out}", flush=True)
     return 0

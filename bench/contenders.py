@@ -1,6 +1,7 @@
-"""Peer queues drained on our benchmark server: pgqueuer, in its default configuration.
+"""Peer queues on our benchmark server: pgqueuer, in its default configuration.
 
-``python -m bench.contenders [--jobs N]`` prints pgqueuer's drain rate. The shape follows
+``python -m bench.contenders [--jobs N]`` prints pgqueuer's drain rate and its enqueue rates
+(:func:`pgqueuer_enqueue_rate`). The shape follows
 ``bench.drain.throughput`` so the figures compare: jobs are enqueued first, then ONE consumer
 process drains them, and the clock runs from the first pick to the last completion, so process
 start-up and connection set-up are excluded. pgqueuer gets its own database on the same server,
@@ -26,14 +27,15 @@ import tempfile
 import time
 from typing import IO
 
+import asyncpg
 import pgqueuer
 import psycopg
-from pgqueuer.db import PsycopgDriver
+from pgqueuer.db import AsyncpgDriver, PsycopgDriver
 from pgqueuer.domain.settings import db_settings
 from pgqueuer.queries import Queries
 from sqlalchemy.engine import make_url
 
-from .db import ROOT, server_url
+from .db import ROOT, checkpoint, server_url
 from .pgqueuer_app import DSN_ENV, ENTRYPOINT
 
 DATABASE = "pgqueuer_bench"
@@ -132,6 +134,55 @@ def pgqueuer_throughput(admin_url: str, *, jobs: int, timeout: float = 600, driv
     return after_first / max((last - first).total_seconds(), 1e-6)
 
 
+async def _enqueue_timed(url: str, jobs: int, per_call: int, keyed: bool) -> float:
+    """Seconds for ``jobs`` jobs through ``Queries.enqueue`` on one held asyncpg connection."""
+    conn = await asyncpg.connect(url)
+    try:
+        queries = Queries(AsyncpgDriver(conn))
+        await queries.enqueue([ENTRYPOINT], [b"{}"], [0])  # warm: the statement is prepared once
+        payloads = [b'{"i": %d}' % i for i in range(jobs)]  # as our rows post {"i": i}
+        keys = [f"k{i}" for i in range(jobs)] if keyed else None
+        start = time.perf_counter()
+        if per_call == 1:
+            for i in range(jobs):
+                await queries.enqueue(ENTRYPOINT, payloads[i], 0, dedupe_key=keys[i] if keys else None)
+        else:
+            for first in range(0, jobs, per_call):
+                part = slice(first, min(first + per_call, jobs))
+                n = part.stop - part.start
+                if keys:
+                    await queries.enqueue(
+                        [ENTRYPOINT] * n, payloads[part], [0] * n, dedupe_key=keys[part], on_conflict="skip"
+                    )
+                else:
+                    await queries.enqueue([ENTRYPOINT] * n, payloads[part], [0] * n)
+        return time.perf_counter() - start
+    finally:
+        await conn.close()
+
+
+def pgqueuer_enqueue_rate(admin_url: str, *, jobs: int, per_call: int, keyed: bool = False) -> float:
+    """Jobs per second of pgqueuer's own enqueue (``Queries.enqueue``), ``per_call`` jobs per
+    call, on one held connection of its asyncpg driver (its fastest), as our enqueue rows.
+
+    One call is one statement: the jobs' insert and their ``queued`` log rows, committed.
+    ``keyed``: every job has a dedupe key and taken keys are skipped (``on_conflict="skip"``),
+    the work our bulk API's idempotency keys do; without keys is pgqueuer at its best, the
+    contender row. A fresh database each call, starting just after a ``CHECKPOINT``, as our
+    enqueue rows start (``bench.db.truncate``). Raises if a job is missing afterwards.
+    """
+    url = _fresh_database(admin_url, DATABASE)
+    subprocess.run(_pgq(url, "install"), check=True, capture_output=True, text=True, timeout=120)
+    with psycopg.connect(url, autocommit=True) as conn:
+        checkpoint(conn)
+    seconds = asyncio.run(_enqueue_timed(url, jobs, per_call, keyed))
+    with psycopg.connect(url) as conn:
+        queued = conn.execute(f"SELECT count(*) FROM {db_settings().queue_table}").fetchone()[0]
+    if queued != jobs + 1:  # and the warm-up job
+        raise RuntimeError(f"pgqueuer queued {queued} jobs, expected {jobs + 1}")
+    return jobs / seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.contenders", description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs to drain")
@@ -143,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         f"pgqueuer {pgqueuer.__version__}, {args.driver} driver, default configuration, 1 consumer:"
         f" {rate:,.0f} jobs/s"
     )
+    for per_call, keyed in ((1, False), (ENQUEUE_CHUNK, False), (ENQUEUE_CHUNK, True)):
+        rate = pgqueuer_enqueue_rate(server_url(), jobs=args.jobs, per_call=per_call, keyed=keyed)
+        keys = ", dedupe keys" if keyed else ""
+        print(f"pgqueuer enqueue, asyncpg, {per_call:,} per call{keys}: {rate:,.0f} jobs/s")
     return 0
 
 
