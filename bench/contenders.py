@@ -1,10 +1,10 @@
 """Peer queues on our benchmark server: pgqueuer, in its default configuration.
 
 ``python -m bench.contenders [--jobs N]`` prints pgqueuer's drain rate and its enqueue rates
-(:func:`pgqueuer_enqueue_rate`). The shape follows
-``bench.drain.throughput`` so the figures compare: jobs are enqueued first, then ONE consumer
-process drains them, and the clock runs from the first pick to the last completion, so process
-start-up and connection set-up are excluded. pgqueuer gets its own database on the same server,
+(:func:`pgqueuer_enqueue_rate`). The drain follows ``bench.drain.throughput`` so the
+figures compare: jobs are enqueued first, then ONE consumer process drains them, and the clock
+runs from the first pick to the last completion, so process start-up and connection set-up are
+excluded. pgqueuer gets its own database on the same server,
 so its schema never meets ours. Nothing is tuned: batch size, concurrency, buffering, durability
 and log level are whatever ``pgq install`` and ``pgq run`` choose.
 The contender row uses pgqueuer's asyncpg driver (``driver="asyncpg"``, its fastest: the peer is
@@ -163,7 +163,7 @@ async def _enqueue_timed(url: str, jobs: int, per_call: int, keyed: bool) -> flo
 
 def pgqueuer_enqueue_rate(admin_url: str, *, jobs: int, per_call: int, keyed: bool = False) -> float:
     """Jobs per second of pgqueuer's own enqueue (``Queries.enqueue``), ``per_call`` jobs per
-    call, on one held connection of its asyncpg driver (its fastest), as our enqueue rows.
+    call, on one held connection of its asyncpg driver (its fastest), as a client script would.
 
     One call is one statement: the jobs' insert and their ``queued`` log rows, committed.
     ``keyed``: every job has a dedupe key and taken keys are skipped (``on_conflict="skip"``),
