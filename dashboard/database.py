@@ -13,6 +13,9 @@ import atexit
 import logging
 import os
 import select
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -73,11 +76,31 @@ def embedded_url(instance_path: str) -> str:
     # that was killed (SIGKILL) never removed itself from the count, and would keep the last
     # live process from stopping the server.
     atexit.register(forget_dead_processes, pgdata)
+    exit_on_sigterm()
     uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/socket/dir
     parts = urlsplit(uri)
     host = parse_qs(parts.query).get("host", [""])[0]
     log.info("embedded PostgreSQL at %s (socket %s)", pgdata, host)
     return f"postgresql+psycopg://postgres@/postgres?host={quote(host, safe='/')}"
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM end this process through its exit handlers, when nothing else handles it.
+
+    A process attached to the embedded server must exit through ``atexit`` for pgserver to
+    count it out, so that the last one stops the server. gunicorn and ``flask worker`` handle
+    SIGTERM themselves; ``flask run`` and other ``flask`` commands do not, and SIGTERM's default
+    action ends a process without its exit handlers, leaving PostgreSQL running. Only from the
+    main thread, and only over the default action (an installed handler is kept).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_now)
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)
 
 
 def forget_dead_processes(pgdata: Path) -> list[int]:

@@ -49,6 +49,16 @@
     });
   }
 
+  // A form marked data-confirm (a single job's Cancel) asks before it posts; without
+  // JavaScript it posts at once, as any form does.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var question = form && form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+    }
+  });
+
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-live-toggle]");
     if (!button) {

@@ -14,13 +14,16 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.stack import (
+    BIN,
     ROOT,
+    Started,
     flask_worker,
     free_port,
     gunicorn,
     healthy,
     kill_leftovers,
     nothing_left,
+    postmaster_running,
     run_job,
     stack_env,
 )
@@ -117,3 +120,25 @@ def test_web_and_worker_start_together_on_a_database_at_revision_0003_with_rows(
     finally:
         with psycopg.connect(libpq_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_development_server_stopped_by_sigterm_stops_the_embedded_database(tmp_path):
+    """``flask run`` has no SIGTERM handler of its own (gunicorn and ``flask worker`` do): an IDE's
+    stop button or ``kill`` must still end it through its exit handlers, so that the last process
+    attached to the embedded server stops it instead of leaving PostgreSQL running."""
+    instance = tmp_path / "instance"
+    env = stack_env(INSTANCE_PATH=str(instance))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    web = Started(
+        [str(BIN / "flask"), "--app", "wsgi", "run", "--port", str(port)], env, tmp_path / "run.log"
+    )
+    try:
+        wait_until(lambda: healthy(base), 60, "flask run to answer /api/health/")
+        assert postmaster_running(instance)
+        web.proc.send_signal(signal.SIGTERM)  # the process only, as `kill <pid>` does
+        web.wait(20)
+        nothing_left(instance, 15)
+    finally:
+        web.stop()
+        kill_leftovers(instance)

@@ -18,7 +18,7 @@ from .openapi import build_document
 from .registry import Reply
 
 route = routes.route
-_BACKTICKS = re.compile(r"`([^`]+)`")
+_BACKTICKS = re.compile(r"``(.+?)``|`([^`]+)`")  # ``code`` (docstring style) or `code`
 
 
 @route(
@@ -54,8 +54,10 @@ def docs() -> str:
 
 
 def prose(text: str | None) -> Markup:
-    """Escaped text with its `backticked` words set as code (the one markdown the document uses)."""
-    return Markup(_BACKTICKS.sub(r"<code>\1</code>", str(escape(text or ""))))
+    """Escaped text with its `backticked` (or ``double-backticked``) words set as code, the one
+    markdown the document uses."""
+    code = _BACKTICKS.sub(lambda m: f"<code>{m.group(1) or m.group(2)}</code>", str(escape(text or "")))
+    return Markup(code)
 
 
 def type_of(schema: dict[str, Any] | None) -> str:

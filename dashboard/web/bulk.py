@@ -22,7 +22,7 @@ from .signin import audit_data, operator_required
 
 SLUGS = {"retry": "retry", "cancel": "cancel", "run-now": "run_now"}
 TITLES = {"retry": "Retry failed jobs", "cancel": "Cancel queued jobs", "run_now": "Run waiting jobs now"}
-DONE = {"retry": "Retried", "cancel": "Cancelled", "run_now": "Made due now"}
+DONE = {"retry": "Retried {n}.", "cancel": "Cancelled {n}.", "run_now": "Made {n} due now."}
 
 
 def _action(slug: str) -> str:
@@ -61,7 +61,7 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
     if request.method == "POST" and selection is not None:
         outcome = service.bulk_apply(action, selection, event_data=audit_data())
         noun = "job" if outcome.changed == 1 else "jobs"
-        flash(f"{DONE[action]} {outcome.changed:,} {noun}.", "success")
+        flash(DONE[action].format(n=f"{outcome.changed:,} {noun}"), "success")
         return redirect(back, 303)
     count = service.bulk_dry_run(action, selection) if selection is not None else None
     html = render_template(

@@ -122,8 +122,6 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         type_ = ""
     limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
     offset = _int(args, "offset", errors, minimum=0, maximum=JOB_OFFSET_MAX) or 0
-    if "offset" in errors:
-        errors["offset"] += " Deeper pages: follow the Older link."
     before, after = _keyset(args, "before", errors), _keyset(args, "after", errors)
     if before and after:
         errors["after"] = "Give before or after, not both."
@@ -134,6 +132,12 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         order = "newest"
     if order != "newest":  # claim order pages by offset (store/read_search.next_to_run)
         before = after = None
+    if "offset" in errors:
+        errors["offset"] += (
+            " Deeper pages: follow the Older link."
+            if order == "newest"
+            else " Next to run pages only this far: filter by type to see others."
+        )
     return JobFilters(
         status=status,
         type=type_,

@@ -13,6 +13,7 @@ from markupsafe import escape
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from dashboard.api.cursor import Cursor
+from dashboard.api.docs import prose
 from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.runtime.handlers import registered_types
 from dashboard.store.states import EVENT_TYPES, STATUSES
@@ -172,6 +173,13 @@ def test_docs_page_renders_every_operation_without_external_assets(client, docum
         assert f'id="schema-{name}"' in page
     assert "<script" not in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "``" not in page  # docstrings' ``code`` is set as code, not shown with its backticks
+    assert "<code>JOB_PAGE_SIZE</code>" in page
+
+
+def test_docs_prose_sets_single_and_double_backticks_as_code_and_escapes_the_rest():
+    text = prose('``{"ok": false}`` or `limit` <b>, not ``a`b``')
+    assert text == "<code>{&#34;ok&#34;: false}</code> or <code>limit</code> &lt;b&gt;, not <code>a`b</code>"
 
 
 def test_strict_mode_publishes_the_registered_types_as_an_enum(app, client, strict_job_types):

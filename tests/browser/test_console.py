@@ -51,6 +51,14 @@ def test_search_bulk_retry_cancel_run_now_and_why(
     assert read_jobs.get_job(later.id).available_at <= utcnow()
     page.goto(f"{dashboard_server}/jobs/{waiting.id}/")
     expect(page.locator("li[data-why=no_worker]")).to_be_visible()
+    # Cancel asks first: declined, nothing is posted; accepted, the job is cancelled.
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("[data-action=cancel]")  # returns once the dialog is answered
+    assert len(asked) == 1 and asked[0].startswith("Cancel this job?")
+    expect(page.locator(".notice-success")).to_have_count(0)
+    assert read_jobs.get_job(waiting.id).status == "queued"
+    page.once("dialog", lambda dialog: dialog.accept())
     page.click("[data-action=cancel]")
     expect(page.locator(".notice-success")).to_contain_text("Job cancelled.")
     assert read_jobs.get_job(waiting.id).last_error == "Cancelled by anonymous"

@@ -89,3 +89,37 @@ def test_create_watch_retry_and_screenshots(
     page.screenshot(path=str(ARTIFACTS / "job-detail-phone-dark.png"), full_page=True)
 
     assert page.console_errors == []
+
+
+# A job type as long as the API takes (120 characters), in one unbroken run of letters and dots.
+LONG_TYPE = ("reports.build.quarterly-revenue-reconciliation.eu-west-1." * 3)[:120]
+
+
+SIZES_AND_SCHEMES = [
+    pytest.param((1440, 900), "light", id="desktop-light"),
+    pytest.param((390, 844), "dark", id="phone-dark"),
+]
+
+
+@pytest.mark.parametrize("size, scheme", SIZES_AND_SCHEMES)
+def test_long_names_never_widen_a_page(
+    app: Any, dashboard_server: str, worker: Process, browser_page: Any, size, scheme
+) -> None:
+    """A long job type (the overview's per-type and run-time tables, the job list, the events)
+    and a worker's id wrap inside their cells: no page scrolls sideways."""
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.emulate_media(color_scheme=scheme)
+    job = service.create_job(LONG_TYPE, max_attempts=1).job  # no handler: it fails, with a run time
+    wait_until(lambda: worker.alive() and read_jobs.get_job(job.id).status == "failed", 30, "the job to fail")
+    for path in ("/", "/jobs/?status=failed", f"/jobs/{job.id}/", "/events/", "/workers/"):
+        page.goto(dashboard_server + path)
+        if path == "/":
+            expect(page.locator("table.runs")).to_contain_text(LONG_TYPE[:40])
+            expect(page.locator("table.types")).to_contain_text(LONG_TYPE[:40])
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1] + 1, (path, width)
+    page.screenshot(path=str(ARTIFACTS / f"long-type-overview-{size[0]}.png"), full_page=True)
+    assert page.console_errors == []

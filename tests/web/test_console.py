@@ -97,11 +97,13 @@ def test_bulk_cancel_and_run_now(app, client):
     later = make_job("queued", available_at=now + timedelta(hours=1))
     assert 'data-bulk-count="1"' in client.get("/jobs/bulk/run-now/").get_data(as_text=True)
     token = csrf_token(client)
-    client.post("/jobs/bulk/run-now/", data={"csrf_token": token})
+    done = client.post("/jobs/bulk/run-now/", data={"csrf_token": token}, follow_redirects=True)
+    assert "Made 1 job due now." in done.get_data(as_text=True)
     assert read_jobs.get_job(later.id).available_at <= utcnow()
     assert _events(later.id, "rescheduled")
     assert 'data-bulk-count="2"' in client.get("/jobs/bulk/cancel/").get_data(as_text=True)
-    client.post("/jobs/bulk/cancel/", data={"csrf_token": token})
+    done = client.post("/jobs/bulk/cancel/", data={"csrf_token": token}, follow_redirects=True)
+    assert "Cancelled 2 jobs." in done.get_data(as_text=True)
     job = read_jobs.get_job(queued.id)
     assert job.status == "failed" and job.last_error == "Cancelled by anonymous"
     assert _events(queued.id, "cancelled")
@@ -118,11 +120,14 @@ def test_single_job_cancel_and_run_now_buttons(app, client):
     later = make_job("queued", available_at=utcnow() + timedelta(hours=1))
     html = client.get(f"/jobs/{later.id}/").get_data(as_text=True)
     assert 'data-action="cancel"' in html and 'data-action="run-now"' in html
+    assert 'data-confirm="Cancel this job?' in html  # static/app.js asks before it posts
+    assert html.count('id="csrf_token"') <= 1  # two small forms, and no repeated id
     token = csrf_token(client, f"/jobs/{later.id}/")
     assert client.post(f"/jobs/{later.id}/run-now/", data={"csrf_token": token}).status_code == 303
     assert client.post(f"/jobs/{later.id}/cancel/", data={"csrf_token": token}).status_code == 303
     html = client.get(f"/jobs/{later.id}/", headers=HX).get_data(as_text=True)
     assert "Cancelled by anonymous" in html
+    assert "<strong>Before any attempt</strong>" in html and "Attempt 0" not in html
     assert client.post("/jobs/nope/cancel/", data={"csrf_token": token}).status_code == 404
 
 

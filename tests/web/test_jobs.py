@@ -127,6 +127,23 @@ def test_bad_list_parameters_show_inline_errors_not_500(app, client):
         assert _rows(html) == [], query
 
 
+def test_a_long_error_without_spaces_is_cut_at_160_characters_in_the_failed_list(app, client):
+    make_job("failed", last_error="DemoError:\n" + "x" * 300, finished_at=utcnow())
+    html = client.get("/jobs/?status=failed").get_data(as_text=True)
+    cell = re.search(r'data-field="error">([^<]*)<', html).group(1)
+    assert cell.startswith("DemoError:\nxxx") and cell.endswith("...") and len(cell) == 160
+
+
+def test_a_refused_filter_field_is_marked_and_points_at_its_message(app, client):
+    for query, field in [("status=bogus", "status"), ("type=%00", "type"), ("order=sideways", "order")]:
+        html = client.get(f"/jobs/?{query}").get_data(as_text=True)
+        marked = f'aria-invalid="true" aria-describedby="filter-error-{field}"'
+        assert f'id="{field}" name="{field}" {marked}' in html
+        assert f'<p class="error" id="filter-error-{field}" data-param="{field}">' in html
+    html = client.get("/jobs/?status=failed").get_data(as_text=True)
+    assert "aria-invalid" not in html
+
+
 def test_times_are_relative_with_the_absolute_time_in_time_zone(app, client):
     make_job("queued", created_at=utcnow() - timedelta(minutes=3, seconds=10))
     html = client.get("/jobs/").get_data(as_text=True)
