@@ -134,6 +134,13 @@ def test_a_long_error_without_spaces_is_cut_at_160_characters_in_the_failed_list
     assert cell.startswith("DemoError:\nxxx") and cell.endswith("...") and len(cell) == 160
 
 
+def test_an_offset_past_the_limit_says_how_to_go_deeper_in_each_order(app, client):
+    newest = client.get("/jobs/?offset=1000000").get_data(as_text=True)
+    assert "Deeper pages: follow the Older link." in newest
+    following = client.get("/jobs/?order=next&offset=1000000").get_data(as_text=True)
+    assert "filter by type to see others" in following and "Older link" not in following
+
+
 def test_a_refused_filter_field_is_marked_and_points_at_its_message(app, client):
     for query, field in [("status=bogus", "status"), ("type=%00", "type"), ("order=sideways", "order")]:
         html = client.get(f"/jobs/?{query}").get_data(as_text=True)
