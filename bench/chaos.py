@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
@@ -131,12 +132,24 @@ class Workers:
                 proc.kill()
 
 
-def restart_postgres(pgdata: Path) -> None:
-    """A fast restart: every connection of every worker breaks at once."""
+def _pg_ctl(pgdata: Path, *args: str) -> None:
     from pgserver._commands import pg_ctl
 
     user = "pgserver" if os.geteuid() == 0 else None
-    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=user, timeout=60)
+    pg_ctl(["-w", "-m", "fast", *args], pgdata=pgdata, user=user, timeout=60)
+
+
+def restart_postgres(pgdata: Path) -> None:
+    """A fast restart: every connection of every worker breaks at once."""
+    _pg_ctl(pgdata, "restart")
+
+
+def stop_postgres(pgdata: Path) -> None:
+    """Stop the server before pgserver's cleanup deletes its data: after a restart, pgserver's
+    handle still names the first postmaster, which is gone, so its cleanup would not stop the
+    new one (that one would linger until it noticed its data directory was deleted)."""
+    with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        _pg_ctl(pgdata, "stop")
 
 
 def live_count(url: str) -> int:
@@ -304,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             for proc in workers.procs:
                 if proc.poll() is None:
                     proc.kill()
+        stop_postgres(server.pgdata)
         server.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.monotonic() - started
