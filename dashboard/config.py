@@ -30,6 +30,7 @@ from .config_parsers import (
     read_int,
     read_list,
     read_log_level,
+    read_networks,
     read_number,
     read_optional_str,
     read_secret,
@@ -279,6 +280,15 @@ class Settings:
     )
     signin_window_seconds: float = field(
         default=300.0, metadata=env("SIGNIN_WINDOW_SECONDS", read_number, minimum=1)
+    )
+    # Failures of one user name from all addresses after which each address gets one per window.
+    signin_slow_after_failures_per_user: int = field(
+        default=20, metadata=env("SIGNIN_SLOW_AFTER_FAILURES_PER_USER", read_int, minimum=1)
+    )
+    # The proxies whose X-Forwarded-For names the client (the sign-in throttle's address), the
+    # same variable and default as gunicorn's trust of X-Forwarded-Proto.
+    forwarded_allow_ips: tuple[str, ...] = field(
+        default=("127.0.0.1", "::1"), metadata=env("FORWARDED_ALLOW_IPS", read_networks)
     )
     # False: any type of 1..TYPE_MAX_LENGTH characters is accepted (a worker without a handler
     # fails its attempts); True: only the types registered in this process.

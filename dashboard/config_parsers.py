@@ -8,6 +8,7 @@ settings classes (:mod:`.config`, :mod:`.config_ops`) declare one field per sett
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import zoneinfo
@@ -65,6 +66,19 @@ def read_list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tu
     if raw is None:
         return default
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def read_networks(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """IP addresses or networks (``10.0.0.0/8``), comma separated, or ``*``: as gunicorn reads them."""
+    entries = read_list(env, name, default)
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name} must list IP addresses or networks (or *), got {entry!r}") from None
+    return entries
 
 
 def read_str(env: Mapping[str, str], name: str, default: str) -> str:
