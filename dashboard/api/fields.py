@@ -103,11 +103,24 @@ def _storable_json(value: Any) -> Any:
         raise PydanticCustomError("json_number", "Numbers must be finite.")
     if problem.key is not None:
         raise PydanticCustomError(
-            "unstorable_text", "Key '{key}': " + TEXT_PROBLEMS[problem.kind], {"key": problem.key}
+            "unstorable_text", "Key '{key}': " + TEXT_PROBLEMS[problem.kind], {"key": shown(problem.key)}
         )
     raise PydanticCustomError(
-        "unstorable_text", "At {where}: " + TEXT_PROBLEMS[problem.kind], {"where": problem.where or "/"}
+        "unstorable_text",
+        "At {where}: " + TEXT_PROBLEMS[problem.kind],
+        {"where": shown(problem.where or "/")},
     )
+
+
+SHOWN_MAX = 80  # characters of a client's key or path quoted back in an error
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message may quote it: every character that is not printable (NUL, an
+    unpaired surrogate, which no UTF-8 answer can carry) as ``\\uXXXX``, cut at :data:`SHOWN_MAX`."""
+    cut = text[:SHOWN_MAX]
+    escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in cut)
+    return escaped + ("..." if len(text) > SHOWN_MAX else "")
 
 
 def _integral_number(value: Any) -> Any:

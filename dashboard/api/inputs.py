@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from flask import current_app, has_app_context
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -38,9 +39,11 @@ from ..limits import (
     JOB_PAGE_SIZE,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    Q_MAX_LENGTH,
     TYPE_MAX_LENGTH,
 )
 from ..runtime.handlers import registered_types
+from ..store import search
 from ..store.states import EventType, Status
 from .cursor import PATTERN as CURSOR_PATTERN
 from .cursor import Cursor, decode
@@ -153,6 +156,20 @@ class BulkCreateJobs(BaseModel):
     )
 
 
+def _searchable(value: str) -> str:
+    """Refuse a payload search for a value no job's payload can hold (NaN, Infinity, 1e999, an
+    unpaired surrogate): 400 naming ``q``, saying why. Any other text is a search."""
+    try:
+        search.parse_api_q(value)
+    except search.UnstorableSearch as exc:
+        raise PydanticCustomError("unsearchable", str(exc)) from None
+    return value
+
+
+SearchText = Annotated[Text(max_length=Q_MAX_LENGTH), AfterValidator(_searchable)]
+"""``q``: any text of up to ``Q_MAX_LENGTH`` characters but a payload search no payload can match."""
+
+
 class JobListQuery(BaseModel):
     """Query of `GET /api/jobs/`. Empty parameters count as absent."""
 
@@ -166,13 +183,15 @@ class JobListQuery(BaseModel):
     offset: int = Field(default=0, ge=0, le=OFFSET_MAX, description="Jobs to skip.")
     status: Status | None = Field(default=None, description="Exact status.")
     type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
-    q: Text(max_length=500) | None = Field(  # type: ignore[valid-type]
+    q: SearchText | None = Field(
         default=None,
         description=(
             "Search (extension, issue 17): a full id or an id prefix of 4+ hex digits, an idempotency "
             "key, words in a failed job's last_error, or a payload match (key=value, a.b=1, or a JSON "
             "object the payload contains; reads the newest 10,000 jobs of the filter). Text that is not a "
-            "valid payload search is searched as text; blank text is no search."
+            "valid payload search is searched as text; blank text is no search. A payload search for a "
+            "value no payload can hold (NaN, Infinity, a number out of range like 1e999, an unpaired "
+            "surrogate) is refused with 400."
         ),
     )
 

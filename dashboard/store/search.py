@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, cast, func, literal, select, union
 from sqlalchemy.dialects.postgresql import JSONB
 
-from ..limits import Q_MAX_LENGTH
+from ..limits import MAX_JSON_DEPTH, Q_MAX_LENGTH, json_problem
 from .models import Job
 
 jobs = Job.__table__
@@ -45,6 +45,33 @@ _KEY_VALUE = re.compile(r"^([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
 
 class SearchError(ValueError):
     """``q`` cannot be read; the message says what would be."""
+
+
+class UnstorableSearch(SearchError):
+    """A payload search for a value no job can hold (``jsonb`` refuses it): NaN, Infinity, a
+    number out of range, an unpaired surrogate, NUL, or nesting past the limit. Refused by every
+    door, the API included (it searches any other text as text)."""
+
+
+_UNSTORABLE = {
+    "number": (
+        "A payload search holds finite numbers only: NaN, Infinity and numbers out of range (like "
+        "1e999) cannot be in any job's payload (jsonb refuses them)."
+    ),
+    "surrogate": (
+        "A payload search must be valid Unicode: an unpaired surrogate (like \\ud800) cannot be in "
+        "any job's payload."
+    ),
+    "nul": "A payload search cannot contain the NUL character.",
+    "depth": f"A payload search is nested at most {MAX_JSON_DEPTH} levels deep.",
+}
+
+
+def _storable(value: dict[str, Any]) -> dict[str, Any]:
+    problem = json_problem(value)
+    if problem is not None:
+        raise UnstorableSearch(_UNSTORABLE[problem.kind])
+    return value
 
 
 @dataclass(frozen=True)
@@ -74,7 +101,7 @@ def _payload(text: str) -> dict[str, Any] | None:
             raise SearchError('A payload search is a JSON object, like {"user": 42}, or key=value.') from None
         if not isinstance(value, dict) or not value:
             raise SearchError('A payload search is a non-empty JSON object, like {"user": 42}.')
-        return value
+        return _storable(value)
     match = _KEY_VALUE.match(text)
     if match is None:
         return None
@@ -87,7 +114,7 @@ def _payload(text: str) -> dict[str, Any] | None:
         if not part:
             raise SearchError("A payload key has no empty parts: use a.b=1.")
         value = {part: value}
-    return value
+    return _storable(value)
 
 
 def parse_q(raw: str) -> Terms:
@@ -99,8 +126,6 @@ def parse_q(raw: str) -> Terms:
         raise SearchError(f"A search is at most {Q_MAX_LENGTH} characters, without NUL.")
     payload = _payload(text)
     if payload is not None:
-        if "\\u0000" in json.dumps(payload):
-            raise SearchError("A payload search cannot contain the NUL character.")
         return Terms(text=text, payload=payload, kinds=("payload",))
     return _text_terms(text)
 
@@ -118,12 +143,15 @@ def _text_terms(text: str) -> Terms:
 def parse_api_q(raw: str) -> Terms | None:
     """``q`` as the API reads it: any text its schema allows is a search. Blank is no search;
     text that looks like payload syntax but is not a valid payload search is searched as
-    text (id, idempotency key, error words) instead of refused. The pages use :func:`parse_q`,
-    which says what is wrong, for a person typing."""
+    text (id, idempotency key, error words) instead of refused, unless it asks for a value no
+    payload can hold (:class:`UnstorableSearch`, raised). The pages use :func:`parse_q`, which
+    says what is wrong, for a person typing."""
     if not raw.strip():
         return None
     try:
         return parse_q(raw)
+    except UnstorableSearch:
+        raise
     except SearchError:
         return _text_terms(raw.strip())
 

@@ -20,7 +20,7 @@ from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
 from .job_extras import job_extras
 from .params import _int, job_filters, keyset_param
-from .rendering import is_htmx, now, page_or_fragment, safe_next
+from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
 from .search import list_page
 from .signin import audit_data, operator_required
 from .timeline import fold, progress_percent, timeline_context
@@ -44,12 +44,13 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
 
 
 @bp.get("/jobs/")
-def job_list() -> str | Response:
+def job_list() -> tuple[str, int] | Response:
+    """The job list; a refused filter is marked at its field (:func:`refused_status`)."""
     filters = job_filters(request.args)
     read = list_page(filters)  # q, "next to run" or newest first (issue 17)
     if read.single is not None and not is_htmx():  # a search that found one job opens it
         return redirect(url_for("web.job_detail", job_id=read.single), 303)
-    return page_or_fragment(
+    html = page_or_fragment(
         "jobs/list.html",
         "fragments/job_list.html",
         filters=filters,
@@ -58,6 +59,7 @@ def job_list() -> str | Response:
         notes=read.notes,
         keyset=keyset_param,
     )
+    return html, refused_status(bool(filters.errors))
 
 
 def type_note(job: JobRecord) -> str | None:

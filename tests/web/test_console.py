@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
@@ -55,10 +56,41 @@ def test_search_by_idempotency_key_error_text_and_payload(app, client):
 
 
 def test_bad_searches_are_clear_errors_not_500(app, client):
-    for q in ["{not json", "{}", "[1]", "a" * 600, "..=1", "%00", "\u0001x", "ffff'--", "&|!:*"]:
+    """A search that cannot be read is a 400 for a browser, saying why at the field (a 200 for
+    htmx, which swaps only 2xx answers); odd text that can be read is searched."""
+    for q in ["{not json", "{}", "a" * 600]:
         response = client.get("/jobs/", query_string={"q": q})
-        assert response.status_code == 200, q
+        assert response.status_code == 400, q
+        assert 'id="filter-error-q"' in response.get_data(as_text=True), q
+        assert client.get("/jobs/", query_string={"q": q}, headers=HX).status_code == 200
+    for q in ["[1]", "..=1", "%00", "\u0001x", "ffff'--", "&|!:*"]:
+        assert client.get("/jobs/", query_string={"q": q}).status_code == 200, q
     assert "JSON object" in client.get("/jobs/", query_string={"q": "{oops"}).get_data(as_text=True)
+
+
+UNSTORABLE_SEARCHES = [
+    "a=NaN",
+    "a=Infinity",
+    "a=-Infinity",
+    "a=1e999",
+    "a.b=-1e999",
+    '{"a": [NaN]}',
+    'a="\\ud800"',
+]
+UNSTORABLE_SEARCHES.append('{"\\udfff": 1}')
+
+
+@pytest.mark.parametrize("q", UNSTORABLE_SEARCHES)
+def test_a_payload_search_no_payload_can_hold_is_a_400_saying_why(app, client, q):
+    """jsonb holds no NaN, Infinity, out-of-range number or unpaired surrogate: searching for
+    one was a 500 (the database refused the search's own value)."""
+    make_job("failed", payload={"a": 1}, last_error="x", finished_at=utcnow())
+    listed = client.get("/jobs/", query_string={"q": q})
+    assert listed.status_code == 400
+    why = "valid Unicode" if "\\u" in q else "finite numbers"
+    assert why in listed.get_data(as_text=True)
+    dry_run = client.get("/jobs/bulk/retry/", query_string={"q": q})
+    assert dry_run.status_code == 400 and why in dry_run.get_data(as_text=True)
 
 
 def test_next_to_run_lists_ready_jobs_in_claim_order(app, client):
