@@ -52,6 +52,10 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
         f"q={short}",
         "q=no-such-key-42",
         "q=timeout&status=failed",
+        # error text over every status: a word of every seeded error (1M failed jobs, and the
+        # backlog's retried ones), and a host name that matches nothing
+        "q=ValueError",
+        "q=smtp.example.com",
         "q=n=1&type=mail",
         "order=next",
     ):

@@ -57,6 +57,7 @@ def job_list() -> tuple[str, int] | Response:
         page=read.page,
         statuses=STATUSES,
         notes=read.notes,
+        excerpts=read.excerpts,
         keyset=keyset_param,
     )
     return html, refused_status(bool(filters.errors))

@@ -46,13 +46,37 @@ def test_search_by_idempotency_key_error_text_and_payload(app, client):
     html = client.get("/jobs/?q=timeout&status=failed").get_data(as_text=True)
     assert str(a.id)[:8] in html and str(b.id)[:8] in html
     assert "ValueError" not in html  # and the failed list shows the error column
-    assert "TimeoutError: again" in html
+    assert "<mark>TimeoutError</mark>: again" in html  # the matched part marked
     p = make_job("queued", payload={"user": {"id": 7}, "kind": "x"})
     make_job("queued", payload={"user": {"id": 8}})
     assert client.get("/jobs/?q=user.id=7").headers["Location"].endswith(f"/jobs/{p.id}/")
     assert client.get('/jobs/?q={"kind": "x"}').headers["Location"].endswith(f"/jobs/{p.id}/")
     html = client.get("/jobs/?q=user.id=9").get_data(as_text=True)
     assert "newest 10,000 jobs" in html
+
+
+def test_a_search_over_any_status_shows_the_matched_error(app, client):
+    """A job backing off is found by its error, and the list (any status) gets an error column
+    with the matched part marked; a job found by its key alone has an empty cell."""
+    error = "HTTPError: 503 from https://api.partner.io/v2/orders/" + "x" * 300
+    backing_off = make_job(
+        "queued", attempts=1, last_error=error, available_at=utcnow() + timedelta(minutes=1)
+    )
+    failed = make_job(
+        "failed", last_error="ConnectionError: api.partner.io unreachable", finished_at=utcnow()
+    )
+    keyed = make_job("succeeded", idempotency_key="api.partner.io")
+    make_job("failed", last_error="ConnectionError: api.other.io unreachable", finished_at=utcnow())
+    html = client.get("/jobs/?q=api.partner.io").get_data(as_text=True)
+    for job in (backing_off, failed, keyed):
+        assert str(job.id)[:8] in html
+    assert "api.other.io" not in html
+    assert "<th>error</th>" in html
+    assert "HTTPError: 503 from https://<mark>api.partner.io</mark>/v2/orders/" in html
+    assert "ConnectionError: <mark>api.partner.io</mark> unreachable" in html
+    plain = client.get("/jobs/").get_data(as_text=True)
+    assert "<th>error</th>" not in plain  # no search: the column is the failed list's alone
+    assert "<th>error</th>" not in client.get(f"/jobs/?q={keyed.idempotency_key}x").get_data(as_text=True)
 
 
 def test_bad_searches_are_clear_errors_not_500(app, client):
