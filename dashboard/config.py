@@ -38,6 +38,7 @@ from .config_parsers import (
     read_time_zone,
     values_from_env,
 )
+from .limits import API_OFFSET_MAX, BIGINT_MAX
 from .roles import Role
 
 if TYPE_CHECKING:
@@ -264,6 +265,10 @@ class Settings:
     )
     dashboard_query_timeout_ms: int = field(
         default=2000, metadata=env("DASHBOARD_QUERY_TIMEOUT_MS", read_int, minimum=0)
+    )
+    # The deepest `offset` GET /api/jobs/ serves: an offset reads every job it skips.
+    api_offset_max: int = field(
+        default=API_OFFSET_MAX, metadata=env("API_OFFSET_MAX", read_int, minimum=0, maximum=BIGINT_MAX)
     )
     auth_disabled: bool = field(default=False, metadata=env("AUTH_DISABLED", read_bool))
     users: tuple[UserEntry, ...] = field(default=(), metadata=env("DASHBOARD_USERS", _users))

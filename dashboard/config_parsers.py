@@ -48,7 +48,9 @@ def read_number(env: Mapping[str, str], name: str, default: float, *, minimum: f
     return value
 
 
-def read_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+def read_int(
+    env: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int | None = None
+) -> int:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -58,6 +60,8 @@ def read_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -
         raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {raw!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be <= {maximum}, got {raw!r}")
     return value
 
 

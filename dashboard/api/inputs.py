@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from ..config import settings_of
 from ..limits import (
+    API_OFFSET_MAX,
     BIGINT_MAX,
     DEFAULT_PRIORITY,
     EVENT_PAGE_MAX,
@@ -49,7 +50,6 @@ from .cursor import PATTERN as CURSOR_PATTERN
 from .cursor import Cursor, decode
 from .fields import AwareDatetime, Integer, JsonObject, Text
 
-OFFSET_MAX = BIGINT_MAX  # PostgreSQL's OFFSET is a bigint
 # One request, one INSERT statement: big enough to enqueue at bulk speed, small enough that a
 # request's validation and its statement stay well under a second and its body usually fits
 # the default MAX_CONTENT_LENGTH (1 MiB).
@@ -170,6 +170,15 @@ SearchText = Annotated[Text(max_length=Q_MAX_LENGTH), AfterValidator(_searchable
 """``q``: any text of up to ``Q_MAX_LENGTH`` characters but a payload search no payload can match."""
 
 
+def offset_max() -> int:
+    """``API_OFFSET_MAX`` of the app serving this request (its default outside one)."""
+    return settings_of(current_app).api_offset_max if has_app_context() else API_OFFSET_MAX
+
+
+def _offset_maximum(schema: dict[str, Any]) -> None:
+    schema["maximum"] = offset_max()
+
+
 class JobListQuery(BaseModel):
     """Query of `GET /api/jobs/`. Empty parameters count as absent."""
 
@@ -180,7 +189,15 @@ class JobListQuery(BaseModel):
         ge=1,
         description=f"Page size; a larger value is reduced to {JOB_PAGE_MAX}.",
     )
-    offset: int = Field(default=0, ge=0, le=OFFSET_MAX, description="Jobs to skip.")
+    offset: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Jobs to skip, at most API_OFFSET_MAX (default 10,000; the schema's maximum is the server's "
+            "setting): an offset reads every job it skips. Deeper: narrow the filter (status, type, q)."
+        ),
+        json_schema_extra=_offset_maximum,
+    )
     status: Status | None = Field(default=None, description="Exact status.")
     type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
     q: SearchText | None = Field(
@@ -195,6 +212,20 @@ class JobListQuery(BaseModel):
             "unpaired surrogate) is refused with 400."
         ),
     )
+
+    @field_validator("offset")
+    @classmethod
+    def _within_the_cap(cls, value: int) -> int:
+        cap = offset_max()
+        if value > cap:
+            raise PydanticCustomError(
+                "offset_cap",
+                "offset is at most {cap} (API_OFFSET_MAX): an offset reads every job it skips. Narrow "
+                "the filter (status, type, or a search q) so that the jobs you want are among the first "
+                "{cap}, or raise API_OFFSET_MAX.",
+                {"cap": cap},
+            )
+        return value
 
     @property
     def page_size(self) -> int:

@@ -42,6 +42,7 @@ from sqlalchemy.types import Uuid
 
 from ..extensions import db
 from .read_jobs import events, types_matching
+from .read_timeout import reading
 from .search import Terms, filters, jobs, matching
 from .values import aware, pg_safe, utcnow
 
@@ -142,7 +143,7 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
 def count(action: str, selection: Selection, *, now: datetime | None = None) -> int:
     """The dry run: how many jobs :func:`run` would change if nothing changed meanwhile."""
     now = aware(now or utcnow(), "now")
-    with db.engine.connect() as conn:
+    with reading() as conn:  # a read: under the caller's statement timeout, if it set one
         where = _where(conn, action, selection, now)
         return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
 
