@@ -147,8 +147,14 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
 
 
+# The longest age a duration in days may be: "now minus it" stays a date every part of the
+# stack can compute (Python's datetime ends at year 1, timedelta at 999,999,999 days).
+MAX_DAYS = 36_500  # 100 years
+
+
 def parse_days(raw: str, name: str) -> float:
-    """``7`` or ``7d`` (days), ``12h``, ``30m``, ``90s``, ``2w``, fractions allowed; in days.
+    """``7`` or ``7d`` (days), ``12h``, ``30m``, ``90s``, ``2w``, fractions allowed; in days,
+    at most :data:`MAX_DAYS`.
 
     ``0`` keeps forever. Anything else is a :class:`ConfigError` naming ``name``.
     """
@@ -158,6 +164,10 @@ def parse_days(raw: str, name: str) -> float:
     seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     if not math.isfinite(seconds):
         raise ConfigError(f"{name} must be finite, got {raw!r}")
+    if seconds / 86400 > MAX_DAYS:
+        raise ConfigError(
+            f"{name} must be at most {MAX_DAYS:,} days (100 years), got {raw!r}; 0 keeps jobs forever"
+        )
     return seconds / 86400
 
 

@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-from ..limits import MAX_JSON_DEPTH, json_problem, text_kind
+from ..limits import MAX_JSON_DEPTH, TYPE_PATTERN, json_problem, text_kind, type_problem
 
 TEXT_PROBLEMS = {
     "nul": "Must not contain NUL characters.",
@@ -180,6 +180,26 @@ def Text(*, min_length: int | None = None, max_length: int | None = None) -> Any
     """A string PostgreSQL can store, with length bounds."""
     constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
     return Annotated[str, constraints, AfterValidator(_storable_text), _Documented(pattern=NO_NUL)]
+
+
+def _type_characters(value: str) -> str:
+    problem = type_problem(value)
+    if problem:
+        raise PydanticCustomError("job_type_characters", problem[0].upper() + problem[1:] + ".")
+    return value
+
+
+def TypeName(*, min_length: int, max_length: int) -> Any:
+    """A job type: storable text of ``min_length`` to ``max_length`` characters, without control
+    or invisible formatting characters (``limits.type_problem``; the pattern publishes it)."""
+    constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
+    return Annotated[
+        str,
+        constraints,
+        AfterValidator(_storable_text),
+        AfterValidator(_type_characters),
+        _Documented(pattern=TYPE_PATTERN),
+    ]
 
 
 AwareDatetime = Annotated[

@@ -48,14 +48,14 @@ from ..store import search
 from ..store.states import EventType, Status
 from .cursor import PATTERN as CURSOR_PATTERN
 from .cursor import Cursor, decode
-from .fields import AwareDatetime, Integer, JsonObject, Text
+from .fields import AwareDatetime, Integer, JsonObject, Text, TypeName
 
 # One request, one INSERT statement: big enough to enqueue at bulk speed, small enough that a
 # request's validation and its statement stay well under a second and its body usually fits
 # the default MAX_CONTENT_LENGTH (1 MiB).
 BULK_MAX_JOBS = 1000
 
-JobType = Text(min_length=1, max_length=TYPE_MAX_LENGTH)
+JobType = TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)
 IdempotencyKey = Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)
 TypeFilter = Text(max_length=TYPE_MAX_LENGTH)
 

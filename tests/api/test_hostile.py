@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -50,6 +51,18 @@ HOSTILE = [
     ),
     ("huge top-level array", "post", "/api/jobs/", raw(json.dumps(list(range(100_000)))), 400),
     ("NUL in type", "post", "/api/jobs/", {"json": {"type": "test\x00api"}}, 400),
+    ("bidi override in type", "post", "/api/jobs/", {"json": {"type": "invoice\u202egpj.exe"}}, 400),
+    ("newline in type", "post", "/api/jobs/", {"json": {"type": "mail.send\nINFO forged"}}, 400),
+    ("terminal escape in type", "post", "/api/jobs/", {"json": {"type": "\x1b[31mred"}}, 400),
+    ("zero-width space in type", "post", "/api/jobs/", {"json": {"type": "mail\u200b.send"}}, 400),
+    ("line separator in type", "post", "/api/jobs/", {"json": {"type": "a\u2028b"}}, 400),
+    (
+        "bidi override in a bulk job's type",
+        "post",
+        "/api/jobs/bulk/",
+        {"json": {"jobs": [{"type": "ok"}, {"type": "\u2066isolate\u2069"}]}},
+        400,
+    ),
     ("NUL in idempotency key", "post", "/api/jobs/", body(idempotency_key="a\x00b"), 400),
     ("NUL in payload value", "post", "/api/jobs/", body(payload={"a": ["ok", {"b": "x\x00"}]}), 400),
     ("NUL in payload key", "post", "/api/jobs/", body(payload={"a\x00": 1}), 400),
@@ -182,6 +195,19 @@ def test_an_unstorable_payload_key_names_the_field_and_the_key(client, job_type)
         "/api/jobs/bulk/", **raw('{"jobs": [{"type": "a"}, {"type": "a", "payload": {"\\udfff": 1}}]}')
     )
     assert bulk.status_code == 400 and list(bulk.get_json()["errors"]) == ["jobs.1.payload"]
+
+
+def test_a_type_with_a_control_or_format_character_names_it(client, job_type):
+    answer = client.post("/api/jobs/bulk/", json={"jobs": [{"type": "ok"}, {"type": "report\u202e.build"}]})
+    (message,) = answer.get_json()["errors"]["jobs.1.type"]
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE at position 6" in message
+    pattern = client.get("/api/schema/").get_json()["components"]["schemas"]["CreateJob"]["properties"][
+        "type"
+    ]
+    assert re.fullmatch(pattern["pattern"], "report.build") and not re.fullmatch(
+        pattern["pattern"], "a\u202eb"
+    )
+    assert client.post("/api/jobs/", json={"type": "rapport.café ☃"}).status_code == 201  # any letters
 
 
 def test_a_payload_search_for_an_unstorable_value_says_why(client, job_type):
