@@ -203,9 +203,11 @@ def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[b
 def matching(
     terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
 ) -> Select[Any]:
-    """The ids of the jobs ``terms`` finds among those ``where`` selects (a SELECT of ``id``).
-    ``types``: the type filter's types (already in ``where``), so that a payload search reads
-    the filter's newest jobs as one index range per (type, status)."""
+    """The jobs ``terms`` finds among those ``where`` selects: a SELECT of ``id`` and
+    ``created_at`` (read with the row each arm already visits, so a page can pick its newest
+    without fetching every match again). ``types``: the type filter's types (already in
+    ``where``), so that a payload search reads the filter's newest jobs as one index range per
+    (type, status)."""
     if terms.payload is not None:
         merged = None
         if types:
@@ -216,30 +218,37 @@ def matching(
             keys = (
                 select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
             )
-            newest = select(jobs.c.id, jobs.c.payload).join(keys, jobs.c.id == keys.c.id).subquery()
+            newest = (
+                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
+                .join(keys, jobs.c.id == keys.c.id)
+                .subquery()
+            )
         else:
             newest = (
-                select(jobs.c.id, jobs.c.payload)
+                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
                 .where(*where)
                 .order_by(jobs.c.created_at.desc())
                 .limit(PAYLOAD_SCAN_ROWS)
                 .subquery()
             )
-        return select(newest.c.id).where(
+        return select(newest.c.id, newest.c.created_at).where(
             newest.c.payload.op("@>")(cast(literal(terms.payload, JSONB), JSONB))
         )
+    found = (jobs.c.id, jobs.c.created_at)
     arms: list[Select[Any]] = []
     if terms.id_range is not None:
         low, high = terms.id_range
-        arms.append(select(jobs.c.id).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
+        arms.append(select(*found).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
     if terms.idempotency_key is not None:
-        arms.append(select(jobs.c.id).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
+        arms.append(select(*found).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
     if terms.error_query is not None:  # any status: a job backing off has its error too
         tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
-        found = ERROR_VECTOR.op("@@")(tsquery)
-        arms.append(select(jobs.c.id).where(HAS_ERROR, found, *where).limit(ARM_CAP))
+        matched = ERROR_VECTOR.op("@@")(tsquery)
+        arms.append(select(*found).where(HAS_ERROR, matched, *where).limit(ARM_CAP))
     subqueries = [arm.subquery() for arm in arms]
-    return union(*[select(s.c.id) for s in subqueries]) if len(subqueries) > 1 else select(subqueries[0].c.id)
+    if len(subqueries) == 1:
+        return select(subqueries[0].c.id, subqueries[0].c.created_at)
+    return union(*[select(s.c.id, s.c.created_at) for s in subqueries])
 
 
 @dataclass(frozen=True)
