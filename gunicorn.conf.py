@@ -17,6 +17,15 @@ accesslog = "-"
 # statsd logger only for its default class: with statsd_host set, set logger_class back too.
 logger_class = "dashboard.ops.access_log.AccessLog"
 
+# gunicorn's control socket (for `gunicornc`) is off unless GUNICORN_CONTROL_SOCKET names this
+# instance's own path. Its default, $XDG_RUNTIME_DIR/gunicorn.ctl or $HOME/.gunicorn/gunicorn.ctl,
+# is one path for every gunicorn a user runs: a second instance takes it over from the first, and
+# a command meant for one reaches the other.
+_control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET", "").strip()
+control_socket_disable = not _control_socket
+if _control_socket:
+    control_socket = _control_socket
+
 # LOG_FORMAT=json (issue 19): gunicorn's own lines (errors, access log) as JSON objects too.
 if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
     _json_handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}

@@ -26,7 +26,41 @@ def _sample_ids(url: str) -> dict[str, str]:
     return {"id": str(job_id[0])} if job_id else {}
 
 
-def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
+LONG_JOB_TYPE = "bench.long"
+
+
+def long_job(url: str, events: int) -> str:
+    """A running job with ``events`` progress reports (a long handler's page: the timeline's
+    worst case), made once in the database and kept with it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = conn.execute("SELECT id FROM jobs_job WHERE type = %s LIMIT 1", (LONG_JOB_TYPE,)).fetchone()
+        if found:
+            return str(found[0])
+        (job_id,) = conn.execute(
+            """
+            INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                                  max_attempts, locked_by, locked_until, last_error, created_at,
+                                  updated_at)
+            VALUES (gen_random_uuid(), %s, '{}', 'running', 50, now(), 1, 3, 'bench:1:thread-1:long',
+                    now() + interval '100 years', '', now(), now())
+            RETURNING id
+            """,
+            (LONG_JOB_TYPE,),
+        ).fetchone()
+        conn.execute(
+            """
+            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+            SELECT %s, CASE WHEN g = 0 THEN 'claimed' ELSE 'progress' END, 1, 'bench:1:thread-1:long',
+                   'step', jsonb_build_object('percent', g %% 100), now()
+            FROM generate_series(0, %s) AS g
+            """,
+            (job_id, events),
+        )
+        conn.execute("ANALYZE jobs_jobevent")
+    return str(job_id)
+
+
+def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, dict[str, str]]]:
     """(path, headers) pairs to measure."""
     ids = _sample_ids(url)
     found: list[tuple[str, dict[str, str]]] = []
@@ -52,10 +86,22 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
         f"q={short}",
         "q=no-such-key-42",
         "q=timeout&status=failed",
+        # error text over every status: a word of every seeded error (1M failed jobs, and the
+        # backlog's retried ones), and a host name that matches nothing
+        "q=ValueError",
+        "q=smtp.example.com",
         "q=n=1&type=mail",
         "order=next",
     ):
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
+    # A job with a long timeline: its page and a poll far behind read a window of its events;
+    # the API's full list is the reference's, so it is measured paged (limit).
+    long = long_job(url, long_events)
+    found += [
+        (f"/jobs/{long}/", {}),
+        (f"/jobs/{long}/live/?after=0&status=running", {"HX-Request": "true"}),
+        (f"/api/jobs/{long}/events/?limit=50", {}),
+    ]
     for slug in ("retry", "cancel", "run-now"):
         # Unfiltered (every failed or queued job: the largest count) and by type.
         found += [(f"/jobs/bulk/{slug}/", {}), (f"/jobs/bulk/{slug}/?type=mail", {})]
@@ -68,15 +114,17 @@ FILTERS = (
     "type=no.such.type",
     "status=queued",
     "status=running",
-    "offset=1000000",
+    "offset=10000",  # the deepest the API serves (API_OFFSET_MAX); the dashboard pages by key
 )
 
 
-def measure(app: Flask, url: str, *, samples: int) -> dict[str, tuple[float, float, int]]:
+def measure(
+    app: Flask, url: str, *, samples: int, long_events: int = 100_000
+) -> dict[str, tuple[float, float, int]]:
     """path (+ ' [fragment]') -> (p50 ms, p95 ms, status code)."""
     client = app.test_client()
     results = {}
-    for path, headers in routes(app, url):
+    for path, headers in routes(app, url, long_events):
         client.get(path, headers=headers)  # warm up
         times = []
         status = 0

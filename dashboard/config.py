@@ -30,6 +30,7 @@ from .config_parsers import (
     read_int,
     read_list,
     read_log_level,
+    read_networks,
     read_number,
     read_optional_str,
     read_secret,
@@ -37,6 +38,7 @@ from .config_parsers import (
     read_time_zone,
     values_from_env,
 )
+from .limits import API_OFFSET_MAX, BIGINT_MAX
 from .roles import Role
 
 if TYPE_CHECKING:
@@ -264,6 +266,10 @@ class Settings:
     dashboard_query_timeout_ms: int = field(
         default=2000, metadata=env("DASHBOARD_QUERY_TIMEOUT_MS", read_int, minimum=0)
     )
+    # The deepest `offset` GET /api/jobs/ serves: an offset reads every job it skips.
+    api_offset_max: int = field(
+        default=API_OFFSET_MAX, metadata=env("API_OFFSET_MAX", read_int, minimum=0, maximum=BIGINT_MAX)
+    )
     auth_disabled: bool = field(default=False, metadata=env("AUTH_DISABLED", read_bool))
     users: tuple[UserEntry, ...] = field(default=(), metadata=env("DASHBOARD_USERS", _users))
     api_tokens: tuple[TokenEntry, ...] = field(default=(), metadata=env("API_TOKENS", _tokens))
@@ -279,6 +285,15 @@ class Settings:
     )
     signin_window_seconds: float = field(
         default=300.0, metadata=env("SIGNIN_WINDOW_SECONDS", read_number, minimum=1)
+    )
+    # Failures of one user name from all addresses after which each address gets one per window.
+    signin_slow_after_failures_per_user: int = field(
+        default=20, metadata=env("SIGNIN_SLOW_AFTER_FAILURES_PER_USER", read_int, minimum=1)
+    )
+    # The proxies whose X-Forwarded-For names the client (the sign-in throttle's address), the
+    # same variable and default as gunicorn's trust of X-Forwarded-Proto.
+    forwarded_allow_ips: tuple[str, ...] = field(
+        default=("127.0.0.1", "::1"), metadata=env("FORWARDED_ALLOW_IPS", read_networks)
     )
     # False: any type of 1..TYPE_MAX_LENGTH characters is accepted (a worker without a handler
     # fails its attempts); True: only the types registered in this process.

@@ -8,6 +8,7 @@ settings classes (:mod:`.config`, :mod:`.config_ops`) declare one field per sett
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import zoneinfo
@@ -47,7 +48,9 @@ def read_number(env: Mapping[str, str], name: str, default: float, *, minimum: f
     return value
 
 
-def read_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+def read_int(
+    env: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int | None = None
+) -> int:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -57,6 +60,8 @@ def read_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -
         raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {raw!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be <= {maximum}, got {raw!r}")
     return value
 
 
@@ -65,6 +70,19 @@ def read_list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tu
     if raw is None:
         return default
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def read_networks(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """IP addresses or networks (``10.0.0.0/8``), comma separated, or ``*``: as gunicorn reads them."""
+    entries = read_list(env, name, default)
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name} must list IP addresses or networks (or *), got {entry!r}") from None
+    return entries
 
 
 def read_str(env: Mapping[str, str], name: str, default: str) -> str:
@@ -129,8 +147,14 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
 
 
+# The longest age a duration in days may be: "now minus it" stays a date every part of the
+# stack can compute (Python's datetime ends at year 1, timedelta at 999,999,999 days).
+MAX_DAYS = 36_500  # 100 years
+
+
 def parse_days(raw: str, name: str) -> float:
-    """``7`` or ``7d`` (days), ``12h``, ``30m``, ``90s``, ``2w``, fractions allowed; in days.
+    """``7`` or ``7d`` (days), ``12h``, ``30m``, ``90s``, ``2w``, fractions allowed; in days,
+    at most :data:`MAX_DAYS`.
 
     ``0`` keeps forever. Anything else is a :class:`ConfigError` naming ``name``.
     """
@@ -140,6 +164,10 @@ def parse_days(raw: str, name: str) -> float:
     seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     if not math.isfinite(seconds):
         raise ConfigError(f"{name} must be finite, got {raw!r}")
+    if seconds / 86400 > MAX_DAYS:
+        raise ConfigError(
+            f"{name} must be at most {MAX_DAYS:,} days (100 years), got {raw!r}; 0 keeps jobs forever"
+        )
     return seconds / 86400
 
 

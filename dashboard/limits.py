@@ -8,6 +8,7 @@ The API (``api/inputs.py``, ``api/fields.py``), the web forms and query paramete
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +33,52 @@ PREVIEW_CHARS = 200  # what the pages read of a payload or result in a list (as 
 LIVE_COUNT_CAP = 10_000  # ready / scheduled / retrying, list counts
 TYPE_COUNT_CAP = 1_000  # per-type rows of the overview
 TYPES_SHOWN = 30  # job types in the overview's per-type table
+API_OFFSET_MAX = 10_000  # the default of the setting API_OFFSET_MAX: the deepest offset the API serves
 JOB_OFFSET_MAX = 500  # the dashboard's list offers offsets up to this; deeper pages go by keyset
+# A job's page and its live poll read at most this many of its events (the newest), so a job
+# with 100,000 progress reports costs what one with 1,000 does; the API's full list stays whole.
+TIMELINE_EVENTS_MAX = 1000
 CHART_EVENTS_MAX = 20_000  # the overview's hour charts read at most the newest this many events
+
+
+# Characters a job type may not hold: control characters (Cc: newlines, escapes), format
+# characters (Cf: bidi overrides such as U+202E, zero-width spaces and joiners) and line or
+# paragraph separators (Zl, Zp), each within the Basic Multilingual Plane. A type is a routing
+# key shown on pages and in logs: these would make one type look like another, or break a line.
+TYPE_FORBIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def _forbidden_ranges() -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if unicodedata.category(chr(code)) in TYPE_FORBIDDEN_CATEGORIES:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return ranges
+
+
+_TYPE_FORBIDDEN_RANGES = _forbidden_ranges()
+# The same rule as a JSON Schema pattern (published with the API's `type` fields).
+TYPE_PATTERN = (
+    "^[^"
+    + "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in _TYPE_FORBIDDEN_RANGES)
+    + "]*$"
+)
+
+
+def type_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a job type besides its length (:data:`TYPE_FORBIDDEN_CATEGORIES`),
+    naming the first such character, or None."""
+    for position, char in enumerate(value):
+        if ord(char) < 0x10000 and unicodedata.category(char) in TYPE_FORBIDDEN_CATEGORIES:
+            name = unicodedata.name(char, "a control character")
+            return (
+                f"must not contain control or invisible formatting characters (U+{ord(char):04X} {name} "
+                f"at position {position})"
+            )
+    return None
 
 
 class NonFiniteNumber(ValueError):

@@ -13,18 +13,14 @@ from typing import Literal
 from flask import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from ..limits import Q_MAX_LENGTH
 from ..store import search, service
 from ..store.bulk import ACTION_STATUS
 from .access import audit_data
 from .blueprint import routes
 from .errors import validation_error
-from .fields import Text
-from .inputs import TypeFilter
+from .inputs import SearchText, TypeFilter
 from .registry import Reply
 from .views import json_response
-
-SearchText = Text(max_length=Q_MAX_LENGTH)
 
 
 class BulkAction(BaseModel):

@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-from ..limits import MAX_JSON_DEPTH, json_problem, text_kind
+from ..limits import MAX_JSON_DEPTH, TYPE_PATTERN, json_problem, text_kind, type_problem
 
 TEXT_PROBLEMS = {
     "nul": "Must not contain NUL characters.",
@@ -103,11 +103,24 @@ def _storable_json(value: Any) -> Any:
         raise PydanticCustomError("json_number", "Numbers must be finite.")
     if problem.key is not None:
         raise PydanticCustomError(
-            "unstorable_text", "Key '{key}': " + TEXT_PROBLEMS[problem.kind], {"key": problem.key}
+            "unstorable_text", "Key '{key}': " + TEXT_PROBLEMS[problem.kind], {"key": shown(problem.key)}
         )
     raise PydanticCustomError(
-        "unstorable_text", "At {where}: " + TEXT_PROBLEMS[problem.kind], {"where": problem.where or "/"}
+        "unstorable_text",
+        "At {where}: " + TEXT_PROBLEMS[problem.kind],
+        {"where": shown(problem.where or "/")},
     )
+
+
+SHOWN_MAX = 80  # characters of a client's key or path quoted back in an error
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message may quote it: every character that is not printable (NUL, an
+    unpaired surrogate, which no UTF-8 answer can carry) as ``\\uXXXX``, cut at :data:`SHOWN_MAX`."""
+    cut = text[:SHOWN_MAX]
+    escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in cut)
+    return escaped + ("..." if len(text) > SHOWN_MAX else "")
 
 
 def _integral_number(value: Any) -> Any:
@@ -167,6 +180,26 @@ def Text(*, min_length: int | None = None, max_length: int | None = None) -> Any
     """A string PostgreSQL can store, with length bounds."""
     constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
     return Annotated[str, constraints, AfterValidator(_storable_text), _Documented(pattern=NO_NUL)]
+
+
+def _type_characters(value: str) -> str:
+    problem = type_problem(value)
+    if problem:
+        raise PydanticCustomError("job_type_characters", problem[0].upper() + problem[1:] + ".")
+    return value
+
+
+def TypeName(*, min_length: int, max_length: int) -> Any:
+    """A job type: storable text of ``min_length`` to ``max_length`` characters, without control
+    or invisible formatting characters (``limits.type_problem``; the pattern publishes it)."""
+    constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
+    return Annotated[
+        str,
+        constraints,
+        AfterValidator(_storable_text),
+        AfterValidator(_type_characters),
+        _Documented(pattern=TYPE_PATTERN),
+    ]
 
 
 AwareDatetime = Annotated[

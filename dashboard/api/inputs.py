@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from flask import current_app, has_app_context
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -28,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from ..config import settings_of
 from ..limits import (
+    API_OFFSET_MAX,
     BIGINT_MAX,
     DEFAULT_PRIORITY,
     EVENT_PAGE_MAX,
@@ -38,21 +40,22 @@ from ..limits import (
     JOB_PAGE_SIZE,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    Q_MAX_LENGTH,
     TYPE_MAX_LENGTH,
 )
 from ..runtime.handlers import registered_types
+from ..store import search
 from ..store.states import EventType, Status
 from .cursor import PATTERN as CURSOR_PATTERN
 from .cursor import Cursor, decode
-from .fields import AwareDatetime, Integer, JsonObject, Text
+from .fields import AwareDatetime, Integer, JsonObject, Text, TypeName
 
-OFFSET_MAX = BIGINT_MAX  # PostgreSQL's OFFSET is a bigint
 # One request, one INSERT statement: big enough to enqueue at bulk speed, small enough that a
 # request's validation and its statement stay well under a second and its body usually fits
 # the default MAX_CONTENT_LENGTH (1 MiB).
 BULK_MAX_JOBS = 1000
 
-JobType = Text(min_length=1, max_length=TYPE_MAX_LENGTH)
+JobType = TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)
 IdempotencyKey = Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)
 TypeFilter = Text(max_length=TYPE_MAX_LENGTH)
 
@@ -153,6 +156,29 @@ class BulkCreateJobs(BaseModel):
     )
 
 
+def _searchable(value: str) -> str:
+    """Refuse a payload search for a value no job's payload can hold (NaN, Infinity, 1e999, an
+    unpaired surrogate): 400 naming ``q``, saying why. Any other text is a search."""
+    try:
+        search.parse_api_q(value)
+    except search.UnstorableSearch as exc:
+        raise PydanticCustomError("unsearchable", str(exc)) from None
+    return value
+
+
+SearchText = Annotated[Text(max_length=Q_MAX_LENGTH), AfterValidator(_searchable)]
+"""``q``: any text of up to ``Q_MAX_LENGTH`` characters but a payload search no payload can match."""
+
+
+def offset_max() -> int:
+    """``API_OFFSET_MAX`` of the app serving this request (its default outside one)."""
+    return settings_of(current_app).api_offset_max if has_app_context() else API_OFFSET_MAX
+
+
+def _offset_maximum(schema: dict[str, Any]) -> None:
+    schema["maximum"] = offset_max()
+
+
 class JobListQuery(BaseModel):
     """Query of `GET /api/jobs/`. Empty parameters count as absent."""
 
@@ -163,18 +189,43 @@ class JobListQuery(BaseModel):
         ge=1,
         description=f"Page size; a larger value is reduced to {JOB_PAGE_MAX}.",
     )
-    offset: int = Field(default=0, ge=0, le=OFFSET_MAX, description="Jobs to skip.")
+    offset: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Jobs to skip, at most API_OFFSET_MAX (default 10,000; the schema's maximum is the server's "
+            "setting): an offset reads every job it skips. Deeper: narrow the filter (status, type, q)."
+        ),
+        json_schema_extra=_offset_maximum,
+    )
     status: Status | None = Field(default=None, description="Exact status.")
     type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
-    q: Text(max_length=500) | None = Field(  # type: ignore[valid-type]
+    q: SearchText | None = Field(
         default=None,
         description=(
             "Search (extension, issue 17): a full id or an id prefix of 4+ hex digits, an idempotency "
-            "key, words in a failed job's last_error, or a payload match (key=value, a.b=1, or a JSON "
-            "object the payload contains; reads the newest 10,000 jobs of the filter). Text that is not a "
-            "valid payload search is searched as text; blank text is no search."
+            "key, words or fragments of any job's last_error (a host name, a dotted name or a path "
+            "matches by its parts in order, the last a prefix), or a payload match (key=value, a.b=1, "
+            "or a JSON object the payload contains; reads the newest 10,000 jobs of the filter). Text "
+            "that is not a valid payload search is searched as text; blank text is no search. A payload "
+            "search for a value no payload can hold (NaN, Infinity, a number out of range like 1e999, an "
+            "unpaired surrogate) is refused with 400."
         ),
     )
+
+    @field_validator("offset")
+    @classmethod
+    def _within_the_cap(cls, value: int) -> int:
+        cap = offset_max()
+        if value > cap:
+            raise PydanticCustomError(
+                "offset_cap",
+                "offset is at most {cap} (API_OFFSET_MAX): an offset reads every job it skips. Narrow "
+                "the filter (status, type, or a search q) so that the jobs you want are among the first "
+                "{cap}, or raise API_OFFSET_MAX.",
+                {"cap": cap},
+            )
+        return value
 
     @property
     def page_size(self) -> int:

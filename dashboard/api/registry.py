@@ -16,11 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, current_app, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
+from ..config import settings_of
 from ..limits import finite_float, reject_constant
+from ..store import read_timeout
 from .access import OPEN_ENDPOINTS, READ_METHODS
 from .errors import ApiError, validation_error
 from .inputs import body_context
@@ -92,7 +94,7 @@ class Registry:
                     kwargs["query"] = validate(query, values, whole=repeated_fields(query))
                 if body is not None:
                     kwargs["body"] = validate(body, read_json_body(), context=body_context())
-                return view(**kwargs)
+                return under_read_timeout(view, kwargs)
 
             self.bp.add_url_rule(rule, endpoint=view.__name__, view_func=dispatch, methods=[method])
             implied = implied_replies(rule, query, body, access=access_replies(view.__name__, method))
@@ -105,6 +107,25 @@ class Registry:
         return decorate
 
 
+READ_TIMEOUT_DETAIL = (
+    "The request's database read ran past the statement timeout (DASHBOARD_QUERY_TIMEOUT_MS = {ms} ms) "
+    "and was cancelled, so nothing was answered. Narrow it (a status, a type, a search, a smaller "
+    "limit or offset) or try again when the database is less busy."
+)
+
+
+def under_read_timeout(view: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Run ``view`` with its reads under ``DASHBOARD_QUERY_TIMEOUT_MS``, as the pages' reads are
+    (``store.read_timeout``: reads only, never a write); a read that runs past it is a 503
+    saying so, and costs the database no more than that."""
+    limit = settings_of(current_app).dashboard_query_timeout_ms
+    try:
+        with read_timeout.time_limit(limit):
+            return view(**kwargs)
+    except read_timeout.QueryTimeout:
+        raise ApiError(503, READ_TIMEOUT_DETAIL.format(ms=limit)) from None
+
+
 def access_replies(name: str, method: str) -> dict[int, Reply]:
     """401/403 for the endpoints a token guards (see :mod:`.access`)."""
     if f"api.{name}" in OPEN_ENDPOINTS:
@@ -112,6 +133,11 @@ def access_replies(name: str, method: str) -> dict[int, Reply]:
     replies = {401: Reply("Missing, malformed or unknown bearer token (when tokens are configured).", Error)}
     if method not in READ_METHODS:
         replies[403] = Reply("The token's role is viewer: writes need an operator token.", Error)
+    replies[503] = Reply(
+        "A database read ran past DASHBOARD_QUERY_TIMEOUT_MS (`detail` says how to narrow the request), "
+        "or the database is unavailable.",
+        Error,
+    )
     return replies
 
 

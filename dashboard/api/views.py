@@ -23,7 +23,7 @@ from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
 from .errors import ApiError
-from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery
+from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery, offset_max
 from .outputs import (
     BulkResults,
     Config,
@@ -214,9 +214,8 @@ def job_list(query: JobListQuery) -> Response:
         page = read_jobs.list_jobs(
             limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
         )
-    next_url = (
-        page_url(JobListQuery, limit=limit, offset=offset + limit) if offset + limit < page.count else None
-    )
+    deeper = offset + limit < page.count and offset + limit <= offset_max()  # never a link to a 400
+    next_url = page_url(JobListQuery, limit=limit, offset=offset + limit) if deeper else None
     previous_url = None
     if offset > 0:
         previous_url = page_url(JobListQuery, limit=limit, offset=offset - limit if offset > limit else None)

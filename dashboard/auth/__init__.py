@@ -4,8 +4,8 @@
 - :mod:`.session`: dashboard sign-in sessions (Flask-Login) and their cookie flags;
 - :mod:`.headers`: Content-Security-Policy and the other security headers;
 - :mod:`.commands`: ``flask hash-password`` and ``flask new-token``;
-- :mod:`.throttle`: the sign-in throttle (failures per user name and per client address,
-  counted in the database so every web worker shares them).
+- :mod:`.throttle`: the sign-in throttle (failures per user name and client address, per name,
+  per address; counted in the database so every web worker shares them).
 
 The doors enforce it: the dashboard blueprint (``web.signin``) and the JSON blueprint
 (``api.access``). Whether sign-in is required is :attr:`Settings.auth_required`.
@@ -18,7 +18,7 @@ from flask import Flask
 from ..config import Settings
 from . import commands, headers, session
 from .principals import ANONYMOUS, Actor, Directory, Role
-from .throttle import Throttle
+from .throttle import Throttle, parse_trusted
 
 
 def init_app(app: Flask, settings: Settings, *, debug_toolbar: bool) -> None:
@@ -27,7 +27,9 @@ def init_app(app: Flask, settings: Settings, *, debug_toolbar: bool) -> None:
         max_per_user=settings.signin_max_failures_per_user,
         max_per_address=settings.signin_max_failures_per_address,
         window_seconds=settings.signin_window_seconds,
+        slow_after_per_user=settings.signin_slow_after_failures_per_user,
     )
+    app.extensions["jobqueue.trusted_proxies"] = parse_trusted(",".join(settings.forwarded_allow_ips))
     session.init_app(app, settings)
     headers.init_app(app, debug_toolbar=debug_toolbar, hsts=not settings.debug)
     commands.init_app(app)

@@ -25,7 +25,7 @@ from typing import Any
 from flask import current_app, has_app_context
 from sqlalchemy import Connection
 
-from ..limits import TYPE_MAX_LENGTH
+from ..limits import TYPE_MAX_LENGTH, type_problem
 from ..store import service
 from ..store.records import JobRecord
 from .progress import flusher
@@ -48,6 +48,8 @@ def handler(job_type: str, *, demo: bool = False) -> Callable[[Handler], Handler
     """
     if not job_type or len(job_type) > TYPE_MAX_LENGTH:
         raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
+    if problem := type_problem(job_type):
+        raise ValueError(f"a job type {problem}")
 
     def register(fn: Handler) -> Handler:
         _registry[job_type] = fn

@@ -9,17 +9,31 @@
 A bulk action selects with the job list's filters (status, type, ``q``) and works in chunks of
 :data:`CHUNK` jobs, each chunk one transaction: ``SELECT ... FOR UPDATE SKIP LOCKED`` picks
 jobs nobody holds (a worker's claim never waits behind it, and it never waits for a claim), and
-one statement changes them, fenced by status, and writes one event per job. Jobs changed since
-the action started (``updated_at``) are never picked again, so a retried job that fails again
-meanwhile is not retried twice and the action always ends. :func:`count` is the dry run: the
-same selection, counted.
+one statement changes them, fenced by status, and writes one event per job. :func:`count` is
+the dry run: the same selection, counted.
+
+Why an action always ends, whatever the clocks and the workers do:
+
+- a chunk's selection and its statement read the same time (one clock reading per chunk) and
+  the same fence, on rows the chunk holds locked, so every job a chunk picks is changed;
+- a job with an event newer than the action's start (every change writes one, ours included)
+  is never picked: the start is the newest event id, a sequence value, not a clock reading,
+  so a job the action changed, or that a worker or an operator changed meanwhile (a retried job
+  that fails again, whatever ``updated_at`` its clock wrote), is left alone, and jobs created
+  meanwhile too;
+- a chunk that changes nothing ends the action.
+
+So each job is changed at most once, and only jobs that existed when the action began: over N
+such jobs an action takes at most N chunks, and N / ``chunk`` plus one when no worker holds a
+selected row at the instant a chunk picks.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, bindparam, func, select, text
@@ -27,7 +41,8 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.types import Uuid
 
 from ..extensions import db
-from .read_jobs import types_matching
+from .read_jobs import events, types_matching
+from .read_timeout import reading
 from .search import Terms, filters, jobs, matching
 from .values import aware, pg_safe, utcnow
 
@@ -128,9 +143,21 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
 def count(action: str, selection: Selection, *, now: datetime | None = None) -> int:
     """The dry run: how many jobs :func:`run` would change if nothing changed meanwhile."""
     now = aware(now or utcnow(), "now")
-    with db.engine.connect() as conn:
+    with reading() as conn:  # a read: under the caller's statement timeout, if it set one
         where = _where(conn, action, selection, now)
         return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
+
+
+Clock = Callable[[], datetime]
+
+
+def _clock(now: datetime | Clock | None) -> Clock:
+    if now is None:
+        return utcnow
+    if callable(now):
+        return lambda: aware(now(), "now")
+    fixed = aware(now, "now")
+    return lambda: fixed
 
 
 def run(
@@ -139,29 +166,37 @@ def run(
     *,
     event_data: dict[str, Any],
     chunk: int = CHUNK,
-    now: datetime | None = None,
+    now: datetime | Clock | None = None,
 ) -> BulkOutcome:
-    """Apply ``action`` to every selected job, ``chunk`` jobs per transaction."""
-    started = aware(now or utcnow(), "now")
+    """Apply ``action`` to every selected job, ``chunk`` jobs per transaction.
+
+    ``now``: the time of every chunk, or a clock read once per chunk (default: the system's).
+    Ends in a bounded number of chunks (see the module's docstring); returns the jobs changed.
+    """
+    clock = _clock(now)
     data = {**pg_safe(event_data), "bulk": True}
     message = pg_safe(_message(action, event_data))
     changed = chunks = 0
+    with db.engine.connect() as conn:
+        start = conn.execute(select(func.coalesce(func.max(events.c.id), 0))).scalar_one()
+    # Per candidate row, its newest event id: one backward probe of job_event_job_id_idx. (A NOT
+    # EXISTS anti-join was planned as a merge over that whole index, a longer walk each chunk.)
+    latest = select(func.coalesce(func.max(events.c.id), 0)).where(events.c.job_id == jobs.c.id)
+    untouched = latest.scalar_subquery() <= start
     while True:
-        moment = max(aware(now, "now") if now else utcnow(), started + timedelta(microseconds=1))
+        moment = clock()
         with db.engine.begin() as conn:
-            where = _where(conn, action, selection, started)
-            picked = (
-                select(jobs.c.id)
-                .where(*where, jobs.c.updated_at <= started)
-                .limit(chunk)
-                .with_for_update(skip_locked=True)
-            )
+            where = _where(conn, action, selection, moment)
+            picked = select(jobs.c.id).where(*where, untouched).limit(chunk).with_for_update(skip_locked=True)
             ids = list(conn.execute(picked).scalars())
             if not ids:
                 break
             params = {"ids": ids, "now": moment, "event_data": data, "message": message}
-            changed += conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
-            chunks += 1
+            done = conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
+        chunks += 1
+        changed += done
+        if not done:
+            break
     return BulkOutcome(action=action, changed=changed, chunks=chunks)
 
 

@@ -21,6 +21,7 @@ from ..limits import (
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
+    type_problem,
 )
 from . import sql
 from .connection import autocommit, fetch_job, fetch_rows, fetch_rows_while
@@ -88,6 +89,8 @@ class JobSpec(NamedTuple):
 def _check(spec: JobSpec) -> None:
     if not spec.type or len(spec.type) > TYPE_MAX_LENGTH:
         raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
+    if problem := type_problem(spec.type):
+        raise ValueError(f"type {problem}")
     if not PRIORITY_MIN <= spec.priority <= PRIORITY_MAX:
         raise ValueError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
     if not 1 <= spec.max_attempts <= INT_MAX:

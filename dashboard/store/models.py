@@ -11,6 +11,7 @@ Each index is here for one query, named beside it. The queries live in ``sql.py`
 
 from __future__ import annotations
 
+import string
 import uuid
 from datetime import datetime
 from typing import Any
@@ -36,6 +37,18 @@ from sqlalchemy.orm import Mapped, mapped_column
 from ..extensions import db
 from ..limits import TYPE_MAX_LENGTH
 from .states import EVENT_TYPES
+
+# The error text as the search index holds it (job_error_fts_idx; migration 0009 spells the same
+# SQL): every ASCII punctuation character a space, then the simple parser's words, so
+# "smtp.example.com:25" is indexed as smtp, example, com, 25 in that order.
+ERROR_SEPARATORS = string.punctuation
+ERROR_VECTOR_SQL = (
+    "to_tsvector('simple'::regconfig, translate(last_error, '"
+    + ERROR_SEPARATORS.replace("'", "''")
+    + "', '"
+    + " " * len(ERROR_SEPARATORS)
+    + "'))"
+)
 
 STATUS_SHAPE_SQL = (
     "(status = 'queued' AND locked_by IS NULL AND locked_until IS NULL AND finished_at IS NULL)"
@@ -119,13 +132,15 @@ class Job(db.Model):
         Index("job_failed_type_idx", "type", "finished_at", postgresql_where=text("status = 'failed'")),
         # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
-        # Search by error text of failed jobs (``search.py``), issue 17: partial, so the drain
-        # path (claims and successes) never touches it; migration 0007.
+        # Search by error text, any status (``search.ERROR_VECTOR``): the error with its ASCII
+        # punctuation turned into separators, so host names, dotted names and paths are found by
+        # their parts. Partial: a job that never failed has no entry, so the drain path (creates,
+        # claims, successes) never writes to it; migration 0009.
         Index(
-            "job_failed_error_fts_idx",
-            text("to_tsvector('simple', last_error)"),
+            "job_error_fts_idx",
+            text(ERROR_VECTOR_SQL),
             postgresql_using="gin",
-            postgresql_where=text("status = 'failed'"),
+            postgresql_where=text("last_error <> ''"),
         ),
         # Idempotent create (``sql.CREATE``'s ON CONFLICT): unique only when a key is given.
         Index(

@@ -313,21 +313,28 @@ class JobTimeline:
     job: JobRecord
     events: list[EventRecord]
     progress: EventRecord | None  # newest ``progress`` event of the current attempt
+    older: bool = False  # events older than ``events`` exist (a window was asked for)
 
 
-def job_timeline(job_id: uuid.UUID) -> JobTimeline | None:
-    """The job, its timeline (oldest first) and its latest progress, on one connection; None
-    if there is no such job. Indexes: the primary key, job_event_job_id_idx (job_id, id)."""
+def job_timeline(job_id: uuid.UUID, *, limit: int | None = None) -> JobTimeline | None:
+    """The job, its timeline (oldest first; with ``limit``, only the newest ``limit`` events)
+    and its latest progress among them, on one connection; None if there is no such job.
+    Indexes: the primary key, job_event_job_id_idx (job_id, id), read newest first."""
     with reading() as conn:
         row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
         if row is None:
             return None
         job = JobRecord.from_row(row)
-        rows = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).mappings()
-        timeline = [EventRecord.from_row(r) for r in rows.all()]
+        query = select(events).where(events.c.job_id == job_id).order_by(events.c.id.desc())
+        if limit is not None:
+            query = query.limit(limit + 1)
+        timeline = [EventRecord.from_row(r) for r in conn.execute(query).mappings().all()]
+    older = limit is not None and len(timeline) > limit
+    timeline = timeline[:limit] if older else timeline
+    timeline.reverse()
     progress = None
     for event in reversed(timeline):  # the newest progress event of the current attempt
         if event.type == "progress" and event.attempt == job.attempts:
             progress = event
             break
-    return JobTimeline(job=job, events=timeline, progress=progress)
+    return JobTimeline(job=job, events=timeline, progress=progress, older=older)

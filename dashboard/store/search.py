@@ -7,8 +7,13 @@ exactly the jobs the list shows. Each kind is an index lookup:
 - a full id, or 4 to 32 hex digits of one (the 8-character short id the lists show): a range
   on the primary key, the prefix padded with ``0`` and with ``f``;
 - an idempotency key, exactly: ``job_idempotency_key_unique``;
-- words in ``last_error`` of failed jobs (each word a prefix, all of them present):
-  ``job_failed_error_fts_idx``, a partial GIN that the drain path never writes to;
+- words or fragments of any job's ``last_error`` (:func:`error_query`): every word present,
+  and what an operator copies out of an error (a host name, a dotted name, a path) as the run
+  of its parts, the last a prefix: ``smtp.example.com`` finds ``... to smtp.example.com:25``,
+  ``example`` and ``billing.inv`` find theirs, ``/var/data`` finds ``/var/data/x.csv``. Index:
+  ``job_error_fts_idx`` (:data:`ERROR_VECTOR`), a GIN over the error with its ASCII punctuation
+  turned into separators, partial on ``last_error <> ''``: jobs that never failed (the whole
+  drain path: creates, claims, successes) have no entry;
 - a payload match, ``key=value`` (``a.b=1`` nests) or a JSON object the payload contains:
   there is no index on ``payload`` (a GIN there would be written by every claim and every
   success). It reads the newest :data:`PAYLOAD_SCAN_ROWS` jobs of the status and type filter
@@ -26,11 +31,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, cast, func, literal, select, union
+from sqlalchemy import ColumnElement, Select, cast, func, literal, literal_column, select, text, union
 from sqlalchemy.dialects.postgresql import JSONB
 
-from ..limits import Q_MAX_LENGTH
-from .models import Job
+from ..limits import MAX_JSON_DEPTH, Q_MAX_LENGTH, json_problem
+from .models import ERROR_VECTOR_SQL, Job
 
 jobs = Job.__table__
 
@@ -39,12 +44,46 @@ PAYLOAD_SCAN_ROWS = 10_000
 ARM_CAP = 10_000  # matches one kind of search contributes at most
 MAX_WORDS = 8
 _HEX = re.compile(r"[0-9a-f]+")
-_WORD = re.compile(r"\w+", re.UNICODE)
 _KEY_VALUE = re.compile(r"^([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
+_PIECE = re.compile(r"[^\W_]+")  # a run of letters and digits: what the error's index holds
+MAX_PIECES = 16  # parts of the words of an error search, all together
+
+# The error text as job_error_fts_idx holds it (models.ERROR_VECTOR_SQL), and the index's
+# predicate: SQL text, not bound parameters, so that the planner matches the index's expression
+# and predicate whatever plan it caches.
+ERROR_VECTOR = literal_column(ERROR_VECTOR_SQL)
+HAS_ERROR = text("last_error <> ''")
 
 
 class SearchError(ValueError):
     """``q`` cannot be read; the message says what would be."""
+
+
+class UnstorableSearch(SearchError):
+    """A payload search for a value no job can hold (``jsonb`` refuses it): NaN, Infinity, a
+    number out of range, an unpaired surrogate, NUL, or nesting past the limit. Refused by every
+    door, the API included (it searches any other text as text)."""
+
+
+_UNSTORABLE = {
+    "number": (
+        "A payload search holds finite numbers only: NaN, Infinity and numbers out of range (like "
+        "1e999) cannot be in any job's payload (jsonb refuses them)."
+    ),
+    "surrogate": (
+        "A payload search must be valid Unicode: an unpaired surrogate (like \\ud800) cannot be in "
+        "any job's payload."
+    ),
+    "nul": "A payload search cannot contain the NUL character.",
+    "depth": f"A payload search is nested at most {MAX_JSON_DEPTH} levels deep.",
+}
+
+
+def _storable(value: dict[str, Any]) -> dict[str, Any]:
+    problem = json_problem(value)
+    if problem is not None:
+        raise UnstorableSearch(_UNSTORABLE[problem.kind])
+    return value
 
 
 @dataclass(frozen=True)
@@ -54,7 +93,7 @@ class Terms:
     text: str
     id_range: tuple[uuid.UUID, uuid.UUID] | None = None
     idempotency_key: str | None = None
-    error_query: str | None = None  # a to_tsquery('simple', ...) text built from words only
+    error_query: str | None = None  # a to_tsquery('simple', ...) text built from word parts only
     payload: dict[str, Any] | None = None
     kinds: tuple[str, ...] = field(default=())
 
@@ -74,7 +113,7 @@ def _payload(text: str) -> dict[str, Any] | None:
             raise SearchError('A payload search is a JSON object, like {"user": 42}, or key=value.') from None
         if not isinstance(value, dict) or not value:
             raise SearchError('A payload search is a non-empty JSON object, like {"user": 42}.')
-        return value
+        return _storable(value)
     match = _KEY_VALUE.match(text)
     if match is None:
         return None
@@ -87,7 +126,7 @@ def _payload(text: str) -> dict[str, Any] | None:
         if not part:
             raise SearchError("A payload key has no empty parts: use a.b=1.")
         value = {part: value}
-    return value
+    return _storable(value)
 
 
 def parse_q(raw: str) -> Terms:
@@ -99,31 +138,55 @@ def parse_q(raw: str) -> Terms:
         raise SearchError(f"A search is at most {Q_MAX_LENGTH} characters, without NUL.")
     payload = _payload(text)
     if payload is not None:
-        if "\\u0000" in json.dumps(payload):
-            raise SearchError("A payload search cannot contain the NUL character.")
         return Terms(text=text, payload=payload, kinds=("payload",))
     return _text_terms(text)
 
 
+def error_parts(text: str) -> list[list[str]]:
+    """The words of an error search, each as its parts (letters and digits, lower case):
+    ``"refused smtp.example.com"`` is ``[["refused"], ["smtp", "example", "com"]]``. At most
+    :data:`MAX_WORDS` words and :data:`MAX_PIECES` parts."""
+    words: list[list[str]] = []
+    budget = MAX_PIECES
+    for chunk in text.split()[:MAX_WORDS]:
+        parts = [part.lower() for part in _PIECE.findall(chunk)][:budget]
+        if parts:
+            words.append(parts)
+            budget -= len(parts)
+        if budget <= 0:
+            break
+    return words
+
+
+def error_query(text: str) -> str | None:
+    """A ``to_tsquery('simple', ...)`` text: every word present, each the run of its parts in
+    order (``<->``), the last part a prefix (it may be cut where the operator stopped
+    copying). Only letters and digits reach it, so no operator or quote of tsquery syntax."""
+    words = error_parts(text)
+    if not words:
+        return None
+    return " & ".join("(" + " <-> ".join([*parts[:-1], f"{parts[-1]}:*"]) + ")" for parts in words)
+
+
 def _text_terms(text: str) -> Terms:
     id_range = _id_range(text)
-    words = [w.lower() for w in _WORD.findall(text)][:MAX_WORDS]
-    error_query = " & ".join(f"{w}:*" for w in words) if words else None
-    kinds = (("id",) if id_range else ()) + ("idempotency key",) + (("error text",) if error_query else ())
-    return Terms(
-        text=text, id_range=id_range, idempotency_key=text[:255], error_query=error_query, kinds=kinds
-    )
+    query = error_query(text)
+    kinds = (("id",) if id_range else ()) + ("idempotency key",) + (("error text",) if query else ())
+    return Terms(text=text, id_range=id_range, idempotency_key=text[:255], error_query=query, kinds=kinds)
 
 
 def parse_api_q(raw: str) -> Terms | None:
     """``q`` as the API reads it: any text its schema allows is a search. Blank is no search;
     text that looks like payload syntax but is not a valid payload search is searched as
-    text (id, idempotency key, error words) instead of refused. The pages use :func:`parse_q`,
-    which says what is wrong, for a person typing."""
+    text (id, idempotency key, error words) instead of refused, unless it asks for a value no
+    payload can hold (:class:`UnstorableSearch`, raised). The pages use :func:`parse_q`, which
+    says what is wrong, for a person typing."""
     if not raw.strip():
         return None
     try:
         return parse_q(raw)
+    except UnstorableSearch:
+        raise
     except SearchError:
         return _text_terms(raw.strip())
 
@@ -140,9 +203,11 @@ def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[b
 def matching(
     terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
 ) -> Select[Any]:
-    """The ids of the jobs ``terms`` finds among those ``where`` selects (a SELECT of ``id``).
-    ``types``: the type filter's types (already in ``where``), so that a payload search reads
-    the filter's newest jobs as one index range per (type, status)."""
+    """The jobs ``terms`` finds among those ``where`` selects: a SELECT of ``id`` and
+    ``created_at`` (read with the row each arm already visits, so a page can pick its newest
+    without fetching every match again). ``types``: the type filter's types (already in
+    ``where``), so that a payload search reads the filter's newest jobs as one index range per
+    (type, status)."""
     if terms.payload is not None:
         merged = None
         if types:
@@ -153,30 +218,37 @@ def matching(
             keys = (
                 select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
             )
-            newest = select(jobs.c.id, jobs.c.payload).join(keys, jobs.c.id == keys.c.id).subquery()
+            newest = (
+                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
+                .join(keys, jobs.c.id == keys.c.id)
+                .subquery()
+            )
         else:
             newest = (
-                select(jobs.c.id, jobs.c.payload)
+                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
                 .where(*where)
                 .order_by(jobs.c.created_at.desc())
                 .limit(PAYLOAD_SCAN_ROWS)
                 .subquery()
             )
-        return select(newest.c.id).where(
+        return select(newest.c.id, newest.c.created_at).where(
             newest.c.payload.op("@>")(cast(literal(terms.payload, JSONB), JSONB))
         )
+    found = (jobs.c.id, jobs.c.created_at)
     arms: list[Select[Any]] = []
     if terms.id_range is not None:
         low, high = terms.id_range
-        arms.append(select(jobs.c.id).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
+        arms.append(select(*found).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
     if terms.idempotency_key is not None:
-        arms.append(select(jobs.c.id).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
-    if terms.error_query is not None and status in (None, "failed"):
-        tsquery = func.to_tsquery("simple", terms.error_query)
-        found = func.to_tsvector("simple", jobs.c.last_error).op("@@")(tsquery)
-        arms.append(select(jobs.c.id).where(and_(jobs.c.status == "failed", found), *where).limit(ARM_CAP))
+        arms.append(select(*found).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
+    if terms.error_query is not None:  # any status: a job backing off has its error too
+        tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
+        matched = ERROR_VECTOR.op("@@")(tsquery)
+        arms.append(select(*found).where(HAS_ERROR, matched, *where).limit(ARM_CAP))
     subqueries = [arm.subquery() for arm in arms]
-    return union(*[select(s.c.id) for s in subqueries]) if len(subqueries) > 1 else select(subqueries[0].c.id)
+    if len(subqueries) == 1:
+        return select(subqueries[0].c.id, subqueries[0].c.created_at)
+    return union(*[select(s.c.id, s.c.created_at) for s in subqueries])
 
 
 @dataclass(frozen=True)
@@ -189,3 +261,35 @@ class Search:
 
 def describe(terms: Terms) -> Search:
     return Search(terms=terms, payload_scan=PAYLOAD_SCAN_ROWS if terms.payload is not None else None)
+
+
+@dataclass(frozen=True)
+class ErrorExcerpt:
+    """The part of an error that a search matched, with some text either side."""
+
+    before: str
+    match: str
+    after: str
+
+
+def error_excerpt(error: str, terms: Terms, *, before: int = 60, after: int = 100) -> ErrorExcerpt | None:
+    """Where an error search (``terms.error_query``) matched ``error``: the earliest of its
+    words, as the run of its parts the index matched, with up to ``before`` / ``after``
+    characters around it (``...`` where cut). ``None``: no error search, or no word found (the
+    job was found by its id or key)."""
+    if terms.error_query is None or not error:
+        return None
+    found: re.Match[str] | None = None
+    for parts in error_parts(terms.text):
+        pattern = r"[\W_]+".join(re.escape(part) for part in parts) + r"[^\W_]*"
+        match = re.search(r"(?<![^\W_])" + pattern, error, re.IGNORECASE)
+        if match is not None and (found is None or match.start() < found.start()):
+            found = match
+    if found is None:
+        return None
+    start, end = max(0, found.start() - before), min(len(error), found.end() + after)
+    return ErrorExcerpt(
+        before=("..." if start else "") + error[start : found.start()],
+        match=found.group(0),
+        after=error[found.end() : end] + ("..." if end < len(error) else ""),
+    )

@@ -8,7 +8,7 @@ from ..store import read_jobs
 from ..store.states import EVENT_TYPES
 from .blueprint import bp
 from .params import EventFilters, event_filters
-from .rendering import page_or_fragment
+from .rendering import page_or_fragment, refused_status
 
 NEW_EVENTS_CAP = 100
 
@@ -25,7 +25,8 @@ def _newest_shown(filters: EventFilters, page: read_jobs.EventPage | None) -> in
 
 
 @bp.get("/events/")
-def events() -> str:
+def events() -> tuple[str, int]:
+    """The event feed; a refused filter is marked at its field (:func:`refused_status`)."""
     filters = event_filters(request.args)
     page = None
     if not filters.errors:
@@ -37,7 +38,7 @@ def events() -> str:
             exclude=filters.exclude,
             job_id=filters.job_id,
         )
-    return page_or_fragment(
+    html = page_or_fragment(
         "events/feed.html",
         "fragments/event_feed.html",
         filters=filters,
@@ -46,6 +47,7 @@ def events() -> str:
         newest_shown=_newest_shown(filters, page),
         new_events_cap=NEW_EVENTS_CAP,
     )
+    return html, refused_status(bool(filters.errors))
 
 
 @bp.get("/events/newer/")

@@ -36,6 +36,7 @@ from ..limits import (
     json_problem,
     reject_constant,
     text_kind,
+    type_problem,
 )
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
@@ -138,6 +139,8 @@ class CreateJobForm(FlaskForm):
             raise ValidationError("The type cannot contain the NUL character.")
         if kind == "surrogate":
             raise ValidationError("The type cannot contain a lone surrogate.")
+        if problem := type_problem(field.data):
+            raise ValidationError(f"The type {problem}.")
         if self.types_strict and field.data not in self.known_types:
             known = ", ".join(self.known_types) or "(none)"
             raise ValidationError(f"Unknown job type (JOB_TYPES_STRICT is on). Registered types: {known}.")

@@ -10,7 +10,7 @@ from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..limits import BIGINT_MAX
+from ..limits import BIGINT_MAX, TIMELINE_EVENTS_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
 from ..store import read_jobs, service
@@ -20,7 +20,7 @@ from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
 from .job_extras import job_extras
 from .params import _int, job_filters, keyset_param
-from .rendering import is_htmx, now, page_or_fragment, safe_next
+from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
 from .search import list_page
 from .signin import audit_data, operator_required
 from .timeline import fold, progress_percent, timeline_context
@@ -37,27 +37,31 @@ def _job_id(raw: str) -> uuid.UUID:
 
 
 def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
-    timeline = read_jobs.job_timeline(job_id)
+    """The job and the newest :data:`TIMELINE_EVENTS_MAX` of its events, or 404."""
+    timeline = read_jobs.job_timeline(job_id, limit=TIMELINE_EVENTS_MAX)
     if timeline is None:
         abort(404, description="No job has that id.")
     return timeline
 
 
 @bp.get("/jobs/")
-def job_list() -> str | Response:
+def job_list() -> tuple[str, int] | Response:
+    """The job list; a refused filter is marked at its field (:func:`refused_status`)."""
     filters = job_filters(request.args)
     read = list_page(filters)  # q, "next to run" or newest first (issue 17)
     if read.single is not None and not is_htmx():  # a search that found one job opens it
         return redirect(url_for("web.job_detail", job_id=read.single), 303)
-    return page_or_fragment(
+    html = page_or_fragment(
         "jobs/list.html",
         "fragments/job_list.html",
         filters=filters,
         page=read.page,
         statuses=STATUSES,
         notes=read.notes,
+        excerpts=read.excerpts,
         keyset=keyset_param,
     )
+    return html, refused_status(bool(filters.errors))
 
 
 def type_note(job: JobRecord) -> str | None:
@@ -96,8 +100,12 @@ def detail_context(
     job = timeline.job
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
+    # A window of the newest events: the poll starts from the window's first event, never from
+    # the job's first, so it reads at most the window plus what is new.
+    start = timeline.events[0].id - 1 if timeline.older and timeline.events else 0
     return {
-        **timeline_context(timeline.events),
+        **timeline_context(timeline.events, start),
+        "older_events": timeline.older,
         "job": job,
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
@@ -196,13 +204,16 @@ def job_live(job_id: str) -> Any:
     after = _int(request.args, "after", errors, minimum=0, maximum=BIGINT_MAX) or 0
     shown_status = request.args.get("status", "")
     job = read_jobs.get_job(job_uuid)
-    if job is None or job.status != shown_status or errors:
+    # At most one window more than the page holds: past it, the page is sent again instead
+    # (its own window of the newest events), so a poll never reads a long job's whole timeline.
+    window = TIMELINE_EVENTS_MAX + 1
+    newer = [] if job is None else read_jobs.job_events(job_uuid, after_id=after, limit=window)
+    if job is None or job.status != shown_status or errors or len(newer) > TIMELINE_EVENTS_MAX:
         timeline = _timeline_or_404(job_uuid)
         html = render_template("fragments/job_detail.html", **detail_context(timeline))
         response = make_response(html, 200, retarget="#job-detail")
         response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
         return response
-    newer = read_jobs.job_events(job_uuid, after_id=after)
     folded = fold(newer, after)
     progress = None
     for event in reversed(newer):

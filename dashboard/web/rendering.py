@@ -26,6 +26,12 @@ def page_or_fragment(page_template: str, fragment_template: str, /, **context: A
     return render_template(fragment_template if is_htmx() else page_template, **context)
 
 
+def refused_status(refused: bool) -> int:
+    """The status of a page that shows input it refused (marked at each field, saying why): 400
+    for a browser; 200 for htmx, which swaps only 2xx answers."""
+    return 400 if refused and not is_htmx() else 200
+
+
 def now() -> datetime:
     """One clock reading per request, so every time on a page is relative to the same now."""
     if "now" not in g:

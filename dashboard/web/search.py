@@ -8,7 +8,7 @@ note instead of an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import current_app
 
@@ -24,6 +24,9 @@ class ListRead:
     page: read_jobs.JobPage | None
     notes: list[str]
     single: str | None = None  # the one job a search found: the page opens it
+    # Where an error search matched each listed job's error, by job id: the list shows an
+    # error column with the match marked whatever the status filter.
+    excerpts: dict[str, search.ErrorExcerpt] = field(default_factory=dict)
 
 
 def list_page(filters: JobFilters) -> ListRead:
@@ -79,4 +82,5 @@ def list_page(filters: JobFilters) -> ListRead:
         notes.append("The search stopped early: it ran past the time limit. Narrow it with a status or type.")
         return ListRead(read_jobs.JobPage(count=0, results=[]), notes)
     single = str(page.results[0].id) if page.count == 1 and page.results and not filters.positioned else None
-    return ListRead(page, notes, single)
+    excerpts = {str(job.id): search.error_excerpt(job.last_error, terms) for job in page.results}
+    return ListRead(page, notes, single, {key: found for key, found in excerpts.items() if found})

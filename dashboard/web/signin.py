@@ -23,7 +23,7 @@ from werkzeug.wrappers import Response
 
 from ..auth import ANONYMOUS, Actor, Role
 from ..auth.session import SIGNED_IN_AT, directory_of
-from ..auth.throttle import Throttle
+from ..auth.throttle import Throttle, client_address
 from ..config import settings_of
 from .blueprint import bp
 from .forms import SignInForm, SignOutForm
@@ -129,11 +129,18 @@ def throttle_of(app: Any) -> Throttle:
     return app.extensions["jobqueue.throttle"]
 
 
+def sign_in_address() -> str:
+    """The client address the throttle counts this request under (a trusted proxy's
+    ``X-Forwarded-For``, IPv6 per /64: :func:`..auth.throttle.client_address`)."""
+    trusted = current_app.extensions["jobqueue.trusted_proxies"]
+    return client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), trusted)
+
+
 @bp.route("/login/", methods=["GET", "POST"])
 def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
-    """Sign in. Throttled (:mod:`..auth.throttle`): once the user name or the client address
-    has too many recent failures, a POST answers 429 with ``Retry-After`` and no password is
-    checked; a failure counts against both, a success clears the user name's."""
+    """Sign in. Throttled (:mod:`..auth.throttle`): an attempt the limits refuse answers 429
+    with ``Retry-After`` and checks no password; an admitted one is counted as a failure before
+    its password is checked, and a success clears that address's failures for the name."""
     settings = settings_of(current_app)
     form = SignInForm()
     if not form.is_submitted():
@@ -142,9 +149,10 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
     if not settings.auth_required or current_user.is_authenticated:
         return redirect(target, 303)
     if form.validate_on_submit():
-        name, address = form.username.data, request.remote_addr or ""
+        name, address = form.username.data, sign_in_address()
         throttle = throttle_of(current_app)
-        wait = throttle.retry_after(name, address)
+        admission = throttle.admit(name, address)  # checked and, if admitted, counted at once
+        wait = admission.retry_after
         if wait is not None:
             current_app.logger.warning(
                 "Sign-in throttled for user name %r from %s (retry after %ds)", name, address, wait
@@ -155,14 +163,13 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
             return page, 429, {"Retry-After": str(wait)}
         user = directory_of(current_app).authenticate(name, form.password.data)
         if user is not None:
-            throttle.forget_user(name)
+            throttle.succeeded(admission)
             session.clear()  # nothing from before the sign-in carries over
             login_user(user)
             session.permanent = True
             session[SIGNED_IN_AT] = int(time.time())  # the session ends a lifetime after this
             current_app.logger.info("Signed in: %s (%s)", user.name, user.role)
             return redirect(target, 303)
-        throttle.record_failure(name, address)
         current_app.logger.warning("Failed sign-in for user name %r from %s", name, address)
         form.form_errors.append("Unknown user name or wrong password.")
     status = 400 if form.is_submitted() else 200

@@ -69,6 +69,7 @@ def fold(events: list[EventRecord], after: int = 0) -> Folded:
     return folded
 
 
-def timeline_context(events: list[EventRecord]) -> dict[str, Any]:
-    folded = fold(events)
+def timeline_context(events: list[EventRecord], after: int = 0) -> dict[str, Any]:
+    """The page's folded timeline; ``after``: the poll's start when no lifecycle event is shown."""
+    folded = fold(events, after)
     return {"timeline": folded.items, "tail": folded.tail, "last_event_id": folded.last_id}

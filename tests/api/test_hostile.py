@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -50,6 +51,18 @@ HOSTILE = [
     ),
     ("huge top-level array", "post", "/api/jobs/", raw(json.dumps(list(range(100_000)))), 400),
     ("NUL in type", "post", "/api/jobs/", {"json": {"type": "test\x00api"}}, 400),
+    ("bidi override in type", "post", "/api/jobs/", {"json": {"type": "invoice\u202egpj.exe"}}, 400),
+    ("newline in type", "post", "/api/jobs/", {"json": {"type": "mail.send\nINFO forged"}}, 400),
+    ("terminal escape in type", "post", "/api/jobs/", {"json": {"type": "\x1b[31mred"}}, 400),
+    ("zero-width space in type", "post", "/api/jobs/", {"json": {"type": "mail\u200b.send"}}, 400),
+    ("line separator in type", "post", "/api/jobs/", {"json": {"type": "a\u2028b"}}, 400),
+    (
+        "bidi override in a bulk job's type",
+        "post",
+        "/api/jobs/bulk/",
+        {"json": {"jobs": [{"type": "ok"}, {"type": "\u2066isolate\u2069"}]}},
+        400,
+    ),
     ("NUL in idempotency key", "post", "/api/jobs/", body(idempotency_key="a\x00b"), 400),
     ("NUL in payload value", "post", "/api/jobs/", body(payload={"a": ["ok", {"b": "x\x00"}]}), 400),
     ("NUL in payload key", "post", "/api/jobs/", body(payload={"a\x00": 1}), 400),
@@ -66,6 +79,14 @@ HOSTILE = [
         "post",
         "/api/jobs/",
         text_body(idempotency_key='"\\udfff"'),
+        400,
+    ),
+    ("lone surrogate as a payload key", "post", "/api/jobs/", text_body('{"\\ud800": 1}'), 400),
+    (
+        "lone surrogate as a payload key in bulk create",
+        "post",
+        "/api/jobs/bulk/",
+        raw('{"jobs": [{"type": "test.api"}, {"type": "test.api", "payload": {"ok": {"\\udc00x": 1}}}]}'),
         400,
     ),
     (
@@ -115,6 +136,26 @@ HOSTILE = [
     ("huge offset", "get", f"/api/jobs/?offset={10**30}", {}, 400),
     ("too many digits in offset", "get", "/api/jobs/?offset=" + "9" * 5000, {}, 400),
     ("huge type filter", "get", "/api/jobs/?type=" + "x" * 5000, {}, 400),
+    ("NaN in payload search", "get", "/api/jobs/?q=a%3DNaN", {}, 400),
+    ("Infinity in payload search", "get", "/api/jobs/?q=a.b%3D-Infinity", {}, 400),
+    ("out-of-range number in payload search", "get", "/api/jobs/?q=a%3D1e999", {}, 400),
+    ("NaN in a JSON payload search", "get", "/api/jobs/?q=%7B%22a%22%3A%20%5BNaN%5D%7D", {}, 400),
+    ("lone surrogate in payload search", "get", "/api/jobs/?q=a%3D%22%5Cud800%22", {}, 400),
+    ("lone surrogate key in payload search", "get", "/api/jobs/?q=%7B%22%5Cudfff%22%3A1%7D", {}, 400),
+    (
+        "NaN in bulk dry run search",
+        "post",
+        "/api/jobs/bulk-retry/",
+        {"json": {"q": "a=NaN", "dry_run": True}},
+        400,
+    ),
+    (
+        "lone surrogate in bulk run search",
+        "post",
+        "/api/jobs/bulk-cancel/",
+        {"json": {"q": 'a="\\ud800"', "dry_run": False}},
+        400,
+    ),
     ("SQL in job_id filter", "get", "/api/job-events/?job_id=1%20OR%201=1", {}, 400),
     ("SQL in event type", "get", f"/api/job-events/?type={SQL}", {}, 400),
     ("NUL in cursor", "get", "/api/job-events/?cursor=%00", {}, 400),
@@ -141,6 +182,40 @@ def test_hostile_requests_are_refused_cleanly(client, job_type, method, path, kw
     if expected >= 400:
         assert isinstance(answer["detail"], str) and "Traceback" not in answer["detail"]
     assert table_snapshot() == before
+
+
+def test_an_unstorable_payload_key_names_the_field_and_the_key(client, job_type):
+    """The key is quoted back escaped: an answer in UTF-8 cannot carry an unpaired surrogate
+    (rendering it was the 500)."""
+    created = client.post("/api/jobs/", **text_body('{"\\ud800": 1}'))
+    assert created.get_json()["errors"] == {
+        "payload": ["Key '\\ud800': Must be valid Unicode (unpaired surrogate)."]
+    }
+    bulk = client.post(
+        "/api/jobs/bulk/", **raw('{"jobs": [{"type": "a"}, {"type": "a", "payload": {"\\udfff": 1}}]}')
+    )
+    assert bulk.status_code == 400 and list(bulk.get_json()["errors"]) == ["jobs.1.payload"]
+
+
+def test_a_type_with_a_control_or_format_character_names_it(client, job_type):
+    answer = client.post("/api/jobs/bulk/", json={"jobs": [{"type": "ok"}, {"type": "report\u202e.build"}]})
+    (message,) = answer.get_json()["errors"]["jobs.1.type"]
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE at position 6" in message
+    pattern = client.get("/api/schema/").get_json()["components"]["schemas"]["CreateJob"]["properties"][
+        "type"
+    ]
+    assert re.fullmatch(pattern["pattern"], "report.build") and not re.fullmatch(
+        pattern["pattern"], "a\u202eb"
+    )
+    assert client.post("/api/jobs/", json={"type": "rapport.café ☃"}).status_code == 201  # any letters
+
+
+def test_a_payload_search_for_an_unstorable_value_says_why(client, job_type):
+    answer = client.get("/api/jobs/", query_string={"q": "a=NaN"}).get_json()
+    assert "finite numbers" in answer["errors"]["q"][0]
+    answer = client.get("/api/jobs/", query_string={"q": 'a="\\ud800"'}).get_json()
+    assert "unpaired surrogate" in answer["errors"]["q"][0]
+    assert client.get("/api/jobs/", query_string={"q": "a=NaNa"}).status_code == 200  # a word: a string
 
 
 NASTY_BUT_VALID = {

@@ -15,6 +15,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from dashboard.api.cursor import Cursor
 from dashboard.api.docs import prose
 from dashboard.api.inputs import BULK_MAX_JOBS
+from dashboard.limits import API_OFFSET_MAX
 from dashboard.runtime.handlers import registered_types
 from dashboard.store.states import EVENT_TYPES, STATUSES
 from tests.factories import make_job
@@ -87,7 +88,10 @@ def test_document_carries_the_rules_the_code_enforces(document):
     params = {p["name"]: p for p in document["paths"]["/api/jobs/"]["get"]["parameters"]}
     assert set(params) == {"limit", "offset", "status", "type", "q"}
     assert params["limit"]["schema"]["default"] == 25
-    assert params["offset"]["schema"]["minimum"] == 0
+    assert (params["offset"]["schema"]["minimum"], params["offset"]["schema"]["maximum"]) == (
+        0,
+        API_OFFSET_MAX,
+    )
     status_ref = params["status"]["schema"]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
     assert document["components"]["schemas"][status_ref]["enum"] == list(STATUSES)
     feed = {p["name"]: p for p in document["paths"]["/api/job-events/"]["get"]["parameters"]}
@@ -106,15 +110,15 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert detail["parameters"][0] == {
         "name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}
     }  # fmt: skip
-    assert set(detail["responses"]) == {"200", "401", "404"}
+    assert set(detail["responses"]) == {"200", "401", "404", "503"}
     assert set(document["paths"]["/api/jobs/"]["post"]["responses"]) == {
-        "200", "201", "400", "401", "403", "413", "415"
+        "200", "201", "400", "401", "403", "413", "415", "503"
     }  # fmt: skip
     assert set(document["paths"]["/api/jobs/{job_id}/retry/"]["post"]["responses"]) == {
-        "200", "401", "403", "404", "409"
+        "200", "401", "403", "404", "409", "503"
     }  # fmt: skip
     bulk = document["paths"]["/api/jobs/bulk/"]["post"]
-    assert set(bulk["responses"]) == {"200", "201", "400", "401", "403", "413", "415"}
+    assert set(bulk["responses"]) == {"200", "201", "400", "401", "403", "413", "415", "503"}
     jobs = document["components"]["schemas"]["BulkCreateJobs"]["properties"]["jobs"]
     assert (jobs["minItems"], jobs["maxItems"]) == (1, BULK_MAX_JOBS)
     assert jobs["items"] == {"$ref": "#/components/schemas/CreateJob"}

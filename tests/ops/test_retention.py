@@ -50,6 +50,21 @@ def test_settings_accept_days_and_units():
     assert Settings.from_env({"JOB_RETENTION_FAILED": ""}).ops.retention_failed_days == 30  # unset
 
 
+def test_an_age_past_a_hundred_years_is_refused_at_start_not_in_every_pass():
+    """Millions of days passed validation, then every pass failed with OverflowError (now minus
+    the age is before year 1). The longest age accepted still gives a cutoff."""
+    for bad in ("3000000", "1000000d", "200000w", "36501"):
+        with pytest.raises(ConfigError, match="JOB_RETENTION_SUCCEEDED must be at most 36,500 days"):
+            Settings.from_env({"JOB_RETENTION_SUCCEEDED": bad})
+    longest = Settings.from_env({"JOB_RETENTION_SUCCEEDED": "36500", "JOB_RETENTION_FAILED": "5214w"}).ops
+    limits = retention.cutoffs(
+        {"succeeded": longest.retention_succeeded_days, "failed": longest.retention_failed_days}
+    )
+    assert all(cutoff.year > 1900 for cutoff in limits.values())
+    with pytest.raises(ConfigError, match="--older-than must be at most"):
+        parse_days("5000000d", "--older-than")
+
+
 def test_prune_removes_expired_jobs_with_their_events_in_batches(app):
     for _ in range(5):
         old("succeeded", 8)

@@ -8,8 +8,10 @@ from datetime import datetime
 import pytest
 from flask import Flask
 
+from dashboard.runtime import handlers
 from dashboard.store import read_jobs, service
 from dashboard.store.records import CreateResult
+from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
 
@@ -80,6 +82,19 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
 def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
     with pytest.raises(ValueError):
         service.create_job(**kwargs)
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+
+
+@pytest.mark.parametrize(
+    "job_type", ["report\u202e.build", "mail\nsend", "\x1b[2Jclear", "a\u200db", "a\u2029b"]
+)
+def test_a_type_with_a_control_or_format_character_is_refused_naming_it(app, job_type):
+    with pytest.raises(ValueError, match=r"^type must not contain control or invisible formatting"):
+        service.create_job(job_type)
+    with pytest.raises(ValueError, match="job 1: type must not contain"):
+        service.create_jobs([JobSpec("ok"), JobSpec(job_type)])
+    with pytest.raises(ValueError, match="a job type must not contain"):
+        handlers.handler(job_type)
     assert read_jobs.list_jobs(limit=10, offset=0).count == 0
 
 

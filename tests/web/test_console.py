@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
@@ -45,7 +46,7 @@ def test_search_by_idempotency_key_error_text_and_payload(app, client):
     html = client.get("/jobs/?q=timeout&status=failed").get_data(as_text=True)
     assert str(a.id)[:8] in html and str(b.id)[:8] in html
     assert "ValueError" not in html  # and the failed list shows the error column
-    assert "TimeoutError: again" in html
+    assert "<mark>TimeoutError</mark>: again" in html  # the matched part marked
     p = make_job("queued", payload={"user": {"id": 7}, "kind": "x"})
     make_job("queued", payload={"user": {"id": 8}})
     assert client.get("/jobs/?q=user.id=7").headers["Location"].endswith(f"/jobs/{p.id}/")
@@ -54,11 +55,66 @@ def test_search_by_idempotency_key_error_text_and_payload(app, client):
     assert "newest 10,000 jobs" in html
 
 
+def test_a_search_over_any_status_shows_the_matched_error(app, client):
+    """A job backing off is found by its error, and the list (any status) gets an error column
+    with the matched part marked; a job found by its key alone has an empty cell."""
+    error = "HTTPError: 503 from https://api.partner.io/v2/orders/" + "x" * 300
+    backing_off = make_job(
+        "queued", attempts=1, last_error=error, available_at=utcnow() + timedelta(minutes=1)
+    )
+    failed = make_job(
+        "failed", last_error="ConnectionError: api.partner.io unreachable", finished_at=utcnow()
+    )
+    keyed = make_job("succeeded", idempotency_key="api.partner.io")
+    make_job("failed", last_error="ConnectionError: api.other.io unreachable", finished_at=utcnow())
+    html = client.get("/jobs/?q=api.partner.io").get_data(as_text=True)
+    for job in (backing_off, failed, keyed):
+        assert str(job.id)[:8] in html
+    assert "api.other.io" not in html
+    assert "<th>error</th>" in html
+    assert "HTTPError: 503 from https://<mark>api.partner.io</mark>/v2/orders/" in html
+    assert "ConnectionError: <mark>api.partner.io</mark> unreachable" in html
+    plain = client.get("/jobs/").get_data(as_text=True)
+    assert "<th>error</th>" not in plain  # no search: the column is the failed list's alone
+    assert "<th>error</th>" not in client.get(f"/jobs/?q={keyed.idempotency_key}x").get_data(as_text=True)
+
+
 def test_bad_searches_are_clear_errors_not_500(app, client):
-    for q in ["{not json", "{}", "[1]", "a" * 600, "..=1", "%00", "\u0001x", "ffff'--", "&|!:*"]:
+    """A search that cannot be read is a 400 for a browser, saying why at the field (a 200 for
+    htmx, which swaps only 2xx answers); odd text that can be read is searched."""
+    for q in ["{not json", "{}", "a" * 600]:
         response = client.get("/jobs/", query_string={"q": q})
-        assert response.status_code == 200, q
+        assert response.status_code == 400, q
+        assert 'id="filter-error-q"' in response.get_data(as_text=True), q
+        assert client.get("/jobs/", query_string={"q": q}, headers=HX).status_code == 200
+    for q in ["[1]", "..=1", "%00", "\u0001x", "ffff'--", "&|!:*"]:
+        assert client.get("/jobs/", query_string={"q": q}).status_code == 200, q
     assert "JSON object" in client.get("/jobs/", query_string={"q": "{oops"}).get_data(as_text=True)
+
+
+UNSTORABLE_SEARCHES = [
+    "a=NaN",
+    "a=Infinity",
+    "a=-Infinity",
+    "a=1e999",
+    "a.b=-1e999",
+    '{"a": [NaN]}',
+    'a="\\ud800"',
+]
+UNSTORABLE_SEARCHES.append('{"\\udfff": 1}')
+
+
+@pytest.mark.parametrize("q", UNSTORABLE_SEARCHES)
+def test_a_payload_search_no_payload_can_hold_is_a_400_saying_why(app, client, q):
+    """jsonb holds no NaN, Infinity, out-of-range number or unpaired surrogate: searching for
+    one was a 500 (the database refused the search's own value)."""
+    make_job("failed", payload={"a": 1}, last_error="x", finished_at=utcnow())
+    listed = client.get("/jobs/", query_string={"q": q})
+    assert listed.status_code == 400
+    why = "valid Unicode" if "\\u" in q else "finite numbers"
+    assert why in listed.get_data(as_text=True)
+    dry_run = client.get("/jobs/bulk/retry/", query_string={"q": q})
+    assert dry_run.status_code == 400 and why in dry_run.get_data(as_text=True)
 
 
 def test_next_to_run_lists_ready_jobs_in_claim_order(app, client):

@@ -131,6 +131,15 @@ def test_create_form_accepts_a_type_no_handler_is_registered_for(app, client, to
     assert "not registered in the web process" in page
 
 
+def test_create_form_refuses_a_type_with_a_bidi_override_or_a_control_character(app, client, token):
+    for job_type in ("invoice\u202egpj.exe", "mail\tsend"):
+        response = client.post("/jobs/new/", data=_form(token, type=job_type))
+        assert response.status_code == 400
+        html = response.get_data(as_text=True)
+        assert 'id="type-error"' in html and "invisible formatting characters" in html
+    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+
+
 def test_create_form_in_strict_mode_refuses_an_unregistered_type(app, client, token, strict_job_types):
     response = client.post("/jobs/new/", data=_form(token, type="billing.not.deployed.yet"))
     assert response.status_code == 400

@@ -74,10 +74,10 @@ def test_keyset_pagination_keeps_filters_and_offsets_are_capped(app, client):
     # an offset still works up to the cap; past it, a message (never a deep scan, never a 500)
     assert _rows(client.get("/jobs/?status=queued&limit=2&offset=4").get_data(as_text=True)) == [str(ids[4])]
     deep = client.get(f"/jobs/?offset={JOB_OFFSET_MAX + 1}")
-    assert deep.status_code == 200 and 'data-param="offset"' in deep.get_data(as_text=True)
+    assert deep.status_code == 400 and 'data-param="offset"' in deep.get_data(as_text=True)
     for bad in ("x", "2024-01-01T00:00:00_abc", "2024-01-01T00:00:00_" + str(ids[0])):
         answer = client.get(f"/jobs/?before={bad}")
-        assert answer.status_code == 200 and 'data-param="before"' in answer.get_data(as_text=True)
+        assert answer.status_code == 400 and 'data-param="before"' in answer.get_data(as_text=True)
 
 
 def test_a_search_pages_by_keyset_and_next_to_run_by_offset(app, client):
@@ -122,9 +122,10 @@ def test_bad_list_parameters_show_inline_errors_not_500(app, client):
     ]:
         response = client.get(f"/jobs/?{query}")
         html = response.get_data(as_text=True)
-        assert response.status_code == 200, query
+        assert response.status_code == 400, query
         assert f'data-param="{param}"' in html, query
         assert _rows(html) == [], query
+        assert client.get(f"/jobs/?{query}", headers={"HX-Request": "true"}).status_code == 200
 
 
 def test_a_long_error_without_spaces_is_cut_at_160_characters_in_the_failed_list(app, client):

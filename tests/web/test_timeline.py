@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from sqlalchemy import event, text
+
+from dashboard.extensions import db
+from dashboard.limits import TIMELINE_EVENTS_MAX
 from dashboard.store import read_jobs, service
 
 HX = {"HX-Request": "true"}
@@ -56,3 +63,69 @@ def test_new_lifecycle_events_are_appended_after_the_last_shown(app, client):
     for bad in ("after=x", "after=-1", "status=%00"):
         assert client.get(f"/jobs/{job.id}/live/?{bad}", headers=HX).status_code == 200
     assert client.get("/jobs/nope/live/").status_code == 404
+
+
+def _flood(job_id, count: int) -> None:
+    """``count`` progress events of attempt 1, written in one statement (as a worker would, one by one)."""
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at) "
+                "SELECT :id, 'progress', 1, :worker, 'step', jsonb_build_object('percent', g % 100), now() "
+                "FROM generate_series(1, :n) AS g"
+            ),
+            {"id": job_id, "worker": WORKER, "n": count},
+        )
+
+
+@contextmanager
+def event_rows_read() -> Iterator[list[int]]:
+    """How many rows each statement that reads jobs_jobevent returned."""
+    counts: list[int] = []
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "jobs_jobevent" in statement:
+            counts.append(cursor.rowcount)
+
+    event.listen(db.engine, "after_cursor_execute", after)
+    try:
+        yield counts
+    finally:
+        event.remove(db.engine, "after_cursor_execute", after)
+
+
+def test_a_job_with_many_events_is_read_as_a_window_on_its_page_and_in_its_poll(app, client):
+    """3,000 progress reports: the page and each poll read at most TIMELINE_EVENTS_MAX + 1 of
+    them (they read all 3,000 before); the page says where the older ones are."""
+    job = service.create_job("demo.slow").job
+    assert service.claim_next_job(WORKER, lease_seconds=30).id == job.id
+    _flood(job.id, 3 * TIMELINE_EVENTS_MAX)
+    with event_rows_read() as counts:
+        response = client.get(f"/jobs/{job.id}/")
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200 and counts and max(counts) <= TIMELINE_EVENTS_MAX + 1, counts
+    assert "data-older-events" in page and f"/api/jobs/{job.id}/events/" in page
+    assert f"+ {TIMELINE_EVENTS_MAX} progress" in page
+    poll = re.search(r'hx-get="(/jobs/[^"]+/live/[^"]+)"', page).group(1).replace("&amp;", "&")
+    with event_rows_read() as counts:
+        quiet = client.get(poll, headers=HX)  # nothing new: the header and the window's tail
+    assert quiet.status_code == 200 and max(counts) <= TIMELINE_EVENTS_MAX + 1, counts
+    _flood(job.id, 10)
+    with event_rows_read() as counts:
+        moved = client.get(poll, headers=HX)  # past the window: the page again, its own window
+    assert max(counts) <= TIMELINE_EVENTS_MAX + 1, counts
+    assert moved.headers["HX-Retarget"] == "#job-detail" and b"data-older-events" in moved.get_data()
+    with event_rows_read() as counts:
+        stale = client.get(
+            f"/jobs/{job.id}/live/?after=0&status=running", headers=HX
+        )  # a tab back after hours
+    assert stale.status_code == 200 and max(counts) <= TIMELINE_EVENTS_MAX + 1, counts
+    # the API's list stays whole (the reference's shape)
+    assert len(client.get(f"/api/jobs/{job.id}/events/").get_json()) == 3 * TIMELINE_EVENTS_MAX + 12
+
+
+def test_a_job_within_the_window_shows_its_whole_timeline(app, client):
+    job = _long_running_job()
+    page = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
+    assert "data-older-events" not in page
+    assert 'data-event-type="created"' in page
