@@ -1,6 +1,6 @@
 """Operations settings (issue 19): metrics, logs, retention, the pooler, dead connections.
 
-``LOG_FORMAT``, ``METRICS_TOKEN``, ``JOB_RETENTION_*``,
+``LOG_FORMAT``, ``METRICS_TOKEN``, ``METRICS_TYPE_LABELS``, ``JOB_RETENTION_*``,
 ``JOB_WORKER_METRICS_*``, ``DATABASE_DIRECT_URL``, ``DATABASE_POOLED`` and the TCP settings of
 database connections (``DATABASE_KEEPALIVES_*``, ``DATABASE_TCP_USER_TIMEOUT_SECONDS``); every
 one safe when unset. One field per setting, as in :mod:`.config` (``Settings.ops``).
@@ -33,6 +33,9 @@ class OpsSettings:
     metrics_token: str | None = field(
         default=None, repr=False, metadata=env("METRICS_TOKEN", read_token, min_length=TOKEN_MIN_LENGTH)
     )
+    # /metrics: the job types with the most live jobs keep their own ``type`` label; the rest
+    # are summed under ``type="other"``, so a client sending new types cannot add series.
+    metrics_type_labels: int = field(default=50, metadata=env("METRICS_TYPE_LABELS", read_int, minimum=0))
     retention_succeeded_days: float = field(default=7.0, metadata=env("JOB_RETENTION_SUCCEEDED", read_days))
     retention_failed_days: float = field(default=30.0, metadata=env("JOB_RETENTION_FAILED", read_days))
     retention_interval_seconds: float = field(

@@ -92,7 +92,8 @@ class JobRunner(ThreadRuntime):
         While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
         up can hand it back (``Worker.hand_back`` in ``worker.py``).
         """
-        with worker_metrics.attempt(job, self.worker_id):  # issue 19: counters, busy gauge, log ids
+        label = worker_metrics.type_label(job.type, self.lookup(job.type) is not None)
+        with worker_metrics.attempt(job, self.worker_id, label):  # issue 19: counters, busy gauge, log ids
             return self._attempt(job)
 
     def _attempt(self, job: JobRecord) -> Outcome:
@@ -255,7 +256,9 @@ class JobRunner(ThreadRuntime):
         """Log how the attempt ended and return it as an :class:`Outcome`."""
         heartbeat.job_done()
         seconds = time.monotonic() - started
-        worker_metrics.finished(ctx.job_type, status, seconds)
+        worker_metrics.finished(
+            worker_metrics.type_label(ctx.job_type, self.lookup(ctx.job_type) is not None), status, seconds
+        )
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"
         if status == "succeeded":
             log.info("%s: %s succeeded in %.2fs", ctx.worker_id, what, seconds)
