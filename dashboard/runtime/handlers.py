@@ -156,6 +156,7 @@ class JobContext:
         self._lost = False
         self._flush_seconds = progress_flush_ms / 1000
         self._lock = threading.Lock()  # the pending report, between handler, flusher and settle
+        self._writing = threading.Lock()  # held while a report is written (never with _lock held)
         self._pending: tuple[datetime, str, dict[str, Any]] | None = None
         self._settled: list[dict[str, Any]] | None = None
         self._scheduled = False  # handed to the flusher at least once: the settle takes it back
@@ -272,20 +273,24 @@ class JobContext:
             flusher.schedule(self, self._flush_seconds)
         return not self._lost
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
         """Write the pending report now (fenced ``record_progress``); nothing once settling.
 
-        One try, for the flusher: on a connection error the broken connection is dropped, the
-        report stays pending (unless a newer one replaced it) and the error propagates, so the
-        flusher can try again later without holding up the other attempts' reports.
+        One try, for the flusher, which must not wait on one attempt: ``False`` (nothing written,
+        try again later) while the handler's own ``renew()`` is writing; on a connection error
+        the broken connection is dropped, the report stays pending (unless a newer one replaced
+        it) and the error propagates. ``True`` otherwise.
         """
-        self._flush(retry=False)
+        return self._flush(retry=False, wait=False)
 
-    def _flush(self, *, retry: bool) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, None
-            if pending is None or self._settled is not None or self._lost:
-                return
+    def _flush(self, *, retry: bool, wait: bool = True) -> bool:
+        if not self._writing.acquire(blocking=wait):
+            return False
+        try:
+            with self._lock:
+                pending, self._pending = self._pending, None
+                if pending is None or self._settled is not None or self._lost:
+                    return True
             at, message, data = pending
             try:
                 event_id = self._write(
@@ -302,11 +307,15 @@ class JobContext:
                     retry=retry,
                 )
             except BaseException:
-                if self._pending is None:
-                    self._pending = pending
+                with self._lock:
+                    if self._pending is None and self._settled is None:
+                        self._pending = pending
                 raise
             if event_id is None:
                 self._lost = True
+            return True
+        finally:
+            self._writing.release()
 
     def _write(self, what: str, call: Callable[[Connection | None], T], *, retry: bool) -> T:
         """``call(connection)`` on the worker's connection; after a connection error, drop the
@@ -354,8 +363,9 @@ class JobContext:
     def settle_progress(self) -> list[dict[str, Any]]:
         """The pending reports for the attempt's settle statement (``progress=``), taken once:
         from then on the flusher leaves this context alone (and forgets it at once, so the
-        settled attempts of fast handlers never wake it). Called when the handler is done."""
-        with self._lock:
+        settled attempts of fast handlers never wake it). Called when the handler is done; a
+        report the flusher is writing right now is waited for, so it precedes the settle."""
+        with self._writing, self._lock:
             if self._settled is not None:
                 return self._settled
             pending, self._pending = self._pending, None

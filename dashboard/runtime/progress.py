@@ -29,7 +29,7 @@ class JobContext(Protocol):
     @property
     def needs_app(self) -> bool: ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> bool: ...
 
 
 log = logging.getLogger(__name__)
@@ -105,10 +105,12 @@ class Flusher:
             for ctx, app in self._take_due():
                 try:
                     if app is None:
-                        ctx.flush()
+                        done = ctx.flush()
                     else:
                         with app.app_context():
-                            ctx.flush()
+                            done = ctx.flush()
+                    if not done:  # its handler is writing it (a renewal): look again later
+                        self._put(ctx, RETRY_SECONDS, app)
                 except Exception as error:  # the report stays pending: try again, or the settle writes it
                     log.warning(
                         "could not write the progress of job %s yet (%s); trying again in %gs",
