@@ -128,7 +128,8 @@ class JobContext:
     connection, which needs an application context). A write that meets a connection error (a
     reset, a failover, a dead connection found by the TCP timeouts) connects again and is
     retried, at once and then with a capped backoff, while the lease lasts: the write is fenced,
-    so repeating it is safe. If the lease runs out first, ``renew()`` returns ``False`` (the
+    so repeating it is safe (a report whose first write committed but whose answer was lost
+    appears twice on the timeline). If the lease runs out first, ``renew()`` returns ``False`` (the
     attempt must be presumed lost; lease recovery takes it) and a report stays pending. So no
     connection error of the worker's reaches the handler. Any other database error of these
     writes (a refusal, which the worker's own statements should never meet) does, and is
