@@ -260,6 +260,17 @@ def main(argv: list[str] | None = None) -> int:
         api_single = median_of(runs, lambda: api_enqueue.single(url, jobs=sizes.enqueue_jobs))
         api_bulk = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10))
         api_bulk_two = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10, clients=2))
+        # The same into freshly emptied and analyzed tables, gunicorn alone: each run beside a
+        # warm one, and the ratio of each pair (the rate must not depend on a worker's rescuer).
+        cold_pairs = [
+            (
+                api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 4),
+                api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 4, cold=True),
+            )
+            for _ in range(runs)
+        ]
+        api_bulk_cold = figure_of([cold for _, cold in cold_pairs])
+        api_bulk_cold_ratio = figure_of([cold / warm for warm, cold in cold_pairs])
         results["enqueue"] = {
             "single": single,
             "single_held": held,
@@ -267,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             "api_single": api_single,
             "api_bulk": api_bulk,
             "api_bulk_two_clients": api_bulk_two,
+            "api_bulk_cold": api_bulk_cold,
+            "api_bulk_cold_ratio": api_bulk_cold_ratio,
         }
         try:
             from .contenders import ENQUEUE_CHUNK, pgqueuer_enqueue_rate
@@ -310,6 +323,14 @@ def main(argv: list[str] | None = None) -> int:
             versus(api_bulk, many),
         )
         row("  the same, two clients posting at once", jobs_s(api_bulk_two), versus(api_bulk_two, many))
+        row(
+            f"  the same, {sizes.enqueue_jobs * 4:,} jobs into emptied, analyzed tables, gunicorn alone, "
+            "vs a warm run beside it",
+            jobs_s(api_bulk_cold),
+            f"{api_bulk_cold_ratio:.2f}",
+        )
+        spread = f"{api_bulk_cold_ratio.low:.2f}-{api_bulk_cold_ratio.high:.2f}"
+        row("    (those pairs' ratios, lowest-highest)", spread)
         row(f"service.create_jobs, 1,000 per call{bulk_peer}", jobs_s(bulk), versus(bulk, many))
         if one and many:
             row("pgqueuer 1.6 enqueue, asyncpg, 1 per call, held connection", jobs_s(one), "1.00")

@@ -91,6 +91,15 @@ def truncate(url: str) -> None:
         checkpoint(conn)
 
 
+def truncate_analyzed(url: str) -> None:
+    """Empty both tables, then ``VACUUM ANALYZE`` them: planner statistics that say the queue
+    tables are empty (a new installation, one that retention emptied), then :func:`checkpoint`."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY")
+        conn.execute("VACUUM ANALYZE jobs_job, jobs_jobevent")
+        checkpoint(conn)
+
+
 def seed_queued(url: str, count: int, *, job_type: str = "bench.noop", payload: str = "{}") -> None:
     """``count`` queued jobs available now, spread over priorities, with a created event each."""
     with psycopg.connect(url, autocommit=True) as conn:

@@ -166,7 +166,11 @@ def engine_options(settings: Settings) -> dict[str, object]:
         "max_overflow": POOL_OVERFLOW,
         "pool_timeout": 10,
         # A host that drops packets must not hang a health check or a worker for minutes.
-        "connect_args": {"connect_timeout": 5, **pooled_connect_args(settings.ops)},  # issue 19
+        "connect_args": {
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            **tcp_connect_args(settings.ops),
+            **pooled_connect_args(settings.ops),  # issue 19
+        },
     }
     if settings.conn_max_age > 0:
         options["pool_recycle"] = settings.conn_max_age
@@ -174,6 +178,32 @@ def engine_options(settings: Settings) -> dict[str, object]:
 
 
 POOL_OVERFLOW = 32
+CONNECT_TIMEOUT_SECONDS = 5
+
+
+def tcp_connect_args(ops: OpsSettings) -> dict[str, object]:
+    """libpq's TCP options for every connection of the app: the pool's, and the worker's LISTEN
+    connection (``runtime/wakeup.py``), also through a pooler (they are the client's own socket
+    options; PgBouncer's connections to PostgreSQL have its own ``tcp_keepalive`` settings).
+
+    An idle connection is probed after ``DATABASE_KEEPALIVES_IDLE_SECONDS`` of silence, then
+    every ``DATABASE_KEEPALIVES_INTERVAL_SECONDS``, and closed after
+    ``DATABASE_KEEPALIVES_COUNT`` unanswered probes; data sent and not acknowledged for
+    ``DATABASE_TCP_USER_TIMEOUT_SECONDS`` closes it too (which also caps the probes). With the
+    defaults a dead connection is found within about 20 s (10 s idle, then the 20 s user
+    timeout counted from the last answer; at most 25 s by the probe count alone). The thread
+    waiting on it then gets a connection error: it logs it and connects again, and the leases
+    of attempts it could not settle in time are recovered. Ignored for a Unix socket.
+    """
+    args: dict[str, object] = {
+        "keepalives": 1,
+        "keepalives_idle": ops.database_keepalives_idle_seconds,
+        "keepalives_interval": ops.database_keepalives_interval_seconds,
+        "keepalives_count": ops.database_keepalives_count,
+    }
+    if ops.database_tcp_user_timeout_seconds > 0:
+        args["tcp_user_timeout"] = max(1, round(ops.database_tcp_user_timeout_seconds * 1000))
+    return args
 
 
 def pooled_connect_args(ops: OpsSettings) -> dict[str, object]:

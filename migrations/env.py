@@ -1,18 +1,18 @@
 import logging
-from logging.config import fileConfig
 
 from flask import current_app
 
 from alembic import context
 
+from dashboard.ops.logs import route_migration_logs
+
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.
 config = context.config
 
-# Interpret the config file for Python logging.
-# This line sets up loggers basically.
-# Keep the loggers the app (and the worker) already configured.
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+# Not Alembic's fileConfig: it would replace the logging of the process that migrates (a web
+# process at start). The migration's lines go through the process's own logging instead.
+route_migration_logs()
 logger = logging.getLogger('alembic.env')
 
 

@@ -78,12 +78,43 @@ _RESERVED = [
 ]  # fmt: skip
 
 
+OURS = "jobqueue_handler"  # attribute that marks the handlers made here
+MIGRATION_LOGGERS = ("alembic", "flask_migrate")
+
+
 def make_handler(log_format: str) -> logging.Handler:
     """A stderr handler in ``log_format`` (``text`` or ``json``) that adds the context ids."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines() if log_format == "json" else SafeFormatter(TEXT_FORMAT))
     handler.addFilter(ContextFilter())
+    setattr(handler, OURS, True)
     return handler
+
+
+def route_migration_logs() -> None:
+    """Alembic's and Flask-Migrate's lines at INFO, through the process's own logging.
+
+    ``migrations/env.py`` calls this instead of Alembic's ``fileConfig``, which replaced the
+    root logger's handlers of whatever process migrated: a web process migrating at start
+    (embedded database, ``AUTO_MIGRATE``) then wrote its JSON lines as text, and in text mode
+    every warning twice. The root logger is never touched here. When it has the handler made
+    here (``LOG_FORMAT=json``, a worker), the migration lines go to it; otherwise (text mode,
+    where the app logs through Flask's handler, or a host app's own set-up) they get one text
+    handler of their own, added once however often migrations run.
+    """
+    routed = any(getattr(handler, OURS, False) for handler in logging.getLogger().handlers)
+    for name in MIGRATION_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        own = [handler for handler in logger.handlers if getattr(handler, OURS, False)]
+        if routed:
+            for handler in own:
+                logger.removeHandler(handler)
+            logger.propagate = True
+        elif not own:
+            logger.addHandler(make_handler("text"))
+            logger.propagate = False
 
 
 def install(log_format: str, *, project_level: str | int | None = None) -> None:
@@ -103,13 +134,17 @@ def install(log_format: str, *, project_level: str | int | None = None) -> None:
 
 
 def init_app(app: Flask, log_format: str) -> None:
-    """Request ids on every request; JSON lines when asked (text stays Flask's default)."""
+    """Request ids on every request; JSON lines when asked (text stays Flask's handler). Either
+    way the project's loggers write INFO and above (a successful sign-in is an INFO line)."""
     app.before_request(_assign_request_id)
     app.after_request(_send_request_id)
     if log_format == "json":
         install("json")
     else:
         app.logger.addFilter(ContextFilter())
+        project = logging.getLogger("dashboard")
+        if project.level == logging.NOTSET:
+            project.setLevel(logging.INFO)
 
 
 def sane_request_id(value: str | None) -> str | None:

@@ -6,12 +6,19 @@ Cost at 10M jobs: every figure is read through a partial index and bounded.
   :data:`COUNT_CAP` entries, grouped by type into ready now / scheduled later / oldest ready;
 - running jobs: one walk of ``job_timeout_idx`` (running rows only), at most
   :data:`COUNT_CAP`, grouped by type into running / overdue (lease expired);
-- succeeded and failed totals: the one-row ``jobs_finished_counts`` view, recounted in the
-  background (``store.stats_refresh.refresh_finished_counts``) once older than ``STATS_REFRESH_SECONDS``;
+- succeeded and failed totals, by the stats' policy (:func:`finished_totals`): counted exactly
+  below ``STATS_EXACT_BELOW_ROWS``; above it, the one-row ``jobs_finished_counts`` view,
+  recounted in the background (``store.stats_refresh.refresh_finished_counts``) once older than
+  ``STATS_REFRESH_SECONDS``, and left out of a scrape once older than twice that: a scrape
+  never publishes a figure it has not computed (a view last counted before an idle spell
+  would say 0 finished jobs);
 - worker processes alive: the recent rows of the small ``jobs_worker`` heartbeat table (issue 17).
 
 When a walk reaches the cap, its figures are lower bounds taken over the first jobs in claim
-(or lease) order, and ``jobqueue_queue_capped{status}`` is 1. One snapshot is cached for
+(or lease) order, and ``jobqueue_queue_capped{status}`` is 1. The per-type gauges keep the
+``METRICS_TYPE_LABELS`` types with the most live jobs under their own ``type`` label and sum the
+rest (and a type actually named ``other``) under ``type="other"`` (:func:`capped_types`), so
+the number of series stays bounded whatever types clients send. One snapshot is cached for
 :data:`CACHE_SECONDS` and shared by every thread of the process, so a scrape every 5 s costs
 the database a few index walks per 5 s whatever the number of scrapers.
 
@@ -31,10 +38,11 @@ from datetime import UTC, datetime
 from flask import Flask, Response, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from ..config import settings_of
 from ..store.read_overview import RUNNING_SQL
+from ..store.read_stats import StatsPolicy, is_large
 
 COUNT_CAP = 100_000
 CACHE_SECONDS = 5.0
@@ -53,6 +61,12 @@ QUEUED_SQL = text(
 )
 # Index: job_timeout_idx (partial, status = 'running'), at most :cap.
 FINISHED_SQL = text("SELECT succeeded, failed, counted_at FROM jobs_finished_counts")
+# A small table (below the stats' exact-count size): its finished jobs counted now.
+FINISHED_EXACT_SQL = text(
+    "SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded, "
+    "count(*) FILTER (WHERE status = 'failed') AS failed FROM jobs_job"
+)
+OTHER = "other"  # the type label of the types past METRICS_TYPE_LABELS
 
 
 @dataclass
@@ -88,15 +102,61 @@ def read_snapshot(now: datetime | None = None, cap: int = COUNT_CAP) -> Snapshot
             figures.update(running=row["running"], overdue=row["overdue"])
             running_total += row["running"]
         snap.capped = {"queued": queued_total >= cap, "running": running_total >= cap}
-        finished = conn.execute(FINISHED_SQL).mappings().one_or_none()
-    if finished is not None:
-        snap.finished = {"succeeded": finished["succeeded"], "failed": finished["failed"]}
-        snap.finished_counted_at = finished["counted_at"]
-        refresh_after = settings_of(current_app).stats_refresh_seconds
-        if (now - finished["counted_at"]).total_seconds() > refresh_after:
-            stats_refresh.refresh_finished_counts(wait=False)
+        policy = stats_refresh.policy_of(settings_of(current_app))
+        snap.finished, snap.finished_counted_at = finished_totals(conn, now, policy)
     snap.workers_alive, _types = workers.live_job_types(now)
     return snap
+
+
+def finished_totals(
+    conn: Connection, now: datetime, policy: StatsPolicy
+) -> tuple[dict[str, int], datetime | None]:
+    """The succeeded and failed totals a scrape may publish, and when they were counted.
+
+    Below ``policy.exact_below_rows`` (the planner's estimate, as for the stats): counted now.
+    Above: the cached ``jobs_finished_counts``; once older than ``policy.refresh_seconds`` a
+    recount starts in the background (``policy.on_stale``), and once older than twice that they
+    are not returned (an empty dict): such a scrape leaves the two series out instead of
+    publishing what was counted before an idle spell. The time is returned either way, so the
+    age gauge says how old the cached totals are.
+    """
+    if not is_large(conn, policy):
+        row = conn.execute(FINISHED_EXACT_SQL).mappings().one()
+        return {"succeeded": row["succeeded"], "failed": row["failed"]}, now
+    cached = conn.execute(FINISHED_SQL).mappings().one_or_none()
+    if cached is None:
+        return {}, None
+    age = (now - cached["counted_at"]).total_seconds()
+    if age > policy.refresh_seconds and policy.on_stale is not None:
+        policy.on_stale()
+    if age > 2 * policy.refresh_seconds:
+        return {}, cached["counted_at"]
+    return {"succeeded": cached["succeeded"], "failed": cached["failed"]}, cached["counted_at"]
+
+
+def capped_types(by_type: dict[str, dict[str, float]], keep: int) -> dict[str, dict[str, float]]:
+    """``by_type`` with at most ``keep`` types of their own: those with the most live jobs
+    (ready, scheduled and running; ties by name), and every other one summed into
+    :data:`OTHER` (counts added, the oldest ready age the largest). A type named ``other``
+    is summed there too, so no label value is used twice."""
+
+    def live(item: tuple[str, dict[str, float]]) -> tuple[float, str]:
+        figures = item[1]
+        return (-(figures.get("ready", 0) + figures.get("scheduled", 0) + figures.get("running", 0)), item[0])
+
+    ranked = sorted((item for item in by_type.items() if item[0] != OTHER), key=live)
+    kept = dict(ranked[:keep])
+    rest = [figures for job_type, figures in by_type.items() if job_type not in kept]
+    if rest:
+        other: dict[str, float] = {}
+        for figures in rest:
+            for name, figure in figures.items():
+                if name == "oldest_ready_age":
+                    other[name] = max(other.get(name, 0.0), figure)
+                else:
+                    other[name] = other.get(name, 0) + figure
+        kept[OTHER] = other
+    return kept
 
 
 class QueueCollector:
@@ -122,6 +182,7 @@ class QueueCollector:
 
     def collect(self):
         snap = self.snapshot()
+        by_type = capped_types(snap.by_type, settings_of(self.app).ops.metrics_type_labels)
         jobs = GaugeMetricFamily("jobqueue_jobs", "Jobs by status (live ones capped)", labels=["status"])
         jobs.add_metric(["queued"], snap.total("ready") + snap.total("scheduled"))
         jobs.add_metric(["running"], snap.total("running"))
@@ -137,7 +198,7 @@ class QueueCollector:
         }
         for figure, (name, doc) in live.items():
             family = GaugeMetricFamily(name, doc, labels=["type"])
-            for job_type, figures in sorted(snap.by_type.items()):
+            for job_type, figures in sorted(by_type.items()):
                 family.add_metric([job_type], figures.get(figure, 0))
             yield family
         age = GaugeMetricFamily(
@@ -145,7 +206,7 @@ class QueueCollector:
             "Seconds since the longest-waiting eligible job became eligible, by type (absent: none)",
             labels=["type"],
         )
-        for job_type, figures in sorted(snap.by_type.items()):
+        for job_type, figures in sorted(by_type.items()):
             if "oldest_ready_age" in figures:
                 age.add_metric([job_type], figures["oldest_ready_age"])
         yield age

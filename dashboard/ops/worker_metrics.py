@@ -5,6 +5,10 @@ The worker calls four hooks (one line each in ``runtime/``: ``execution.py``, ``
 
 - :func:`attempt` around running one claimed job: ``jobqueue_worker_jobs_started_total``,
   the busy-threads gauge, and the log context of the attempt (``logs.job_scope``);
+
+The ``type`` label is the job's type when this worker has a handler for it, else ``other``
+(:data:`OTHER`): the registered types are bounded by the deployed code, while the types a client
+may send (which such a worker only fails) are not.
 - :func:`finished` when an attempt's end is known: succeeded / retried / failed / lost
   (a stale write refused) / abandoned (left to lease recovery), per type, and the attempt's
   duration (handler and recording its end) in ``jobqueue_worker_job_duration_seconds``;
@@ -31,6 +35,7 @@ from .logs import job_scope
 log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+OTHER = "other"  # the type label of a job type this worker has no handler for
 OUTCOMES = {"succeeded": "succeeded", "queued": "retried", "failed": "failed", "lost": "lost"}
 
 STARTED = Counter("jobqueue_worker_jobs_started_total", "Attempts started", ["type"], registry=REGISTRY)
@@ -75,10 +80,16 @@ RECOVERED = Counter(
 _COUNTERS = {"succeeded": SUCCEEDED, "retried": RETRIED, "failed": FAILED, "lost": LOST}
 
 
+def type_label(job_type: str, handled: bool) -> str:
+    """The ``type`` label of a job: its type if this worker has its handler, else ``other``."""
+    return job_type if handled else OTHER
+
+
 @contextmanager
-def attempt(job: Any, worker_id: str) -> Iterator[None]:
-    """Around one claimed job's run and settle: counts it started and busy, sets the log ids."""
-    STARTED.labels(job.type).inc()
+def attempt(job: Any, worker_id: str, label: str | None = None) -> Iterator[None]:
+    """Around one claimed job's run and settle: counts it started and busy, sets the log ids.
+    ``label``: its ``type`` label (:func:`type_label`; the job's type when not given)."""
+    STARTED.labels(label or job.type).inc()
     BUSY.inc()
     try:
         with job_scope(job.id, job.type, job.attempts, job.locked_by or worker_id):
@@ -88,7 +99,8 @@ def attempt(job: Any, worker_id: str) -> Iterator[None]:
 
 
 def finished(job_type: str, status: str, seconds: float) -> None:
-    """An attempt ended as ``status`` (the worker's ``Outcome.status``) after ``seconds``."""
+    """An attempt ended as ``status`` (the worker's ``Outcome.status``) after ``seconds``;
+    ``job_type`` is its ``type`` label (:func:`type_label`)."""
     counter = _COUNTERS.get(OUTCOMES.get(status, ""))
     if counter is None and status == "abandoned":
         counter = ABANDONED

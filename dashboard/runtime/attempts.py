@@ -11,8 +11,9 @@ flowing on the rest. Jobs requeued by lease recovery for other reasons (a crashe
 still claimed by processes without an overdue thread, and by this one once its overdue
 attempt ends.
 
-The lease end is each attempt's ``JobContext.locked_until`` (moved by every renewal), compared
-with the worker's clock, the one its claims and lease recovery use.
+The lease end is each attempt's ``JobContext.locked_until`` (moved by every renewal, set by the
+database's clock), compared with the worker's clock: the two are assumed to agree closely, as
+the reference assumes.
 """
 
 from __future__ import annotations

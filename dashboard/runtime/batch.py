@@ -167,8 +167,8 @@ class BatchExecutor(JobRunner):
 
     def _execute(self, ctx: JobContext, job: JobRecord, started: float) -> Outcome:
         # Claimed ahead, it may have waited for a free thread: keep its lease first.
-        if not ctx.renew():
-            return self.finish(ctx, "lost", "", started)
+        if not ctx.renew():  # lost, or the database unreachable until its lease ran out
+            return self.finish(ctx, "lost" if ctx.lost else "abandoned", "", started)
         return super()._execute(ctx, job, started)
 
     def record_success(self, ctx: JobContext, result: Any, started: float) -> Outcome:

@@ -82,14 +82,18 @@ class JobRunner(ThreadRuntime):
 
         The owner is the claimed row's ``locked_by``. Handler errors (anything raised, even
         ``SystemExit``), an unknown job type and an unreadable payload fail the attempt;
-        database errors while settling propagate.
+        database errors while settling propagate. An error that a write of the context raised
+        (``ctx.renew()``, ``ctx.progress()``: the worker's connection, not the handler's own
+        database use) is no failure of the handler: the attempt is left to lease recovery
+        (connection errors never get that far: the context retries them while the lease lasts).
 
         The attempt counts among the process's running attempts meanwhile (:mod:`.attempts`):
         once past its lease, this process's claims skip jobs whose lease expired.
         While it runs, :attr:`current` holds the attempt, so a worker whose shutdown time is
         up can hand it back (``Worker.hand_back`` in ``worker.py``).
         """
-        with worker_metrics.attempt(job, self.worker_id):  # issue 19: counters, busy gauge, log ids
+        label = worker_metrics.type_label(job.type, self.lookup(job.type) is not None)
+        with worker_metrics.attempt(job, self.worker_id, label):  # issue 19: counters, busy gauge, log ids
             return self._attempt(job)
 
     def _attempt(self, job: JobRecord) -> Outcome:
@@ -99,7 +103,7 @@ class JobRunner(ThreadRuntime):
             worker_id=job.locked_by or self.worker_id,
             lease_seconds=self.settings.lease_seconds,
             stopping=self.stopping,
-            conn=self.connection,
+            thread=self,
             progress_flush_ms=self.settings.progress_flush_ms,
         )
         self.current = ctx
@@ -122,6 +126,16 @@ class JobRunner(ThreadRuntime):
             result = fn(ctx)
             check_result(result)
         except BaseException as error:  # a handler calling sys.exit() must not end the thread
+            if ctx.raised_by_worker(error):  # the worker's own write failed, not the handler
+                log.error(
+                    "%s: job %s attempt %d: the worker's own write failed inside the handler; "
+                    "leaving the attempt to lease recovery",
+                    ctx.worker_id,
+                    job.id,
+                    job.attempts,
+                    exc_info=error,
+                )
+                return self.finish(ctx, "abandoned", describe(error), started)
             data = {
                 "exception_type": type(error).__name__,
                 "traceback": cap_traceback("".join(traceback.format_exception(error))),
@@ -242,7 +256,9 @@ class JobRunner(ThreadRuntime):
         """Log how the attempt ended and return it as an :class:`Outcome`."""
         heartbeat.job_done()
         seconds = time.monotonic() - started
-        worker_metrics.finished(ctx.job_type, status, seconds)
+        worker_metrics.finished(
+            worker_metrics.type_label(ctx.job_type, self.lookup(ctx.job_type) is not None), status, seconds
+        )
         what = f"job {ctx.job_id} ({ctx.job_type}) attempt {ctx.attempt}/{ctx.max_attempts}"
         if status == "succeeded":
             log.info("%s: %s succeeded in %.2fs", ctx.worker_id, what, seconds)

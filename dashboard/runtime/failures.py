@@ -81,6 +81,38 @@ def check_result(result: Any) -> None:
         raise ResultNotSerialisable("handler result contains a NUL character, which jsonb cannot store")
 
 
+def check_report(message: Any, data: Any) -> None:
+    """Raise ``TypeError``/``ValueError`` naming the argument unless a progress report can be
+    written as it is (``message`` text, ``data`` a JSON object); NUL characters are replaced on
+    the way in (``values.pg_safe``), so they pass. Checked in the handler's own call, so its
+    write later never meets a refusal."""
+    if not isinstance(message, str):
+        raise TypeError(f"message must be a string, got {type(message).__name__}")
+    if data is not None and not isinstance(data, dict):
+        raise TypeError(f"data must be a dict, got {type(data).__name__}")
+    for name, value in (("message", message), ("data", data)):
+        try:
+            _STRICT_JSON.encode(value)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ValueError(f"{name} must be JSON-serialisable ({error})") from None
+        if _has_lone_surrogate(value):
+            raise ValueError(f"{name} holds a lone surrogate, which is not text PostgreSQL can store")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(str(k)) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
 def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value

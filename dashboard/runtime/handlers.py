@@ -15,20 +15,32 @@ external side effects must be idempotent.
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from flask import current_app, has_app_context
 from sqlalchemy import Connection
+from sqlalchemy import exc as sa_exc
 
 from ..limits import TYPE_MAX_LENGTH, type_problem
 from ..store import service
 from ..store.records import JobRecord
+from .failures import check_report, first_line, is_connection_error
 from .progress import flusher
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# A write that met a connection error is tried again at once, then after 0.5 s, 1 s, 2 s ...
+# up to 10 s (the worker's outage backoff, ``threads.Backoff``), while the lease lasts.
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 10.0
 
 Handler = Callable[["JobContext"], Any]  # called with the job's context; returns a JSON-able result
 
@@ -85,6 +97,20 @@ def load_handler_modules(modules: Iterable[str] = ()) -> None:
         importlib.import_module(name)
 
 
+class WorkerConnection(Protocol):
+    """The worker thread's own connection, as a context writes on it (``ThreadRuntime``): the
+    one it holds, and a way to give up a broken one so that the next use connects again."""
+
+    @property
+    def connection(self) -> Connection: ...
+
+    def drop_connection(self, broken: Connection | None = None) -> None: ...
+
+
+class LeaseUnreachable(Exception):
+    """A context's write found the database unreachable until the attempt's lease ran out."""
+
+
 class JobContext:
     """What a handler knows about its attempt, and its two ways to talk back.
 
@@ -100,8 +126,17 @@ class JobContext:
     its return value is the last known ownership, not the answer of a write. ``renew()``
     with more than half of the lease left sends nothing and returns ``True``.
 
-    They need the worker thread's application context; a database error propagates to the
-    handler like any other exception.
+    Their writes go on the worker thread's connection (``thread``; without one, on a pooled
+    connection, which needs an application context). A write that meets a connection error (a
+    reset, a failover, a dead connection found by the TCP timeouts) connects again and is
+    retried, at once and then with a capped backoff, while the lease lasts: the write is fenced,
+    so repeating it is safe (a report whose first write committed but whose answer was lost
+    appears twice on the timeline). If the lease runs out first, ``renew()`` returns ``False`` (the
+    attempt must be presumed lost; lease recovery takes it) and a report stays pending. So no
+    connection error of the worker's reaches the handler. Any other database error of these
+    writes (a refusal, which the worker's own statements should never meet) does, and is
+    remembered (:meth:`raised_by_worker`): if it ends the handler, the worker does not count it
+    as the handler's failure.
     """
 
     def __init__(
@@ -111,12 +146,12 @@ class JobContext:
         worker_id: str,
         lease_seconds: float,
         stopping: threading.Event | None = None,
-        conn: Connection | None = None,
+        thread: WorkerConnection | None = None,
         progress_flush_ms: float = 250.0,
     ) -> None:
         self.job = job
         self.started_at = service.utcnow()  # the attempt's start here: its outcome's run_ms
-        self._conn = conn  # the worker thread's connection (connection.connect()), if it has one
+        self._thread = thread  # whose connection the writes use (None: a pooled one each time)
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         self.locked_until: datetime | None = job.locked_until
@@ -124,9 +159,11 @@ class JobContext:
         self._lost = False
         self._flush_seconds = progress_flush_ms / 1000
         self._lock = threading.Lock()  # the pending report, between handler, flusher and settle
+        self._writing = threading.Lock()  # held while a report is written (never with _lock held)
         self._pending: tuple[datetime, str, dict[str, Any]] | None = None
         self._settled: list[dict[str, Any]] | None = None
         self._scheduled = False  # handed to the flusher at least once: the settle takes it back
+        self._worker_error: BaseException | None = None  # a refusal of one of these writes
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -160,27 +197,47 @@ class JobContext:
 
     @property
     def needs_app(self) -> bool:
-        """Whether a write needs an application context (no connection of its own)."""
-        return self._conn is None
+        """Whether a write needs an application context. Always, since a write may have to
+        connect again (the flusher writes in the worker's application context)."""
+        return True
+
+    def raised_by_worker(self, error: BaseException) -> bool:
+        """Whether ``error`` is a database error that one of this context's own writes raised
+        (not the handler's own database use)."""
+        return error is self._worker_error
+
+    def lease_left(self) -> float:
+        """Seconds until the lease ends, by the worker's clock (0 when unknown)."""
+        if self.locked_until is None:
+            return 0.0
+        return (self.locked_until - service.utcnow()).total_seconds()
 
     def renew(self) -> bool:
-        """Extend the lease by ``lease_seconds`` from now; ``False`` if ownership is lost.
+        """Extend the lease by ``lease_seconds`` from when the renewal takes effect; ``False``
+        if ownership is lost, or if the database stayed unreachable until the lease ran out.
 
         Not sent while more than half of the lease is left (returns ``True``, the last known
         ownership). A pending progress report is written first, so the timeline stays in order.
+        Connection errors are retried while the lease lasts (see the class).
         """
         if self._lost:
             return False
-        if self.locked_until is not None:
-            left = (self.locked_until - service.utcnow()).total_seconds()
-            if left > self.lease_seconds / 2:
-                return True
-        self.flush()
-        if self._lost:
+        if self.locked_until is not None and self.lease_left() > self.lease_seconds / 2:
+            return True
+        try:
+            self._flush(retry=True)
+            if self._lost:
+                return False
+            job, lease = self.job, self.lease_seconds
+            locked_until = self._write(
+                "renew the lease",
+                lambda conn: service.renew_lease(
+                    job.id, self.worker_id, job.attempts, lease_seconds=lease, conn=conn
+                ),
+                retry=True,
+            )
+        except LeaseUnreachable:
             return False
-        locked_until = service.renew_lease(
-            self.job.id, self.worker_id, self.job.attempts, lease_seconds=self.lease_seconds, conn=self._conn
-        )
         if locked_until is None:
             self._lost = True
             return False
@@ -194,7 +251,8 @@ class JobContext:
 
         The report replaces any still pending and is written with the attempt's settle, or by
         the flusher if the handler runs on (see the class). Returns the last known ownership:
-        ``False`` once a guarded write found the attempt lost.
+        ``False`` once a guarded write found the attempt lost. A ``message`` that is not text
+        or ``data`` that is not a JSON object raises ``TypeError``/``ValueError`` here.
         """
         if percent is not None and (
             isinstance(percent, bool)
@@ -203,6 +261,7 @@ class JobContext:
             or not 0 <= percent <= 100
         ):
             raise ValueError(f"percent must be a number from 0 to 100, got {percent!r}")
+        check_report(message, data)  # refused here, in the handler's own call, not by the database later
         if self._lost:
             return False
         event_data = dict(data or {})
@@ -217,38 +276,99 @@ class JobContext:
             flusher.schedule(self, self._flush_seconds)
         return not self._lost
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
         """Write the pending report now (fenced ``record_progress``); nothing once settling.
 
-        On an error the report stays pending (unless a newer one replaced it) and the error
-        propagates.
+        One try, for the flusher, which must not wait on one attempt: ``False`` (nothing written,
+        try again later) while the handler's own ``renew()`` is writing; on a connection error
+        the broken connection is dropped, the report stays pending (unless a newer one replaced
+        it) and the error propagates. ``True`` otherwise.
         """
-        with self._lock:
-            pending, self._pending = self._pending, None
-            if pending is None or self._settled is not None or self._lost:
-                return
+        return self._flush(retry=False, wait=False)
+
+    def _flush(self, *, retry: bool, wait: bool = True) -> bool:
+        if not self._writing.acquire(blocking=wait):
+            return False
+        try:
+            with self._lock:
+                pending, self._pending = self._pending, None
+                if pending is None or self._settled is not None or self._lost:
+                    return True
             at, message, data = pending
             try:
-                event_id = service.record_progress(
-                    self.job.id,
-                    self.worker_id,
-                    self.job.attempts,
-                    message=message,
-                    data=data,
-                    now=at,
-                    conn=self._conn,
+                event_id = self._write(
+                    "write the progress",
+                    lambda conn: service.record_progress(
+                        self.job.id,
+                        self.worker_id,
+                        self.job.attempts,
+                        message=message,
+                        data=data,
+                        now=at,
+                        conn=conn,
+                    ),
+                    retry=retry,
                 )
             except BaseException:
-                self._pending = pending
+                with self._lock:
+                    if self._pending is None and self._settled is None:
+                        self._pending = pending
                 raise
             if event_id is None:
                 self._lost = True
+            return True
+        finally:
+            self._writing.release()
+
+    def _write(self, what: str, call: Callable[[Connection | None], T], *, retry: bool) -> T:
+        """``call(connection)`` on the worker's connection; after a connection error, drop the
+        connection and (``retry``) try again on a new one while the lease lasts, at once and
+        then backing off. Raises :class:`LeaseUnreachable` once the lease is over, and any other
+        error as it came (a refusal is remembered for :meth:`raised_by_worker`)."""
+        tries = 0
+        while True:
+            conn: Connection | None = None
+            try:
+                conn = self._thread.connection if self._thread is not None else None
+                return call(conn)
+            except sa_exc.SQLAlchemyError as error:
+                if not is_connection_error(error):
+                    self._worker_error = error
+                    raise
+                if self._thread is not None and conn is not None:
+                    self._thread.drop_connection(conn)
+                if not retry:
+                    raise
+                tries += 1
+                left = self.lease_left()
+                what_job = f"job {self.job.id} attempt {self.job.attempts}"
+                if left <= 0:
+                    log.warning(
+                        "%s: cannot %s of %s (%s) and its lease is over; leaving it to lease recovery",
+                        self.worker_id,
+                        what,
+                        what_job,
+                        first_line(error),
+                    )
+                    raise LeaseUnreachable(what) from error
+                backoff = RETRY_BASE_SECONDS * 2 ** min(tries - 2, 32) if tries > 1 else 0.0
+                delay = min(backoff, RETRY_MAX_SECONDS, left)
+                log.warning(
+                    "%s: cannot %s of %s (%s); connecting again, retrying in %gs",
+                    self.worker_id,
+                    what,
+                    what_job,
+                    first_line(error),
+                    delay,
+                )
+                time.sleep(delay)
 
     def settle_progress(self) -> list[dict[str, Any]]:
         """The pending reports for the attempt's settle statement (``progress=``), taken once:
         from then on the flusher leaves this context alone (and forgets it at once, so the
-        settled attempts of fast handlers never wake it). Called when the handler is done."""
-        with self._lock:
+        settled attempts of fast handlers never wake it). Called when the handler is done; a
+        report the flusher is writing right now is waited for, so it precedes the settle."""
+        with self._writing, self._lock:
             if self._settled is not None:
                 return self._settled
             pending, self._pending = self._pending, None

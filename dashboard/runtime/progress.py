@@ -29,12 +29,13 @@ class JobContext(Protocol):
     @property
     def needs_app(self) -> bool: ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> bool: ...
 
 
 log = logging.getLogger(__name__)
 
 SLACK_SECONDS = 0.02  # contexts due within this much are flushed together, one wake-up
+RETRY_SECONDS = 1.0  # a report the database could not take is tried again this much later
 
 
 class Flusher:
@@ -57,10 +58,13 @@ class Flusher:
     def schedule(self, ctx: JobContext, delay: float) -> None:
         """Flush ``ctx`` after ``delay`` seconds, unless its settle has taken the report by then.
 
-        A context without a connection of its own flushes in the application context of the
-        caller (``record_progress`` then takes a connection from the pool).
+        The flush runs in the application context of the caller (a write may have to connect
+        again, or take a connection from the pool).
         """
         app = current_app._get_current_object() if ctx.needs_app and has_app_context() else None  # type: ignore[attr-defined]
+        self._put(ctx, delay, app)
+
+    def _put(self, ctx: JobContext, delay: float, app: Flask | None) -> None:
         due = time.monotonic() + delay
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
@@ -101,12 +105,20 @@ class Flusher:
             for ctx, app in self._take_due():
                 try:
                     if app is None:
-                        ctx.flush()
+                        done = ctx.flush()
                     else:
                         with app.app_context():
-                            ctx.flush()
-                except Exception as error:  # the report stays pending: the settle writes it
-                    log.warning("could not write the progress of job %s yet: %s", ctx.job_id, error)
+                            done = ctx.flush()
+                    if not done:  # its handler is writing it (a renewal): look again later
+                        self._put(ctx, RETRY_SECONDS, app)
+                except Exception as error:  # the report stays pending: try again, or the settle writes it
+                    log.warning(
+                        "could not write the progress of job %s yet (%s); trying again in %gs",
+                        ctx.job_id,
+                        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+                        RETRY_SECONDS,
+                    )
+                    self._put(ctx, RETRY_SECONDS, app)
 
 
 flusher = Flusher()

@@ -2,7 +2,9 @@
 database connection kept for its life, and a capped backoff for database outages.
 
 :class:`ThreadRuntime` is that state. The one-job loops, the batch executors, the dispatcher,
-the completer and the rescuer each own one; none borrows another's.
+the completer and the rescuer each own one; none borrows another's. The one exception is the
+progress flusher (``progress.py``), which writes a running attempt's report on the connection
+of the thread that runs it: so the connection is opened and dropped under a lock.
 """
 
 from __future__ import annotations
@@ -74,23 +76,32 @@ class ThreadRuntime:
         self.generic_plans = generic_plans  # one-job mode's threads: connection.connect_worker
         self.holding = False  # inside holding_connection(): keep the connection between calls
         self._conn: Connection | None = None
+        self._conn_lock = threading.Lock()  # the progress flusher may use the connection too
 
     @property
     def connection(self) -> Connection:
         """This thread's own autocommit connection: one round trip per transition."""
-        if self._conn is None:
-            self._conn = connection.connect_worker() if self.generic_plans else connection.connect()
-        return self._conn
+        with self._conn_lock:
+            if self._conn is None:
+                self._conn = connection.connect_worker() if self.generic_plans else connection.connect()
+            return self._conn
 
     def close(self) -> None:
         """Return the connection to the pool (the runtime opens another if it is used again)."""
-        conn, self._conn = self._conn, None
+        with self._conn_lock:
+            conn, self._conn = self._conn, None
         if conn is not None:
             connection.release_worker(conn)
 
-    def drop_connection(self) -> None:
-        """Forget the connection after an error; the next call opens a fresh one."""
-        conn, self._conn = self._conn, None
+    def drop_connection(self, broken: Connection | None = None) -> None:
+        """Forget the connection after an error; the next call opens a fresh one.
+
+        ``broken``: the connection the error came from; if it was replaced meanwhile (another
+        caller dropped it first), the fresh one is kept."""
+        with self._conn_lock:
+            if broken is not None and broken is not self._conn:
+                return
+            conn, self._conn = self._conn, None
         if conn is not None:
             try:
                 conn.invalidate()

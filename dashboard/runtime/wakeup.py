@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import psycopg
 from sqlalchemy.engine import URL
@@ -43,10 +45,22 @@ class Doorbell:
 
 
 class Listener:
-    """LISTEN on the workers' channel and ring the doorbell for every notification."""
+    """LISTEN on the workers' channel and ring the doorbell for every notification.
 
-    def __init__(self, url: URL, doorbell: Doorbell, stopping: threading.Event) -> None:
+    ``connect_args``: libpq options of the connection (``database.tcp_connect_args``: TCP
+    keepalives and ``tcp_user_timeout``, so that a partition that drops packets ends an idle
+    LISTEN connection within a bounded time; the loss is logged, and polling covers the gap).
+    """
+
+    def __init__(
+        self,
+        url: URL,
+        doorbell: Doorbell,
+        stopping: threading.Event,
+        connect_args: Mapping[str, Any] | None = None,
+    ) -> None:
         self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self.connect_args = {"connect_timeout": 5, **(connect_args or {})}
         self.doorbell = doorbell
         self.stopping = stopping
         self.connected = threading.Event()  # set while LISTEN is in force (for tests and logs)
@@ -55,7 +69,7 @@ class Listener:
         delay = 0.5
         while not self.stopping.is_set():
             try:
-                with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
+                with self.connect() as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self.connected.set()
                     log.info("listening for new jobs on %s", NOTIFY_CHANNEL)
@@ -72,3 +86,7 @@ class Listener:
                 self.stopping.wait(delay)
                 delay = min(delay * 2, 10.0)
         self.connected.clear()
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A new autocommit connection with :attr:`connect_args` (not yet listening)."""
+        return psycopg.connect(self.conninfo, autocommit=True, **self.connect_args)

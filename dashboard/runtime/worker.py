@@ -29,7 +29,8 @@ from typing import NamedTuple
 from flask import Flask
 from sqlalchemy import exc as sa_exc
 
-from ..config import WorkerSettings
+from ..config import WorkerSettings, settings_of
+from ..database import tcp_connect_args
 from ..ops import pooling  # issue 19: the pooler
 from ..store import service
 from .batch import BatchExecutor, Completer, Dispatcher
@@ -129,6 +130,16 @@ class Worker:
         self._forced_by: int | None = None
         self._give_up_at: float | None = None  # monotonic; set by the first signal
 
+    def make_listener(self) -> Listener | None:
+        """The LISTEN connection's thread body (not started), or ``None`` to poll: ``listen``
+        off, or behind a pooler without ``DATABASE_DIRECT_URL``. Its connection has the pool's
+        TCP options (keepalives, ``tcp_user_timeout``)."""
+        url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
+        if url is None:
+            return None
+        ops = settings_of(self.app).ops
+        return Listener(url, self.doorbell, self.stopping, connect_args=tcp_connect_args(ops))
+
     def start(self) -> None:
         # Daemon threads: after a second signal the process exits without waiting for them.
         targets: list[tuple[Callable[..., None], tuple[object, ...]]]
@@ -146,9 +157,8 @@ class Worker:
         self.threads = [
             threading.Thread(target=target, args=args, name=name, daemon=True) for name, target, args in named
         ]
-        url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
-        if url is not None:
-            self.listener = Listener(url, self.doorbell, self.stopping)
+        self.listener = self.make_listener()
+        if self.listener is not None:
             threading.Thread(target=self.listener.run, name="listener", daemon=True).start()
         for thread in self.threads:
             thread.start()

@@ -171,6 +171,8 @@ def fetch_rows_while(
     statement: TextClause,
     param_sets: Iterable[dict[str, Any]],
     meanwhile: Callable[[], T],
+    *,
+    first: str | None = None,
 ) -> tuple[list[dict[str, Any]], T]:
     """``statement`` once per parameter set, in one transaction, with the client's own work
     overlapping the server's: the rows of every execution (in order) and ``meanwhile()``.
@@ -181,11 +183,15 @@ def fetch_rows_while(
     does not depend on the answer: building the 1,000 records). All of it is one transaction,
     committed only after ``meanwhile()`` returns; an error on either side (a statement refused,
     or the client raising while a set is built or in ``meanwhile``) rolls everything back.
+    ``first``: a statement of no parameters run before the others, in the same transaction and
+    the same pipeline (no round trip of its own); its rows are not returned.
     """
     compiled, raw = _compile(statement), _driver(conn)
     cursors: list[psycopg.Cursor[dict[str, Any]]] = []
     try:
         with raw.pipeline(), raw.transaction():
+            if first is not None:
+                raw.execute(first)
             for params in param_sets:
                 cursor = raw.cursor(row_factory=_dict_rows)
                 cursors.append(cursor)

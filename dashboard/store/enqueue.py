@@ -23,7 +23,7 @@ from ..limits import (
     TYPE_MAX_LENGTH,
     type_problem,
 )
-from . import sql
+from . import planner_stats, sql
 from .connection import autocommit, fetch_job, fetch_rows, fetch_rows_while
 from .records import CreateResult, JobRecord
 from .states import Status
@@ -64,6 +64,7 @@ def create_job(
     with autocommit(conn) as conn:
         job = fetch_job(conn, sql.CREATE, params)
         if job is not None:
+            planner_stats.after_insert(1, conn)
             return CreateResult(job=job, created=True)
         existing = fetch_job(conn, sql.FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
     if existing is None:  # the conflicting row vanished between the two statements
@@ -183,14 +184,18 @@ def create_jobs(
 
     with autocommit(conn) as conn:
         # One transaction: the server inserts a chunk while the next is built, then while the
-        # records are built (they do not depend on its answer).
-        skipped, new = fetch_rows_while(conn, sql.CREATE_MANY, chunks(), records)
+        # records are built (they do not depend on its answer). Into a small table, every
+        # statement of it is planned afresh (planner_stats: the events' foreign-key check).
+        skipped, new = fetch_rows_while(
+            conn, sql.CREATE_MANY, chunks(), records, first=planner_stats.CUSTOM_PLANS_WHILE_SMALL
+        )
         taken = {order[row["n"]] for row in skipped if row["n"] is not None}  # specs not inserted
         existing = {}
         if taken:
             keys = sorted({new[n].idempotency_key for n in taken})
             found = fetch_rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
             existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
+        planner_stats.after_insert(len(specs) - len(taken), conn)
     return [
         CreateResult(job=existing[job.idempotency_key], created=False)
         if n in taken

@@ -1,4 +1,5 @@
-"""Planner statistics of the two queue tables, kept from lagging far behind a burst.
+"""Planner statistics of the two queue tables, kept from lagging far behind a burst, and the
+plans of a bulk create into a small table.
 
 Every event's foreign-key check looks its job up in ``jobs_job``. PostgreSQL plans that lookup
 once per connection and keeps the plan until the table's statistics change (so do the worker's
@@ -14,17 +15,44 @@ autovacuum set), so no cached plan outlives the size it was made for by more tha
 samples a bounded number of rows, and makes every connection plan again. ``SKIP_LOCKED``: if
 another process (or autovacuum) is analyzing the table, this one skips it, waiting for nothing.
 A table the role cannot analyze (it does not own it) is left to autovacuum.
+
+Two callers keep it so, so that neither depends on the other: each worker process's rescuer
+after every lease-recovery tick, and the process that inserts, where the burst happens
+(:func:`after_insert`, from ``enqueue.py``: a web process alone, a fresh installation importing
+before any worker is deployed, must not run at a fifteenth of its speed). The inserting process
+checks once per :data:`CHECK_EVERY_JOBS` jobs it created, one catalog query.
+
+Before the first such check can help, the burst's own first requests plan the check while the
+table is still small. So a bulk create into a table of fewer than :data:`CUSTOM_PLANS_BELOW_PAGES`
+pages plans every statement of its transaction afresh (:data:`CUSTOM_PLANS_WHILE_SMALL`,
+``plan_cache_mode = force_custom_plan``, transaction-local, so it also holds through a
+transaction pooler): each plan then sees the table as it is, and a cached plan made for a page
+or two is not used. It costs a plan per event only while the table is that small.
 """
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import Connection, text
+from sqlalchemy import exc as sa_exc
 
 from .connection import autocommit, fetch_rows
+
+log = logging.getLogger(__name__)
 
 TABLES = ("jobs_job", "jobs_jobevent")
 GROWTH = 10  # times the pages of the last statistics
 MIN_PAGES = 32  # 256 KB: below this a sequential scan costs little anyway
+CHECK_EVERY_JOBS = 1000  # an inserting process checks for growth once per this many jobs
+CUSTOM_PLANS_BELOW_PAGES = 64  # 512 KB, a couple of thousand jobs
+
+# Run first in a bulk create's transaction (connection.fetch_rows_while(first=...)).
+CUSTOM_PLANS_WHILE_SMALL = (
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true) "
+    "WHERE pg_relation_size('jobs_job') < "
+    f"{CUSTOM_PLANS_BELOW_PAGES} * current_setting('block_size')::bigint"
+)
 
 GROWN = text(
     """
@@ -56,3 +84,30 @@ def analyze_grown(conn: Connection | None = None) -> list[dict[str, object]]:
             if name in TABLES:  # a fixed name, never interpolated from elsewhere
                 conn.exec_driver_sql(f"ANALYZE (SKIP_LOCKED) {name}")
         return grown
+
+
+_created_since_check = [0]  # jobs this process created since it last checked (races only miscount)
+
+
+def after_insert(count: int, conn: Connection) -> list[dict[str, object]]:
+    """Note ``count`` jobs created on ``conn`` (autocommit, the create committed); once
+    :data:`CHECK_EVERY_JOBS` have been since the last check, :func:`analyze_grown`. Returns the
+    tables analyzed. A database error here is logged and left to the next check (and to
+    autovacuum): the create itself has succeeded."""
+    _created_since_check[0] += count
+    if _created_since_check[0] < CHECK_EVERY_JOBS:
+        return []
+    _created_since_check[0] = 0
+    try:
+        grown = analyze_grown(conn)
+    except sa_exc.SQLAlchemyError as error:
+        log.warning("could not check the planner statistics of the queue tables: %s", type(error).__name__)
+        return []
+    for row in grown:
+        log.info(
+            "%s grew from %s to %s pages since its planner statistics: ANALYZE (SKIP_LOCKED) sent",
+            row["name"],
+            row["analyzed_pages"],
+            row["pages"],
+        )
+    return grown

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
@@ -44,7 +44,10 @@ def claim_jobs(
     conn: Connection | None = None,
     avoid_expired: bool = False,
 ) -> list[JobRecord]:
-    """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first."""
+    """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first.
+
+    ``now``: the claim's time; unset, the database's clock when the statement runs (``sql.NOW``),
+    which is also what the lease is measured from (as for every worker-side call below)."""
     return claim_batch(
         [worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn, avoid_expired=avoid_expired
     )
@@ -65,13 +68,12 @@ def claim_batch(
     ``avoid_expired``: skip jobs whose last attempt's lease expired (a worker process passes
     it while one of its threads runs an attempt past its lease, see ``runtime.attempts``).
     """
-    now = _aware(now or utcnow(), "now")
     if not worker_ids:
         return []
     params = {
         "worker_ids": list(worker_ids),
-        "now": now,
-        "locked_until": now + timedelta(seconds=lease_seconds),
+        "now": _given(now),
+        "lease_seconds": float(lease_seconds),
         "avoid_expired": avoid_expired,
     }
     statement = sql.CLAIM_ONE if len(worker_ids) == 1 else sql.CLAIM
@@ -92,6 +94,12 @@ def _owner(job_id: uuid.UUID, worker_id: str, attempt: int) -> dict[str, Any]:
     return {"id": job_id, "worker_id": worker_id, "attempt": attempt}
 
 
+def _given(now: datetime | None) -> datetime | None:
+    """A worker-side statement's ``:now``: the caller's time, checked, or ``None`` for the
+    database's clock when the statement runs (``sql.NOW``)."""
+    return None if now is None else _aware(now, "now")
+
+
 def renew_lease(
     job_id: uuid.UUID,
     worker_id: str,
@@ -101,13 +109,10 @@ def renew_lease(
     now: datetime | None = None,
     conn: Connection | None = None,
 ) -> datetime | None:
-    """Extend the lease; return the new ``locked_until``, or ``None`` if ownership is lost."""
-    now = _aware(now or utcnow(), "now")
-    params = {
-        **_owner(job_id, worker_id, attempt),
-        "now": now,
-        "locked_until": now + timedelta(seconds=lease_seconds),
-    }
+    """Extend the lease to ``lease_seconds`` after the renewal takes effect (the database's
+    clock, unless ``now`` is given); return the new ``locked_until``, or ``None`` if ownership
+    is lost."""
+    params = {**_owner(job_id, worker_id, attempt), "now": _given(now), "lease_seconds": float(lease_seconds)}
     with autocommit(conn) as conn:
         found = fetch_rows(conn, sql.RENEW, params)
         return found[0]["locked_until"] if found else None
@@ -166,7 +171,7 @@ def complete_job(
     """
     params = {
         **_owner(job_id, worker_id, attempt),
-        "now": _aware(now or utcnow(), "now"),
+        "now": _given(now),
         "result": result,
         "event_data": event_data or {},
         "started_at": started_at,
@@ -196,12 +201,11 @@ def complete_and_claim(
     the next job claimed, if any. The two are independent: a fenced-off completion still
     claims, and an empty queue still completes. ``avoid_expired`` as :func:`claim_batch`.
     """
-    now = _aware(now or utcnow(), "now")
     params = {
         **_owner(job_id, worker_id, attempt),
         "worker_ids": [worker_id],
-        "now": now,
-        "locked_until": now + timedelta(seconds=lease_seconds),
+        "now": _given(now),
+        "lease_seconds": float(lease_seconds),
         "result": result,
         "avoid_expired": avoid_expired,
         "started_at": started_at,
@@ -249,7 +253,7 @@ def complete_jobs(
         for row, (job_id, *_) in zip(rows, completions, strict=True):
             row["progress"] = list(progress.get(job_id, ()))
     with autocommit(conn) as conn:
-        found = fetch_rows(conn, statement, {"rows": rows, "now": _aware(now or utcnow(), "now")})
+        found = fetch_rows(conn, statement, {"rows": rows, "now": _given(now)})
         return {row["id"] for row in found}
 
 
@@ -272,13 +276,11 @@ def fail_job(
     Returns the job in its new state (``queued`` or ``failed``), or ``None`` if this worker
     no longer owns the attempt.
     """
-    now = _aware(now or utcnow(), "now")
     delay = retry_delay(max(attempt, 1), backoff_base_seconds, backoff_max_seconds)
     error = pg_safe(error)
     params = {
         **_owner(job_id, worker_id, attempt),
-        "now": now,
-        "retry_at": now + timedelta(seconds=delay),
+        "now": _given(now),
         "delay": delay,
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
@@ -306,7 +308,7 @@ def cleanup_expired_jobs(
     """
     params = {
         "worker_id": worker_id,
-        "now": _aware(now or utcnow(), "now"),
+        "now": _given(now),
         "batch": batch_size,
         "delays": delay_table(backoff_base_seconds, backoff_max_seconds),
         "max_delay": float(backoff_max_seconds),

@@ -19,6 +19,16 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 OWNED = "id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt"
 
+# The time a worker-side statement (claim, renewal, settle, lease recovery) runs at: the
+# database's clock when the statement starts, unless the caller passes ``:now`` (tests move the
+# clock that way). A lease is then measured from when its claim or renewal took effect: a claim
+# held up in the network for longer than its lease no longer arrives already expired, and the
+# lease recovery that judges it expired reads the same clock. statement_timestamp(), not now():
+# the same for every row of the statement (now() is too, but is the start of the transaction,
+# which is earlier inside one), and not clock_timestamp(), which moves while the statement runs
+# and would give its rows (the job, its events) different times.
+NOW = "COALESCE(CAST(:now AS timestamptz), statement_timestamp())"
+
 # A one-job mode worker thread's connection (connection.connect_worker) plans its statements once,
 # generically, instead of once per execution. Reset when the connection goes back to the pool.
 GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
@@ -99,12 +109,12 @@ CREATE_MANY = text(
 def run_facts(row: str, started_at: str | None = None) -> str:
     event = (
         "(SELECT round(extract(epoch FROM "
-        "CAST(:now AS timestamptz) - c.created_at) * 1000)::bigint FROM jobs_jobevent AS c "
+        f"{NOW} - c.created_at) * 1000)::bigint FROM jobs_jobevent AS c "
         f"WHERE c.job_id = {row}.id AND c.attempt = {row}.attempts AND c.type = 'claimed' "
         "ORDER BY c.id DESC LIMIT 1)"
     )
     if started_at is not None:
-        known = f"round(extract(epoch FROM CAST(:now AS timestamptz) - {started_at}) * 1000)::bigint"
+        known = f"round(extract(epoch FROM {NOW} - {started_at}) * 1000)::bigint"
         event = f"COALESCE({known}, {event})"
     return f"jsonb_build_object('type', {row}.type, 'run_ms', {event})"
 
@@ -112,7 +122,7 @@ def run_facts(row: str, started_at: str | None = None) -> str:
 # A ``claimed`` event's data (CLAIM, CLAIM_ONE, COMPLETE_AND_CLAIM), over the claimed row.
 CLAIM_FACTS = (
     "jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', "
-    "GREATEST(0, round(extract(epoch FROM CAST(:now AS timestamptz) - available_at) * 1000))::bigint)"
+    f"GREATEST(0, round(extract(epoch FROM {NOW} - available_at) * 1000))::bigint)"
 )
 
 
@@ -133,13 +143,13 @@ FIND_BY_IDEMPOTENCY_KEY = text("SELECT * FROM jobs_job WHERE idempotency_key = :
 # :avoid_expired (true while a thread of the claiming process runs an attempt past its lease):
 # skip jobs whose last attempt's lease expired, so a job whose attempts keep expiring holds at
 # most one thread per process instead of capturing them all (runtime.attempts.RunningAttempts).
-CLAIM_ROWS = """
+CLAIM_ROWS = f"""
     picked AS (
         SELECT id FROM jobs_job
-        WHERE status = 'queued' AND available_at <= :now AND attempts < max_attempts
+        WHERE status = 'queued' AND available_at <= {NOW} AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND last_error LIKE 'Lease expired at %')
         ORDER BY priority DESC, available_at, created_at, id
-        LIMIT {limit}
+        LIMIT {{limit}}
         FOR UPDATE SKIP LOCKED
     ), next AS (
         SELECT id, row_number() OVER () AS n FROM picked
@@ -147,7 +157,8 @@ CLAIM_ROWS = """
         UPDATE jobs_job AS j
         SET status = 'running', attempts = j.attempts + 1,
             locked_by = (CAST(:worker_ids AS text[]))[next.n],
-            locked_until = :locked_until, last_error = '', result = NULL, updated_at = :now
+            locked_until = {NOW} + make_interval(secs => CAST(:lease_seconds AS float8)),
+            last_error = '', result = NULL, updated_at = {NOW}
         FROM next WHERE j.id = next.id
         RETURNING j.*
     )"""
@@ -157,7 +168,7 @@ _CLAIM_STEPS = (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker', """
     + CLAIM_FACTS
-    + """, :now
+    + f""", {NOW}
         FROM claimed
     )
 """
@@ -173,13 +184,14 @@ CLAIM_ONE = text(_CLAIM.format(limit="1")).bindparams(bindparam("worker_ids", ty
 RENEW = text(
     f"""
     WITH renewed AS (
-        UPDATE jobs_job SET locked_until = :locked_until, updated_at = :now
+        UPDATE jobs_job
+        SET locked_until = {NOW} + make_interval(secs => CAST(:lease_seconds AS float8)), updated_at = {NOW}
         WHERE {OWNED}
         RETURNING id, attempts, locked_until
     ), ev AS (
         INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
         SELECT id, 'lease_renewed', attempts, :worker_id, 'Lease renewed',
-               jsonb_build_object('locked_until', locked_until), :now
+               jsonb_build_object('locked_until', locked_until), {NOW}
         FROM renewed
     )
     SELECT locked_until FROM renewed
@@ -210,11 +222,11 @@ PROGRESS = text(
 # SKIP LOCKED: a row whose owner is completing or renewing it right now is left alone; if the
 # owner's statement wins, the lease is no longer expired or the job is no longer running.
 CLEANUP_EXPIRED = text(
-    """
+    f"""
     WITH expired AS (
         SELECT id, locked_by AS expired_worker, locked_until AS expired_at
         FROM jobs_job
-        WHERE status = 'running' AND locked_until < :now
+        WHERE status = 'running' AND locked_until < {NOW}
         ORDER BY locked_until
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -222,15 +234,15 @@ CLEANUP_EXPIRED = text(
         UPDATE jobs_job AS j
         SET status = CASE WHEN j.attempts < j.max_attempts THEN 'queued' ELSE 'failed' END,
             available_at = CASE WHEN j.attempts < j.max_attempts
-                THEN CAST(:now AS timestamptz) + make_interval(
+                THEN {NOW} + make_interval(
                     secs => COALESCE((CAST(:delays AS float8[]))[j.attempts], :max_delay))
                 ELSE j.available_at END,
-            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE :now END,
+            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE {NOW} END,
             locked_by = NULL, locked_until = NULL,
             last_error = 'Lease expired at ' || to_char(expired.expired_at AT TIME ZONE 'UTC',
                 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || ' (worker ' || expired.expired_worker
                 || ', attempt ' || j.attempts || ')',
-            updated_at = :now
+            updated_at = {NOW}
         FROM expired WHERE j.id = expired.id
         RETURNING j.id, j.status, j.attempts, j.available_at, j.last_error,
                   expired.expired_worker, expired.expired_at
@@ -242,8 +254,8 @@ CLEANUP_EXPIRED = text(
                                   'locked_until', expired_at)
                || CASE WHEN status = 'queued'
                        THEN jsonb_build_object('retry_at', available_at)
-                       ELSE '{}'::jsonb END,
-               :now
+                       ELSE '{{}}'::jsonb END,
+               {NOW}
         FROM recovered
         ORDER BY expired_at, id
     )

@@ -12,7 +12,8 @@ matched, so a lost attempt writes no progress either. Each statement exists with
 Events of one statement come out of ONE ``INSERT ... SELECT ... ORDER BY``, so ids follow the
 causal order (two sibling INSERT CTEs run in no defined order): per job, its progress reports,
 then its terminal event; in settle-and-claim, then the next job's ``claimed``, stamped 1 µs
-after ``:now``. A report's ``created_at`` is its own time, never later than ``:now``, so
+after the statement's time (``sql.NOW``: the database's clock, or ``:now`` when a test passes
+one). A report's ``created_at`` is its own time, never later than the statement's, so
 created_at is non-decreasing in the same order.
 """
 
@@ -23,12 +24,12 @@ from typing import Any
 from sqlalchemy import Float, Text, TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from .sql import CLAIM_FACTS, CLAIM_ROWS, OWNED, run_facts
+from .sql import CLAIM_FACTS, CLAIM_ROWS, NOW, OWNED, run_facts
 
 # What a success writes: COMPLETE and COMPLETE_AND_CLAIM (COMPLETE_MANY, the same per row).
 SUCCEED = (
     "status = 'succeeded', result = :result, locked_by = NULL, locked_until = NULL, "
-    "finished_at = :now, updated_at = :now"
+    f"finished_at = {NOW}, updated_at = {NOW}"
 )
 # Every outcome's data carries the job's type and the attempt's run time (issue 18, the
 # overview's charts): sql.run_facts over the settled row ``s``, so its RETURNING has id,
@@ -55,13 +56,13 @@ def _settle_events(rows: str, worker: str, terminal: str, progress: str | None, 
     key = order or "0"
     terminal_row = (
         f"SELECT {key} AS key, 1 AS part, 0 AS n, s.id, {terminal}, s.attempts, CAST({worker} AS text), "
-        f"CAST(:now AS timestamptz) FROM {rows} AS s"
+        f"{NOW} FROM {rows} AS s"
     )
     if progress is None:
         return terminal_row
     return f"""SELECT {key}, 0, p.n, s.id, 'progress', p.e->>'message', p.e->'data', s.attempts,
                CAST({worker} AS text),
-               LEAST(CAST(p.e->>'created_at' AS timestamptz), CAST(:now AS timestamptz))
+               LEAST(CAST(p.e->>'created_at' AS timestamptz), {NOW})
         FROM {rows} AS s CROSS JOIN LATERAL jsonb_array_elements({progress}) WITH ORDINALITY AS p(e, n)
         UNION ALL
         {terminal_row}"""
@@ -103,15 +104,16 @@ def _complete(progress: bool) -> TextClause:
 # Always one row: ``completed`` (0 or 1) and the claimed job's columns, NULL when the queue
 # had nothing eligible.
 # Events in causal order (issue 14), one INSERT ... ORDER BY: the finished job's progress
-# reports, its success, then the next job's ``claimed``, stamped 1 µs after :now so created_at
-# orders them the same way; the job row's own times (updated_at, locked_until) keep :now.
+# reports, its success, then the next job's ``claimed``, stamped 1 µs after the statement's time
+# (sql.NOW) so created_at orders them the same way; the job row's own times (updated_at,
+# locked_until) keep the statement's time.
 # Index: job_claim_idx, as CLAIM.
 def _complete_and_claim(progress: bool) -> TextClause:
     events = _settle_events("done", "CAST(:worker_id AS text)", _SUCCEEDED, ":progress" if progress else None)
     claimed = (
         "\n        UNION ALL\n        SELECT 1, 0, 0, id, 'claimed', 'Claimed by worker', "
         f"{CLAIM_FACTS}, attempts, locked_by, "
-        "CAST(:now AS timestamptz) + interval '1 microsecond' FROM claimed"
+        f"{NOW} + interval '1 microsecond' FROM claimed"
     )
     return text(
         f"""
@@ -148,7 +150,7 @@ def _complete_many(progress: bool) -> TextClause:
     ), done AS (
         UPDATE jobs_job AS j
         SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
-            finished_at = :now, updated_at = :now
+            finished_at = {NOW}, updated_at = {NOW}
         FROM input
         WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
           AND j.attempts = input.attempt
@@ -169,10 +171,11 @@ def _fail(progress: bool) -> TextClause:
     WITH failed AS (
         UPDATE jobs_job
         SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
-            available_at = CASE WHEN attempts < max_attempts THEN :retry_at
+            available_at = CASE WHEN attempts < max_attempts
+                                THEN {NOW} + make_interval(secs => CAST(:delay AS float8))
                                 ELSE available_at END,
-            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
-            locked_by = NULL, locked_until = NULL, last_error = :error, updated_at = :now
+            finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE {NOW} END,
+            locked_by = NULL, locked_until = NULL, last_error = :error, updated_at = {NOW}
         WHERE {OWNED}
         RETURNING *
     ), ev AS (

@@ -24,12 +24,13 @@ def test_upgrade_leaves_no_difference_between_models_and_schema(app):
     assert diff == []
 
 
-def test_claim_uses_the_claim_index_in_order_without_sorting(app):
+@pytest.mark.parametrize("now", [NOW, None], ids=["now given", "database clock"])
+def test_claim_uses_the_claim_index_in_order_without_sorting(app, now):
     """The claim reads job_claim_idx in order; a Sort would mean reading every queued row.
 
     Planned on an analysed backlog (:func:`tests.factories.seed_analysed_backlog`, rolled back)
-    with every plan type allowed."""
-    params = {"now": NOW, "worker_ids": ["w"], "locked_until": NOW, "avoid_expired": False}
+    with every plan type allowed; the same whether the claim's time is given or the database's."""
+    params = {"now": now, "worker_ids": ["w"], "lease_seconds": 30.0, "avoid_expired": False}
     explain = text("EXPLAIN " + sql.CLAIM.text).bindparams(*sql.CLAIM._bindparams.values())
     with db.engine.connect() as conn, conn.begin() as transaction:
         seed_analysed_backlog(conn, NOW)
