@@ -175,6 +175,13 @@ class JobListQuery(BaseModel):
             "valid payload search is searched as text; blank text is no search."
         ),
     )
+    cancelled: bool | None = Field(
+        default=None,
+        description=(
+            "Extension: true lists only the jobs an operator cancelled (stored as failed, "
+            '`last_error` "Cancelled by ..."), false leaves them out; absent, either.'
+        ),
+    )
 
     @property
     def page_size(self) -> int:

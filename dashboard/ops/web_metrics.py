@@ -52,7 +52,9 @@ QUEUED_SQL = text(
     """
 )
 # Index: job_timeout_idx (partial, status = 'running'), at most :cap.
-FINISHED_SQL = text("SELECT succeeded, failed, counted_at FROM jobs_finished_counts")
+# failed: failed for good; cancelled: failed because an operator cancelled them (apart, so a
+# failure alert never counts a cancel).
+FINISHED_SQL = text("SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts")
 
 
 @dataclass
@@ -90,7 +92,11 @@ def read_snapshot(now: datetime | None = None, cap: int = COUNT_CAP) -> Snapshot
         snap.capped = {"queued": queued_total >= cap, "running": running_total >= cap}
         finished = conn.execute(FINISHED_SQL).mappings().one_or_none()
     if finished is not None:
-        snap.finished = {"succeeded": finished["succeeded"], "failed": finished["failed"]}
+        snap.finished = {
+            "succeeded": finished["succeeded"],
+            "failed": finished["failed"],
+            "cancelled": finished["cancelled"],
+        }
         snap.finished_counted_at = finished["counted_at"]
         refresh_after = settings_of(current_app).stats_refresh_seconds
         if (now - finished["counted_at"]).total_seconds() > refresh_after:
@@ -122,10 +128,14 @@ class QueueCollector:
 
     def collect(self):
         snap = self.snapshot()
-        jobs = GaugeMetricFamily("jobqueue_jobs", "Jobs by status (live ones capped)", labels=["status"])
+        jobs = GaugeMetricFamily(
+            "jobqueue_jobs",
+            "Jobs by status, cancelled apart from failed (live ones capped)",
+            labels=["status"],
+        )
         jobs.add_metric(["queued"], snap.total("ready") + snap.total("scheduled"))
         jobs.add_metric(["running"], snap.total("running"))
-        for status in ("succeeded", "failed"):
+        for status in ("succeeded", "failed", "cancelled"):
             if status in snap.finished:
                 jobs.add_metric([status], snap.finished[status])
         yield jobs

@@ -14,6 +14,7 @@ from .read_jobs import (
     FILTERED_COUNT_CAP,
     JobPage,
     Keyset,
+    cancelled_clause,
     list_columns,
     newest_first,
     read_page,
@@ -34,8 +35,9 @@ def search_jobs(
     preview_chars: int | None = None,
     before: Keyset | None = None,
     after: Keyset | None = None,
+    cancelled: bool | None = None,
 ) -> JobPage:
-    """The jobs ``terms`` finds (with the status and type filters), newest first.
+    """The jobs ``terms`` finds (with the status, type and ``cancelled`` filters), newest first.
     ``preview_chars``, ``before`` / ``after`` (keyset paging, issue 18): as in
     :func:`read_jobs.list_jobs`.
 
@@ -45,10 +47,13 @@ def search_jobs(
     with reading() as conn:
         types = types_matching(conn, type) if type else None
         ids = matching(terms, filters(status, types), status=status, types=types).subquery()
-        count = conn.execute(select(func.count()).select_from(ids)).scalar_one()
+        found_ids = select(ids.c.id)
+        if cancelled is not None:  # on the ids found (each arm capped), so still bounded
+            found_ids = select(jobs.c.id).where(jobs.c.id.in_(found_ids), cancelled_clause(cancelled))
+        count = conn.execute(select(func.count()).select_from(found_ids.subquery())).scalar_one()
         if count == 0:
             return JobPage(count=0, results=[])
-        found = select(*list_columns(preview_chars)).where(jobs.c.id.in_(select(ids.c.id)))
+        found = select(*list_columns(preview_chars)).where(jobs.c.id.in_(found_ids))
         query = newest_first(found, jobs.c, limit, offset, before, after)
         rows = read_page(conn, query, after is not None and before is None)
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows])

@@ -18,7 +18,7 @@ from ..store.records import JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .job_extras import job_extras
+from .job_extras import deleted_note, job_extras, running_owner
 from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, safe_next
 from .search import list_page
@@ -39,14 +39,14 @@ def _job_id(raw: str) -> uuid.UUID:
 def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
     timeline = read_jobs.job_timeline(job_id)
     if timeline is None:
-        abort(404, description="No job has that id.")
+        abort(404, description=deleted_note(job_id, settings_of(current_app).tz) or "No job has that id.")
     return timeline
 
 
 @bp.get("/jobs/")
 def job_list() -> str | Response:
     filters = job_filters(request.args)
-    read = list_page(filters)  # q, "next to run" or newest first (issue 17)
+    read = list_page(filters)  # q, "next to run" or newest first
     if read.single is not None and not is_htmx():  # a search that found one job opens it
         return redirect(url_for("web.job_detail", job_id=read.single), 303)
     return page_or_fragment(
@@ -57,6 +57,8 @@ def job_list() -> str | Response:
         statuses=STATUSES,
         notes=read.notes,
         keyset=keyset_param,
+        newer=read.newer,
+        payload_search=read.payload_search,
     )
 
 
@@ -101,6 +103,7 @@ def detail_context(
         "job": job,
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
+        "owner": running_owner(job),  # does its owner still send heartbeats, when is it recovered
         "progress": progress_percent(timeline.progress) if running else None,
         "retry_form": RetryForm(),
         "notices": notices or [],
