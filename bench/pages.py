@@ -45,8 +45,8 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
     # The job list's filters: a type with millions of jobs, a rare combination, no match.
     for query in FILTERS:
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
-    # Issue 17: search by each kind, next-to-run order, the bulk dry runs (the Workers page is
-    # a GET route without arguments, so it is measured above).
+    # Search by each kind, next-to-run order, the bulk dry runs (the Workers page, the audit log
+    # and the banner's /alarm/ are GET routes without arguments, so they are measured above).
     short = ids.get("id", "00000000")[:8]
     for query in (
         f"q={short}",
@@ -56,7 +56,7 @@ def routes(app: Flask, url: str) -> list[tuple[str, dict[str, str]]]:
         "order=next",
     ):
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
-    for slug in ("retry", "cancel", "run-now"):
+    for slug in ("retry", "cancel", "run-now", "delete"):
         # Unfiltered (every failed or queued job: the largest count) and by type.
         found += [(f"/jobs/bulk/{slug}/", {}), (f"/jobs/bulk/{slug}/?type=mail", {})]
     return found
@@ -69,6 +69,8 @@ FILTERS = (
     "status=queued",
     "status=running",
     "offset=1000000",
+    "status=failed&cancelled=false",  # failures only: what the overview's failed card opens
+    "cancelled=true",  # cancelled jobs: job_cancelled_idx
 )
 
 
