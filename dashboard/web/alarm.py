@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import current_app, g, render_template
+from flask import current_app, render_template, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import settings_of
@@ -26,16 +26,19 @@ log = logging.getLogger(__name__)
 TITLE = {"no_worker": "No live worker", "no_handler": "No handler"}
 
 
+KEY = "jobqueue.alarm"  # the request's own reading, kept in its WSGI environ
+
+
 def current_alarm() -> read_health.Unserved | None:
     """This request's reading (once per request), or None if it could not be read."""
-    if "alarm" not in g:
+    if KEY not in request.environ:
         try:
             with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
-                g.alarm = read_health.unserved(now())
+                request.environ[KEY] = read_health.unserved(now())
         except (read_timeout.QueryTimeout, SQLAlchemyError):
             log.warning("the no-worker banner could not be read", exc_info=True)
-            g.alarm = None
-    return g.alarm
+            request.environ[KEY] = None
+    return request.environ[KEY]
 
 
 def alarm_title(alarm: read_health.Unserved | None) -> str:

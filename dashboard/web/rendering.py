@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app, g, render_template
+from flask import current_app, has_request_context, render_template
 from htmx_flask import request
 from markupsafe import Markup, escape
 
@@ -29,10 +29,11 @@ def page_or_fragment(page_template: str, fragment_template: str, /, **context: A
 
 
 def now() -> datetime:
-    """One clock reading per request, so every time on a page is relative to the same now."""
-    if "now" not in g:
-        g.now = utcnow()
-    return g.now
+    """One clock reading per request, so every time on a page is relative to the same now
+    (kept in the request's WSGI environ: an application context can outlive one request)."""
+    if not has_request_context():
+        return utcnow()
+    return request.environ.setdefault("jobqueue.now", utcnow())
 
 
 def safe_next(target: str | None) -> str | None:

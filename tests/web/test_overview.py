@@ -33,7 +33,8 @@ def test_overview_page_shows_counts_linked_to_the_filtered_list(app, client):
         r'href="/jobs/\?status=queued">\s*<span class="card-value" data-status="queued">2<', html
     )
     assert re.search(
-        r'href="/jobs/\?status=failed&amp;cancelled=false">\s*<span class="card-value" data-status="failed">1<',
+        r'href="/jobs/\?status=failed&amp;cancelled=false">\s*'
+        r'<span class="card-value" data-status="failed">1<',
         html,
     )
     assert _stat(html, "overdue_running") == "1"
@@ -54,7 +55,9 @@ def test_oldest_ready_wait_and_empty_queue(app, client):
     assert "nothing ready" in client.get("/").get_data(as_text=True)
     make_job("queued", available_at=utcnow() - timedelta(minutes=7, seconds=3))
     html = client.get("/").get_data(as_text=True)
-    assert re.search(r'data-stat="oldest_ready_wait">\s*<time datetime="[^"]+" title="due [^"]+">7 min<', html)
+    assert re.search(
+        r'data-stat="oldest_ready_wait">\s*<time datetime="[^"]+" title="due [^"]+">7 min<', html
+    )
 
 
 def _finish(job_type: str, error: str | None = None) -> None:
