@@ -18,6 +18,7 @@ import os
 import secrets
 import socket
 import threading
+from datetime import datetime
 from importlib import metadata
 from typing import Any
 
@@ -75,7 +76,9 @@ def thread_name(worker_id: str) -> str:
     return parts[1] if len(parts) == 3 else worker_id
 
 
-def _attempt(name: str, ctx: JobContext) -> dict[str, Any]:
+def _attempt(name: str, ctx: JobContext, now: datetime) -> dict[str, Any]:
+    """A busy thread: its attempt, and whether that attempt is past its lease by this process's
+    clock (lost to lease recovery, still in its handler)."""
     return {
         "thread": name,
         "job_id": str(ctx.job_id),
@@ -83,19 +86,23 @@ def _attempt(name: str, ctx: JobContext) -> dict[str, Any]:
         "attempt": ctx.attempt,
         "since": ctx.started_at.isoformat(),
         "lease_until": ctx.locked_until.isoformat() if ctx.locked_until else None,
+        "past_lease": ctx.locked_until is not None and ctx.locked_until < now,
     }
 
 
-def activity(settings: WorkerSettings, attempts: RunningAttempts) -> dict[str, Any]:
+def activity(
+    settings: WorkerSettings, attempts: RunningAttempts, now: datetime | None = None
+) -> dict[str, Any]:
     """What the row says each thread does: ``thread-1`` to ``thread-N`` (the handler threads),
     idle or running an attempt, and the rescuer's interval (the job page's recovery estimate)."""
+    now = now or utcnow()
     running = {thread_name(thread or ctx.worker_id): ctx for thread, ctx in attempts.by_thread()}
     threads = []
     for number in range(1, settings.threads + 1):
         name = f"thread-{number}"
         ctx = running.pop(name, None)
-        threads.append(_attempt(name, ctx) if ctx is not None else {"thread": name})
-    threads += [_attempt(name, ctx) for name, ctx in sorted(running.items())]  # none expected
+        threads.append(_attempt(name, ctx, now) if ctx is not None else {"thread": name})
+    threads += [_attempt(name, ctx, now) for name, ctx in sorted(running.items())]  # none expected
     return {"threads": threads, "cleanup_interval_seconds": settings.cleanup_interval_seconds}
 
 

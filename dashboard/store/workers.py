@@ -275,7 +275,9 @@ def thread_views(activity: Any, now: datetime) -> list[ThreadView]:
                 attempt=raw.get("attempt") if isinstance(raw.get("attempt"), int) else None,
                 since=_moment(raw.get("since")),
                 lease_until=lease_until,
-                past_lease=job_id is not None and lease_until is not None and lease_until < now,
+                # by the page's clock, or by the worker's own when it said so at its last beat
+                past_lease=job_id is not None
+                and (raw.get("past_lease") is True or (lease_until is not None and lease_until < now)),
             )
         )
     return views
