@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 
+import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
@@ -13,6 +14,8 @@ from dashboard.store.service import utcnow
 from tests.worker_mode import batch_mode, worker_mode_env
 
 from .helpers import wait_until
+
+pytestmark = pytest.mark.process  # real worker processes: CI runs these in batch mode too
 
 
 def _rows():
