@@ -28,7 +28,16 @@ from dashboard import upgrade_database
 from dashboard.store import stats_refresh
 
 from . import api_enqueue, ceiling, claim, drain, enqueue, pages
-from .db import ROOT, fresh_database, make_app, remove_backlog, seed_backlog, seed_finished, server_url
+from .db import (
+    ROOT,
+    fresh_database,
+    make_app,
+    remove_backlog,
+    seed_backlog,
+    seed_finished,
+    server_url,
+    spread_backlog_database,
+)
 
 
 @dataclass(frozen=True)
@@ -44,10 +53,26 @@ class Sizes:
     page_samples: int
     backlog_queued: int
     backlog_running: int
+    spread_total: int  # the spread backlog: jobs in its own database
+    spread_queued: int  # of them queued, one every total // queued rows, across 8 types
 
 
-FULL = Sizes(10_000, 20_000, (1, 4, 8, 16), 60, 5_000, 10_000, 1_000_000, 10_000_000, 20, 1_000_000, 100)
-SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3, 400, 10)
+FULL = Sizes(
+    10_000,
+    20_000,
+    (1, 4, 8, 16),
+    60,
+    5_000,
+    10_000,
+    1_000_000,
+    10_000_000,
+    20,
+    1_000_000,
+    100,
+    2_000_000,
+    100_000,
+)
+SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3, 400, 10, 3_000, 150)
 SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages", "prune")
 # prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
 PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
@@ -366,6 +391,22 @@ def main(argv: list[str] | None = None) -> int:
         label = f"{sizes.backlog_queued:,} queued, {sizes.backlog_running} running"
         for path, (p50, p95, status) in backlog.items():
             row(f"backlog ({label}): GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
+        # A backlog spread through the table (db.seed_spread_backlog): its own database, where
+        # the queued rows sit on most heap pages, as in a table that kept finishing work while
+        # the queue grew, and those pages are not all-visible.
+        spread_url, spread_seeded = spread_backlog_database(
+            sizes.spread_total, sizes.spread_queued, reseed=args.reseed
+        )
+        if spread_seeded:
+            row(f"seeding the spread backlog ({sizes.spread_total:,} jobs)", f"{spread_seeded:.0f} s")
+        spread_app = make_app(spread_url)
+        with spread_app.app_context():
+            stats_refresh.refresh_finished_counts()
+        spread = pages.measure(spread_app, spread_url, samples=sizes.page_samples)
+        results["pages_spread_ms"] = spread
+        label = f"{sizes.spread_total:,} jobs, {sizes.spread_queued:,} queued spread through the table"
+        for path, (p50, p95, status) in spread.items():
+            row(f"spread backlog ({label}): GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
     if "prune" in wanted:
         from . import prune
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import psycopg
@@ -228,3 +229,84 @@ def remove_backlog(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM jobs_job WHERE type = ANY(%s)", (list(BACKLOG_TYPES),))
         conn.execute("VACUUM ANALYZE jobs_job")
+
+
+SPREAD_TYPES = tuple(f"spread.t{n}" for n in range(8))
+
+
+def seed_spread_backlog(url: str, total: int, queued: int, *, types: int = len(SPREAD_TYPES)) -> None:
+    """``total`` jobs of which ``queued`` are queued, spread through the table: every
+    ``total // queued``-th row inserted is a queued job (one of ``types`` job types in turn), the
+    others finished (9 in 10 succeeded) over the last 30 days with 3 events each. A backlog that
+    grew while work kept finishing: its queued rows sit on most heap pages, not in a block at the
+    table's end. Queued jobs: 4 in 5 due now and never run, the rest retried (half due, half
+    backing off). After the VACUUM the queued rows are touched once
+    more (``updated_at``), as a live queue's rows are: their pages are no longer all-visible, so
+    an index scan of them reads the heap, as it does in production."""
+    step = max(1, total // max(queued, 1))
+    names = list(SPREAD_TYPES[:types])
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            """
+            INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                                  max_attempts, last_error, result, created_at, updated_at,
+                                  finished_at)
+            SELECT gen_random_uuid(),
+                   CASE WHEN q THEN (%(names)s::text[])[1 + (g / %(step)s) %% %(types)s]
+                        ELSE (ARRAY['demo.success', 'demo.fail', 'mail.send', 'report.build'])[1 + g %% 4]
+                   END,
+                   jsonb_build_object('n', g),
+                   CASE WHEN q THEN 'queued' WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END,
+                   50,
+                   CASE WHEN NOT q THEN ts
+                        WHEN (g / %(step)s) %% 10 = 9 THEN now() + interval '10 minutes'
+                        ELSE ts END,
+                   CASE WHEN NOT q THEN 1 WHEN (g / %(step)s) %% 10 >= 8 THEN 1 ELSE 0 END,
+                   3,
+                   CASE WHEN q AND (g / %(step)s) %% 10 >= 8 THEN 'ValueError: seeded retry'
+                        WHEN NOT q AND g %% 10 = 0 THEN 'ValueError: seeded failure' ELSE '' END,
+                   CASE WHEN NOT q AND g %% 10 <> 0 THEN '{"ok": true}'::jsonb END,
+                   ts, ts + interval '1 second',
+                   CASE WHEN NOT q THEN ts + interval '1 second' END
+            FROM generate_series(1, %(total)s) AS g,
+                 LATERAL (SELECT g %% %(step)s = 0 AS q,
+                                 now() - interval '30 days'
+                                 + (g::float8 / %(total)s) * interval '30 days' AS ts) AS t
+            """,
+            {"total": total, "step": step, "names": names, "types": len(names)},
+        )
+        conn.execute(
+            """
+            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+            SELECT j.id, CASE WHEN k.kind = 'succeeded' AND j.status = 'failed' THEN 'failed' ELSE k.kind END,
+                   CASE WHEN k.kind = 'created' THEN 0 ELSE 1 END,
+                   CASE WHEN k.kind = 'created' THEN NULL ELSE 'bench:1:thread-1:seed' END,
+                   '', '{}'::jsonb, j.created_at + k.n * interval '1 millisecond'
+            FROM jobs_job AS j, unnest(ARRAY['created', 'claimed', 'succeeded']) WITH ORDINALITY AS k(kind, n)
+            WHERE j.status <> 'queued' OR k.kind = 'created'
+            ORDER BY j.created_at, k.n
+            """
+        )
+        conn.execute("VACUUM ANALYZE jobs_job")
+        conn.execute("VACUUM ANALYZE jobs_jobevent")
+        conn.execute(
+            "UPDATE jobs_job SET updated_at = updated_at + interval '1 microsecond' WHERE status = 'queued'"
+        )
+        conn.execute("ANALYZE jobs_job")
+
+
+def spread_backlog_database(total: int, queued: int, *, reseed: bool) -> tuple[str, float]:
+    """The database of the spread-backlog scenario, seeded once (:func:`seed_spread_backlog`)
+    and kept between runs like the large one; returns its URL and the seconds seeding took."""
+    name = f"jobqueue_bench_spread_{total}_{queued}"
+    admin = server_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    if exists and not reseed:
+        url = make_url(admin).set(database=name).render_as_string(False)
+        upgrade_database(make_app(url))
+        return url, 0.0
+    started = time.monotonic()
+    url = fresh_database(name)
+    seed_spread_backlog(url, total, queued)
+    return url, time.monotonic() - started

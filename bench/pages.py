@@ -79,8 +79,8 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
     # The job list's filters: a type with millions of jobs, a rare combination, no match.
     for query in FILTERS:
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
-    # Issue 17: search by each kind, next-to-run order, the bulk dry runs (the Workers page is
-    # a GET route without arguments, so it is measured above).
+    # Search by each kind, next-to-run order, the bulk dry runs (the Workers page, the audit log
+    # and the banner's /alarm/ are GET routes without arguments, so they are measured above).
     short = ids.get("id", "00000000")[:8]
     for query in (
         f"q={short}",
@@ -102,7 +102,7 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         (f"/jobs/{long}/live/?after=0&status=running", {"HX-Request": "true"}),
         (f"/api/jobs/{long}/events/?limit=50", {}),
     ]
-    for slug in ("retry", "cancel", "run-now"):
+    for slug in ("retry", "cancel", "run-now", "delete"):
         # Unfiltered (every failed or queued job: the largest count) and by type.
         found += [(f"/jobs/bulk/{slug}/", {}), (f"/jobs/bulk/{slug}/?type=mail", {})]
     return found
@@ -115,6 +115,8 @@ FILTERS = (
     "status=queued",
     "status=running",
     "offset=10000",  # the deepest the API serves (API_OFFSET_MAX); the dashboard pages by key
+    "status=failed&cancelled=false",  # failures only: what the overview's failed card opens
+    "cancelled=true",  # cancelled jobs: job_cancelled_idx
 )
 
 

@@ -9,8 +9,44 @@
   // Live updates keep the operator's place: polled parts swap by morphing (the vendored
   // idiomorph extension, hx-swap="morph"), which changes only the nodes that differ, so focus
   // and a text selection in unchanged parts survive a refresh. A poll is skipped while the tab
-  // is hidden or while updates are paused (the "Pause live updates" button).
+  // is hidden or while updates are paused. The pause control sits outside every polled part
+  // (no refresh replaces it), and the choice is kept in localStorage: it holds on every page
+  // and after a reload until the operator resumes, in every tab of the dashboard.
   var root = document.documentElement;
+  var PAUSED_KEY = "jobqueue.live-paused";
+
+  function storedPause() {
+    try {
+      return window.localStorage.getItem(PAUSED_KEY) === "1";
+    } catch (error) {
+      return false; // storage refused (private mode): the pause lasts for this page only
+    }
+  }
+
+  function storePause(paused) {
+    try {
+      if (paused) {
+        window.localStorage.setItem(PAUSED_KEY, "1");
+      } else {
+        window.localStorage.removeItem(PAUSED_KEY);
+      }
+    } catch (error) {
+      // the page keeps its own state
+    }
+  }
+
+  function setPaused(paused) {
+    if (paused) {
+      root.setAttribute("data-paused", "");
+    } else {
+      root.removeAttribute("data-paused");
+    }
+    showLiveControls();
+  }
+
+  if (storedPause()) {
+    root.setAttribute("data-paused", "");
+  }
 
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail && event.detail.elt;
@@ -31,21 +67,83 @@
     }
   }
 
+  // A block that scrolls (a long error, a JSON value, a wide table) becomes a tab stop so the
+  // keyboard can scroll it; one that fits stays out of the tab order. Checked on load, after
+  // every swap and when the window changes size.
+  function markScrollers(scope) {
+    (scope || document).querySelectorAll("pre, .scroll").forEach(function (elt) {
+      var scrolls = elt.scrollWidth > elt.clientWidth + 1 || elt.scrollHeight > elt.clientHeight + 1;
+      if (scrolls && !elt.hasAttribute("tabindex")) {
+        elt.setAttribute("tabindex", "0");
+        elt.setAttribute("data-scroll-stop", "");
+      } else if (!scrolls && elt.hasAttribute("data-scroll-stop") && document.activeElement !== elt) {
+        elt.removeAttribute("tabindex");
+        elt.removeAttribute("data-scroll-stop");
+      }
+    });
+  }
+
+  // The page title carries the no-worker banner's alarm (fragments/alarm.html).
+  function updateTitle() {
+    var banner = document.getElementById("worker-alarm");
+    if (!banner) {
+      return;
+    }
+    var base = root.getAttribute("data-base-title");
+    if (base === null) {
+      base = document.title.replace(/^⚠ [^·]* · /, "");
+      root.setAttribute("data-base-title", base);
+    }
+    document.title = (banner.getAttribute("data-alarm-title") || "") + base;
+  }
+
+  // After an in-place action (the overview's Retry) replaced the part that had the focus, the
+  // focus goes to the nearest heading that polls keep (morph keeps nodes by id), and the
+  // notice is read out by the page's status region, so neither is lost to <body>.
+  var focusHome = null;
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    var focused = document.activeElement;
+    var anchor = target && target.closest && target.closest("[data-focus-home]");
+    focusHome = anchor && focused && target.contains(focused) ? anchor.getAttribute("data-focus-home") : null;
+  });
+
+  function keepFocus() {
+    var home = focusHome && document.getElementById(focusHome);
+    focusHome = null;
+    if (home && (!document.activeElement || document.activeElement === document.body)) {
+      home.focus();
+    }
+  }
+
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail && event.detail.target;
     if (target && target.tagName === "FORM") {
       focusFirstInvalid(target);
     }
+    var live = document.getElementById("live-announce");
+    document.querySelectorAll("[data-announce]:not([data-announced])").forEach(function (notice) {
+      notice.setAttribute("data-announced", "");
+      if (live) {
+        live.textContent = notice.textContent.trim();
+      }
+    });
   });
 
   function showLiveControls() {
+    var paused = root.hasAttribute("data-paused");
     document.querySelectorAll("[data-js-only]").forEach(function (elt) {
       elt.hidden = false;
     });
     document.querySelectorAll("[data-live-toggle]").forEach(function (button) {
-      var paused = root.hasAttribute("data-paused");
       button.setAttribute("aria-pressed", paused ? "true" : "false");
       button.textContent = paused ? "Resume live updates" : "Pause live updates";
+    });
+    document.querySelectorAll("[data-live-state]").forEach(function (state) {
+      state.textContent = paused
+        ? "Paused: this page does not refresh (on every page, until you resume)."
+        : "Live: this page refreshes itself.";
     });
   }
 
@@ -64,22 +162,40 @@
     if (!button) {
       return;
     }
-    if (root.hasAttribute("data-paused")) {
-      root.removeAttribute("data-paused");
-    } else {
-      root.setAttribute("data-paused", "");
+    var paused = !root.hasAttribute("data-paused");
+    storePause(paused);
+    setPaused(paused);
+    if (!paused && window.htmx) {
+      document.querySelectorAll("[data-poll]").forEach(function (elt) {
+        window.htmx.trigger(elt, "poll-now");
+      });
     }
-    showLiveControls();
+  });
+
+  // Another tab paused or resumed: follow it.
+  window.addEventListener("storage", function (event) {
+    if (event.key === PAUSED_KEY) {
+      setPaused(storedPause());
+    }
   });
 
   document.addEventListener("DOMContentLoaded", function () {
     showLiveControls();
     focusFirstInvalid(document.querySelector("form"));
+    markScrollers(document);
+    updateTitle();
   });
-  document.addEventListener("htmx:afterSettle", function () { showLiveControls(); });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail && event.detail.target;
+    showLiveControls();
+    markScrollers(target && target.isConnected ? target : document);
+    updateTitle();
+    keepFocus();
+  });
+  window.addEventListener("resize", function () { markScrollers(document); });
 
   document.addEventListener("visibilitychange", function () {
-    if (document.hidden || !window.htmx) {
+    if (document.hidden || !window.htmx || root.hasAttribute("data-paused")) {
       return;
     }
     document.querySelectorAll("[data-poll]").forEach(function (elt) {

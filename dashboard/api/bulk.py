@@ -1,24 +1,32 @@
-"""Issue 17's API extensions: ``q`` on the job list, and bulk retry, cancel and run-now.
+"""The API's operator actions: bulk retry, cancel, run-now and delete, and single delete.
 
-``POST /api/jobs/bulk-retry/``, ``/bulk-cancel/``, ``/bulk-run-now/`` take the job list's
-filters (``status``, ``type``, ``q``) and ``dry_run``; the dry run answers how many jobs the
-action would change, the real one how many it changed (in chunks, one event per job, see
-``store/bulk.py``). They write through ``store/service.py`` only.
+``POST /api/jobs/bulk-retry/``, ``/bulk-cancel/``, ``/bulk-run-now/`` and ``/bulk-delete/``
+take the job list's filters (``status``, ``type``, ``q``, ``cancelled``) and ``dry_run``; the
+dry run answers how many jobs the action would change, the real one how many it changed (in
+chunks, one event per job, or for a delete one audit row per job, see ``store/bulk.py``). A
+bulk retry leaves cancelled jobs out unless its body asks (``cancelled: true`` for them only,
+``include_cancelled: true`` for both).
+
+``DELETE /api/jobs/{id}/`` deletes one finished job: 204, 404 for an unknown id, 409 for a job
+that is not finished (as a retry of a job that is not failed). There is no dry run of one job:
+``GET /api/jobs/{id}/`` shows whether it is finished. They write through ``store/service.py``.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Literal
 
-from flask import Response
+from flask import Response, current_app
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from ..store import search, service
 from ..store.bulk import ACTION_STATUS
 from .access import audit_data
 from .blueprint import routes
-from .errors import validation_error
+from .errors import ApiError, validation_error
 from .inputs import SearchText, TypeFilter
+from .outputs import Conflict
 from .registry import Reply
 from .views import json_response
 
@@ -35,29 +43,55 @@ class BulkAction(BaseModel):
 
 
 class BulkRetry(BulkAction):
-    """Body of `POST /api/jobs/bulk-retry/` (failed jobs)."""
+    """Body of `POST /api/jobs/bulk-retry/` (failed jobs; cancelled ones only when asked)."""
 
     model_config = ConfigDict(extra="forbid", title="BulkRetry")
 
     status: Literal["failed"] | None = Field(  # type: ignore[assignment]
         default=None, description="The action's own status, if given."
     )
+    cancelled: StrictBool | None = Field(
+        default=None,
+        description="true: only jobs an operator cancelled; false or null: none (unless include_cancelled).",
+    )
+    include_cancelled: StrictBool = Field(
+        default=False, description="true: retry cancelled jobs too (with cancelled null)."
+    )
+
+
+class BulkDelete(BulkAction):
+    """Body of `POST /api/jobs/bulk-delete/` (finished jobs: succeeded or failed)."""
+
+    model_config = ConfigDict(extra="forbid", title="BulkDelete")
+
+    status: Literal["succeeded", "failed"] | None = Field(  # type: ignore[assignment]
+        default=None, description="succeeded or failed; null: both."
+    )
+    cancelled: StrictBool | None = Field(
+        default=None, description="true: only cancelled jobs; false: none of them; null: either."
+    )
 
 
 class BulkAnswer(BaseModel):
     """How many jobs the action changed, or with `dry_run` would change."""
 
-    action: Literal["retry", "cancel", "run_now"]
+    action: Literal["retry", "cancel", "run_now", "delete"]
     dry_run: bool
     count: int = Field(description="Jobs changed, or with dry_run selected now.")
 
 
-def _bulk(action: str, body: BulkAction | BulkRetry) -> Response:
+def _bulk(action: str, body: BulkAction | BulkRetry | BulkDelete) -> Response:
     wanted = ACTION_STATUS[action]
-    if body.status is not None and body.status != wanted:
+    if wanted and body.status is not None and body.status != wanted:
         raise validation_error({"status": [f"This action only touches {wanted} jobs."]})
     terms = search.parse_api_q(body.q) if body.q else None
-    selection = service.BulkSelection(type=body.type or None, terms=terms)
+    selection = service.BulkSelection(
+        type=body.type or None,
+        terms=terms,
+        status=body.status if action == "delete" else None,
+        cancelled=getattr(body, "cancelled", None),
+        include_cancelled=getattr(body, "include_cancelled", False),
+    )
     if body.dry_run:
         count = service.bulk_dry_run(action, selection)
     else:
@@ -77,7 +111,8 @@ _REPLIES = {200: Reply("The count (dry run) or the number of jobs changed.", Bul
 )
 def bulk_retry(body: BulkRetry) -> Response:
     """failed -> queued with attempts reset (event `manual_retry` per job, the actor in its data),
-    in chunks of a few hundred jobs per transaction. Extension (issue 17)."""
+    in chunks of a few hundred jobs per transaction. Jobs an operator cancelled are left out
+    unless asked for (`cancelled`, `include_cancelled`). Extension."""
     return _bulk("retry", body)
 
 
@@ -90,7 +125,8 @@ def bulk_retry(body: BulkRetry) -> Response:
 )
 def bulk_cancel(body: BulkAction) -> Response:
     """queued -> failed with `last_error` "Cancelled by <actor>" (event `cancelled` per job, an
-    extension beside the reference's nine event types). Extension (issue 17)."""
+    extension beside the reference's nine event types; the job keeps a `cancelled_at` marker
+    that lists and figures tell apart from failures). Extension."""
     return _bulk("cancel", body)
 
 
@@ -104,5 +140,41 @@ def bulk_cancel(body: BulkAction) -> Response:
 def bulk_run_now(body: BulkAction) -> Response:
     """Queued jobs whose `available_at` is later (scheduled, or backing off) become due now
     (event `rescheduled` per job, its data holding `was_available_at`; an extension beside the
-    reference's nine event types). Extension (issue 17)."""
+    reference's nine event types). Extension."""
     return _bulk("run_now", body)
+
+
+@routes.route(
+    "/jobs/bulk-delete/",
+    "POST",
+    summary="Delete every finished job a filter selects",
+    body=BulkDelete,
+    replies=_REPLIES,
+)
+def bulk_delete(body: BulkDelete) -> Response:
+    """Succeeded and failed jobs (`status` narrows to one) are deleted with their events, in
+    chunks of a few hundred per transaction; each leaves a row in the audit log (`/audit/`)
+    naming the actor. Queued and running jobs are never deleted. Extension."""
+    return _bulk("delete", body)
+
+
+@routes.route(
+    "/jobs/<uuid:job_id>/",
+    "DELETE",
+    summary="Delete a finished job",
+    replies={
+        204: Reply("Deleted, with its events (the audit log records it)."),
+        409: Reply("The job is not finished.", Conflict),
+    },
+)
+def job_delete(job_id: uuid.UUID) -> Response:
+    """A succeeded or failed job is deleted with its events; the audit log keeps who did it.
+    A queued or running job: 409 naming its status. Extension."""
+    outcome = service.delete_job(job_id, event_data=audit_data())
+    if outcome.status is None:
+        raise ApiError(404, "Not found.")
+    if not outcome.changed:
+        raise ApiError(
+            409, f"Only finished jobs can be deleted; this job is {outcome.status}.", status=outcome.status
+        )
+    return current_app.response_class(status=204)

@@ -212,6 +212,13 @@ class JobListQuery(BaseModel):
             "unpaired surrogate) is refused with 400."
         ),
     )
+    cancelled: bool | None = Field(
+        default=None,
+        description=(
+            "Extension: true lists only the jobs an operator cancelled (stored as failed, "
+            '`last_error` "Cancelled by ..."), false leaves them out; absent, either.'
+        ),
+    )
 
     @field_validator("offset")
     @classmethod

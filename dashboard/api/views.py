@@ -208,11 +208,16 @@ def job_list(query: JobListQuery) -> Response:
     terms = search.parse_api_q(query.q) if query.q else None  # extension (issue 17)
     if terms is not None:
         page = read_search.search_jobs(
-            terms, limit=limit, offset=offset, status=query.status, type=query.type
+            terms, limit=limit, offset=offset, status=query.status, type=query.type, cancelled=query.cancelled
         )
     else:
         page = read_jobs.list_jobs(
-            limit=limit, offset=offset, status=query.status, type=query.type, policy=policy
+            limit=limit,
+            offset=offset,
+            status=query.status,
+            type=query.type,
+            policy=policy,
+            cancelled=query.cancelled,
         )
     deeper = offset + limit < page.count and offset + limit <= offset_max()  # never a link to a 400
     next_url = page_url(JobListQuery, limit=limit, offset=offset + limit) if deeper else None

@@ -60,12 +60,16 @@ QUEUED_SQL = text(
     """
 )
 # Index: job_timeout_idx (partial, status = 'running'), at most :cap.
-FINISHED_SQL = text("SELECT succeeded, failed, counted_at FROM jobs_finished_counts")
+# failed: failed for good; cancelled: failed because an operator cancelled them (apart, so a
+# failure alert never counts a cancel).
+FINISHED_SQL = text("SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts")
 # A small table (below the stats' exact-count size): its finished jobs counted now.
 FINISHED_EXACT_SQL = text(
     "SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded, "
-    "count(*) FILTER (WHERE status = 'failed') AS failed FROM jobs_job"
+    "count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NULL) AS failed, "
+    "count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled FROM jobs_job"
 )
+FINISHED = ("succeeded", "failed", "cancelled")
 OTHER = "other"  # the type label of the types past METRICS_TYPE_LABELS
 
 
@@ -111,18 +115,18 @@ def read_snapshot(now: datetime | None = None, cap: int = COUNT_CAP) -> Snapshot
 def finished_totals(
     conn: Connection, now: datetime, policy: StatsPolicy
 ) -> tuple[dict[str, int], datetime | None]:
-    """The succeeded and failed totals a scrape may publish, and when they were counted.
+    """The succeeded, failed and cancelled totals a scrape may publish, and when they were counted.
 
     Below ``policy.exact_below_rows`` (the planner's estimate, as for the stats): counted now.
     Above: the cached ``jobs_finished_counts``; once older than ``policy.refresh_seconds`` a
     recount starts in the background (``policy.on_stale``), and once older than twice that they
-    are not returned (an empty dict): such a scrape leaves the two series out instead of
+    are not returned (an empty dict): such a scrape leaves those series out instead of
     publishing what was counted before an idle spell. The time is returned either way, so the
     age gauge says how old the cached totals are.
     """
     if not is_large(conn, policy):
         row = conn.execute(FINISHED_EXACT_SQL).mappings().one()
-        return {"succeeded": row["succeeded"], "failed": row["failed"]}, now
+        return {status: row[status] for status in FINISHED}, now
     cached = conn.execute(FINISHED_SQL).mappings().one_or_none()
     if cached is None:
         return {}, None
@@ -131,7 +135,7 @@ def finished_totals(
         policy.on_stale()
     if age > 2 * policy.refresh_seconds:
         return {}, cached["counted_at"]
-    return {"succeeded": cached["succeeded"], "failed": cached["failed"]}, cached["counted_at"]
+    return {status: cached[status] for status in FINISHED}, cached["counted_at"]
 
 
 def capped_types(by_type: dict[str, dict[str, float]], keep: int) -> dict[str, dict[str, float]]:
@@ -183,10 +187,14 @@ class QueueCollector:
     def collect(self):
         snap = self.snapshot()
         by_type = capped_types(snap.by_type, settings_of(self.app).ops.metrics_type_labels)
-        jobs = GaugeMetricFamily("jobqueue_jobs", "Jobs by status (live ones capped)", labels=["status"])
+        jobs = GaugeMetricFamily(
+            "jobqueue_jobs",
+            "Jobs by status, cancelled apart from failed (live ones capped)",
+            labels=["status"],
+        )
         jobs.add_metric(["queued"], snap.total("ready") + snap.total("scheduled"))
         jobs.add_metric(["running"], snap.total("running"))
-        for status in ("succeeded", "failed"):
+        for status in FINISHED:
             if status in snap.finished:
                 jobs.add_metric([status], snap.finished[status])
         yield jobs

@@ -28,28 +28,36 @@ from .handlers import JobContext
 
 
 class RunningAttempts:
-    """Thread-safe set of the attempts this process runs (their contexts)."""
+    """Thread-safe set of the attempts this process runs (their contexts), each with the worker
+    id of the thread that runs it (in batch mode a job's ``locked_by`` is its lane's, not its
+    thread's)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: dict[int, JobContext] = {}
+        self._running: dict[int, tuple[str | None, JobContext]] = {}
 
     @contextmanager
-    def running(self, ctx: JobContext) -> Iterator[None]:
-        """Count ``ctx`` as running for the duration of the block (handler and settle)."""
+    def running(self, ctx: JobContext, thread: str | None = None) -> Iterator[None]:
+        """Count ``ctx`` as running on ``thread`` (a worker id) for the duration of the block
+        (handler and settle)."""
         with self._lock:
-            self._running[id(ctx)] = ctx
+            self._running[id(ctx)] = (thread, ctx)
         try:
             yield
         finally:
             with self._lock:
                 self._running.pop(id(ctx), None)
 
+    def by_thread(self) -> list[tuple[str | None, JobContext]]:
+        """What each thread runs now: (its worker id, the attempt's context)."""
+        with self._lock:
+            return list(self._running.values())
+
     def any_overdue(self, now: datetime | None = None) -> bool:
         """Whether an attempt of this process is running past its lease."""
         now = now or utcnow()
         with self._lock:
-            ends = [ctx.locked_until for ctx in self._running.values()]
+            ends = [ctx.locked_until for _thread, ctx in self._running.values()]
         return any(end is not None and end < now for end in ends)
 
 

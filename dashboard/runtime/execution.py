@@ -108,7 +108,7 @@ class JobRunner(ThreadRuntime):
         )
         self.current = ctx
         try:
-            with self.attempts.running(ctx):
+            with self.attempts.running(ctx, self.worker_id):
                 return self._execute(ctx, job, started)
         finally:
             self.current = None

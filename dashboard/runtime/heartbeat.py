@@ -1,10 +1,14 @@
-"""The worker process's heartbeat (issue 17): its ``jobs_worker`` row, every few seconds.
+"""The worker process's heartbeat: its ``jobs_worker`` row, every few seconds.
 
 A thread of its own upserts the row every ``JOB_WORKER_HEARTBEAT_SECONDS`` (host, pid, start,
-mode, threads, busy threads, jobs done, the job types it has handlers for) and, on a clean
-exit, marks it stopped. A database outage only delays the next beat: the page then shows the
-process as stale, which is what it is to the queue. ``jobs done`` counts attempts this process
-finished (any outcome), from :func:`job_done`, called by the runner.
+mode, threads, jobs done, the job types it has handlers for, and what each thread is doing:
+idle, or the job, attempt, start and lease of the attempt its handler runs, from the process's
+own running attempts, ``attempts.PROCESS``) and, on a clean exit, marks it stopped. Busy
+threads are the threads inside a handler, whether or not their job is still theirs in the
+database: a handler that hangs past its lease keeps its thread busy. A database outage only
+delays the next beat: the page then shows the process as stale, which is what it is to the
+queue. ``jobs done`` counts attempts this process finished (any outcome), from
+:func:`job_done`, called by the runner.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import os
 import secrets
 import socket
 import threading
+from datetime import datetime
 from importlib import metadata
+from typing import Any
 
 from flask import Flask
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,7 +28,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..config import WorkerSettings
 from ..store import workers
 from ..store.values import utcnow
-from .handlers import registered_types
+from .attempts import PROCESS, RunningAttempts
+from .handlers import JobContext, registered_types
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +70,49 @@ def identity(settings: WorkerSettings) -> workers.Identity:
     )
 
 
+def thread_name(worker_id: str) -> str:
+    """``thread-N`` of a worker id ``host:pid:thread-N:random`` (the id itself otherwise)."""
+    parts = worker_id.rsplit(":", 2)
+    return parts[1] if len(parts) == 3 else worker_id
+
+
+def _attempt(name: str, ctx: JobContext, now: datetime) -> dict[str, Any]:
+    """A busy thread: its attempt, and whether that attempt is past its lease by this process's
+    clock (lost to lease recovery, still in its handler)."""
+    return {
+        "thread": name,
+        "job_id": str(ctx.job_id),
+        "type": ctx.job_type,
+        "attempt": ctx.attempt,
+        "since": ctx.started_at.isoformat(),
+        "lease_until": ctx.locked_until.isoformat() if ctx.locked_until else None,
+        "past_lease": ctx.locked_until is not None and ctx.locked_until < now,
+    }
+
+
+def activity(
+    settings: WorkerSettings, attempts: RunningAttempts, now: datetime | None = None
+) -> dict[str, Any]:
+    """What the row says each thread does: ``thread-1`` to ``thread-N`` (the handler threads),
+    idle or running an attempt, and the rescuer's interval (the job page's recovery estimate)."""
+    now = now or utcnow()
+    running = {thread_name(thread or ctx.worker_id): ctx for thread, ctx in attempts.by_thread()}
+    threads = []
+    for number in range(1, settings.threads + 1):
+        name = f"thread-{number}"
+        ctx = running.pop(name, None)
+        threads.append(_attempt(name, ctx, now) if ctx is not None else {"thread": name})
+    threads += [_attempt(name, ctx, now) for name, ctx in sorted(running.items())]  # none expected
+    return {"threads": threads, "cleanup_interval_seconds": settings.cleanup_interval_seconds}
+
+
 class Heartbeat:
     """``run()`` beats until ``stop()``; the row is marked stopped when it ends."""
 
-    def __init__(self, app: Flask, settings: WorkerSettings) -> None:
+    def __init__(self, app: Flask, settings: WorkerSettings, attempts: RunningAttempts | None = None) -> None:
         self.app = app
+        self.settings = settings
+        self.attempts = attempts or PROCESS
         self.me = identity(settings)
         self.interval = settings.heartbeat_seconds
         self.done = threading.Event()
@@ -76,7 +121,8 @@ class Heartbeat:
     def beat(self) -> bool:
         try:
             with self.app.app_context():
-                workers.beat(self.me, jobs_done=jobs_done(), now=utcnow())
+                doing = activity(self.settings, self.attempts)
+                workers.beat(self.me, jobs_done=jobs_done(), now=utcnow(), activity=doing)
             return True
         except SQLAlchemyError as error:
             log.warning("heartbeat not recorded (the next one tries again): %s", str(error).splitlines()[0])

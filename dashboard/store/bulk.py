@@ -1,10 +1,16 @@
-"""Operator actions on many jobs at once, and on one (issue 17): retry, cancel, run now.
+"""Operator actions on many jobs at once, and on one: retry, cancel, run now, delete.
 
 - *retry*: failed -> queued, attempts reset, available now (event ``manual_retry``, as a single
   retry);
 - *cancel*: queued -> failed, ``last_error`` "Cancelled by <actor>" (event ``cancelled``);
 - *run now*: a queued job waiting for a later ``available_at`` (scheduled, or backing off) gets
-  ``available_at = now`` (event ``rescheduled``, with the time it was waiting for).
+  ``available_at = now`` (event ``rescheduled``, with the time it was waiting for);
+- *delete*: a finished job (succeeded or failed) is deleted with its events; a row in
+  ``jobs_audit`` per job says who did it, since no event of the job is left to.
+
+A cancel sets ``cancelled_at`` and a retry clears it: the job is ``failed`` meanwhile (the
+reference's four states), and a bulk retry leaves cancelled jobs out unless its selection asks
+for them (``cancelled=True``, or ``include_cancelled``).
 
 A bulk action selects with the job list's filters (status, type, ``q``) and works in chunks of
 :data:`CHUNK` jobs, each chunk one transaction: ``SELECT ... FOR UPDATE SKIP LOCKED`` picks
@@ -41,14 +47,15 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.types import Uuid
 
 from ..extensions import db
-from .read_jobs import events, types_matching
+from .read_jobs import cancelled_clause, events, types_matching
 from .read_timeout import reading
 from .search import Terms, filters, jobs, matching
 from .values import aware, pg_safe, utcnow
 
 CHUNK = 500
-ACTIONS = ("retry", "cancel", "run_now")
-ACTION_STATUS = {"retry": "failed", "cancel": "queued", "run_now": "queued"}
+ACTIONS = ("retry", "cancel", "run_now", "delete")
+ACTION_STATUS = {"retry": "failed", "cancel": "queued", "run_now": "queued", "delete": None}
+FINISHED = ("succeeded", "failed")  # what delete takes: a live job is never deleted
 
 _IDS = bindparam("ids", type_=ARRAY(Uuid))
 _DATA = bindparam("event_data", type_=JSONB)
@@ -61,7 +68,7 @@ STATEMENTS = {
             UPDATE jobs_job
             SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
                 locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
-                updated_at = :now
+                cancelled_at = NULL, updated_at = :now
             WHERE id = ANY(:ids) AND status = 'failed'
             RETURNING id
         ), ev AS (
@@ -75,7 +82,8 @@ STATEMENTS = {
         """
         WITH changed AS (
             UPDATE jobs_job
-            SET status = 'failed', finished_at = :now, last_error = :message, updated_at = :now
+            SET status = 'failed', finished_at = :now, cancelled_at = :now, last_error = :message,
+                updated_at = :now
             WHERE id = ANY(:ids) AND status = 'queued'
             RETURNING id, attempts
         ), ev AS (
@@ -103,15 +111,41 @@ STATEMENTS = {
         SELECT (SELECT count(*) FROM changed) AS changed, (SELECT count(*) FROM wake) AS woke
         """
     ).bindparams(_IDS, _DATA),
+    # The events go with the job (ON DELETE CASCADE); the audit row stays.
+    "delete": text(
+        """
+        WITH changed AS (
+            DELETE FROM jobs_job
+            WHERE id = ANY(:ids) AND status IN ('succeeded', 'failed')
+            RETURNING id, type, status, attempts, created_at, finished_at, cancelled_at
+        ), audit AS (
+            INSERT INTO jobs_audit (created_at, action, actor, job_id, job_type, job_status, data)
+            SELECT :now, 'job_deleted', COALESCE(:event_data ->> 'actor', ''), id, type, status,
+                   :event_data || jsonb_build_object('attempts', attempts, 'created_at', created_at,
+                                                     'finished_at', finished_at,
+                                                     'cancelled', cancelled_at IS NOT NULL)
+            FROM changed
+        )
+        SELECT (SELECT count(*) FROM changed) AS changed, 0 AS woke
+        """
+    ).bindparams(_IDS, _DATA),
 }
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The jobs a bulk action is for: the list's filters. ``status`` empty: the action's own."""
+    """The jobs a bulk action is for: the list's filters.
+
+    ``status``: delete only (``succeeded`` or ``failed``; ``None`` both); the other actions have
+    their own. ``cancelled``: ``True`` only cancelled jobs, ``False`` none, ``None`` either; a
+    retry with ``None`` leaves them out unless ``include_cancelled``.
+    """
 
     type: str | None = None
     terms: Terms | None = None
+    status: str | None = None
+    cancelled: bool | None = None
+    include_cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,15 +157,20 @@ class BulkOutcome:
 
 def _message(action: str, event_data: dict[str, Any]) -> str:
     actor = event_data.get("actor") or "an operator"
-    return {"retry": "Manual retry", "cancel": f"Cancelled by {actor}", "run_now": f"Run now by {actor}"}[
-        action
-    ]
+    messages = {"retry": "Manual retry", "cancel": f"Cancelled by {actor}", "run_now": f"Run now by {actor}"}
+    return messages.get(action, f"Deleted by {actor}")
 
 
 def _where(conn: Connection, action: str, selection: Selection, now: datetime) -> list[ColumnElement[bool]]:
-    status = ACTION_STATUS[action]
+    status = ACTION_STATUS[action] or (selection.status if selection.status in FINISHED else None)
     types = types_matching(conn, selection.type) if selection.type else None
     where = filters(status, types)
+    if action == "delete" and status is None:
+        where.append(jobs.c.status.in_(FINISHED))
+    if selection.cancelled is not None:
+        where.append(cancelled_clause(selection.cancelled))
+    elif action == "retry" and not selection.include_cancelled:
+        where.append(cancelled_clause(False))
     if action == "run_now":
         where.append(jobs.c.available_at > now)
     if selection.terms is not None:
@@ -209,11 +248,33 @@ class OneOutcome:
 def run_one(
     action: str, job_id: uuid.UUID, *, event_data: dict[str, Any], now: datetime | None = None
 ) -> OneOutcome:
-    """``action`` on one job, in one transaction with its event; the status fences it."""
+    """``action`` on one job, in one transaction with its event (a delete: its audit row); the
+    status fences it. A deleted job's outcome has the status it had."""
     moment = aware(now or utcnow(), "now")
     data = pg_safe(event_data)
     params = {"ids": [job_id], "now": moment, "event_data": data, "message": pg_safe(_message(action, data))}
+    status_of = select(jobs.c.status).where(jobs.c.id == job_id)
     with db.engine.begin() as conn:
+        deleting = action == "delete"
+        before = conn.execute(status_of.with_for_update()).scalar_one_or_none() if deleting else None
         changed = conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
-        status = conn.execute(select(jobs.c.status).where(jobs.c.id == job_id)).scalar_one_or_none()
+        status = before if deleting else conn.execute(status_of).scalar_one_or_none()
     return OneOutcome(changed=bool(changed), status=status)
+
+
+TYPES_WITH_SQL = text(
+    """
+    SELECT t FROM unnest(CAST(:types AS text[])) AS t
+    WHERE EXISTS (SELECT 1 FROM jobs_job WHERE type = t AND status = :status)
+    ORDER BY t
+    """
+)
+
+
+def types_with(status: str, selection: Selection, *, limit: int = 50) -> list[str]:
+    """The job types (of the selection's ``type`` filter) that have jobs in ``status``: one
+    probe of job_type_created_idx per type, at most ``limit`` types. A bulk retry names those
+    no live worker has a handler for."""
+    with db.engine.connect() as conn:
+        names = types_matching(conn, selection.type or "")[:limit]
+        return list(conn.execute(TYPES_WITH_SQL, {"types": names, "status": status}).scalars())

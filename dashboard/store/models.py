@@ -58,6 +58,7 @@ STATUS_SHAPE_SQL = (
     " AND finished_at IS NOT NULL)"
 )
 ATTEMPTS_SQL = "attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts"
+CANCELLED_SHAPE_SQL = "cancelled_at IS NULL OR status = 'failed'"
 EVENT_TYPE_SQL = "type IN (" + ", ".join(f"'{t}'" for t in EVENT_TYPES) + ")"
 
 
@@ -82,10 +83,14 @@ class Job(db.Model):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Set when an operator cancelled the queued job (it is then ``failed``, the reference's four
+    # states unchanged), cleared by a retry: lists, figures and metrics tell cancels apart.
+    cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
         CheckConstraint(ATTEMPTS_SQL, name="job_attempts_valid"),
+        CheckConstraint(CANCELLED_SHAPE_SQL, name="job_cancelled_shape"),
         # Job list filtered by status (``read_jobs.list_jobs``).
         Index("jobs_job_status_idx", "status"),
         Index("jobs_job_available_at_idx", "available_at"),
@@ -129,7 +134,20 @@ class Job(db.Model):
             "available_at",
             postgresql_where=text("status = 'queued'"),
         ),
-        Index("job_failed_type_idx", "type", "finished_at", postgresql_where=text("status = 'failed'")),
+        # Failures of the last 24 hours per type; cancels are not failures (migration 0010).
+        Index(
+            "job_failure_type_idx",
+            "type",
+            "finished_at",
+            postgresql_where=text("status = 'failed' AND cancelled_at IS NULL"),
+        ),
+        # The cancelled list, newest first, and its count: only cancelled rows (migration 0010).
+        Index(
+            "job_cancelled_idx",
+            text("created_at DESC"),
+            text("id DESC"),
+            postgresql_where=text("cancelled_at IS NOT NULL"),
+        ),
         # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
         # Search by error text, any status (``search.ERROR_VECTOR``): the error with its ASCII
@@ -204,5 +222,27 @@ class WorkerProcess(db.Model):
     version: Mapped[str] = mapped_column(String(64), server_default=text("''"))
     interval_seconds: Mapped[float] = mapped_column(Float)
     job_types: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    # Each thread, idle or running an attempt (job, attempt, since, lease), as last reported.
+    activity: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
 
     __table_args__ = (Index("jobs_worker_last_seen_idx", "last_seen"),)
+
+
+class AuditEntry(db.Model):
+    """An operator action whose subject is gone afterwards, so its own events cannot tell it:
+    a finished job deleted (its events go with it), a worker row removed. Append-only."""
+
+    __tablename__ = "jobs_audit"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    action: Mapped[str] = mapped_column(String(32))  # job_deleted | worker_removed
+    actor: Mapped[str] = mapped_column(String(255), server_default=text("''"))
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    job_type: Mapped[str | None] = mapped_column(String(TYPE_MAX_LENGTH), nullable=True)
+    job_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    data: Mapped[Any] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+
+    # "Who deleted this job?" (the job page of a deleted id); the log reads newest first by id.
+    __table_args__ = (Index("jobs_audit_job_idx", "job_id", postgresql_where=text("job_id IS NOT NULL")),)

@@ -53,6 +53,11 @@ def list_columns(preview_chars: int | None) -> list[Any]:
     return [cut.get(column.name, column) for column in jobs.c]
 
 
+def cancelled_clause(cancelled: bool) -> Any:
+    """Jobs an operator cancelled (``True``), or the others (``False``)."""
+    return jobs.c.cancelled_at.is_not(None) if cancelled else jobs.c.cancelled_at.is_(None)
+
+
 def types_matching(conn: Connection, fragment: str) -> list[str]:
     """The job types that contain ``fragment``, case-insensitively (the ``type`` filter)."""
     wanted = fragment.lower()
@@ -72,8 +77,12 @@ def list_jobs(
     preview_chars: int | None = None,
     before: Keyset | None = None,
     after: Keyset | None = None,
+    cancelled: bool | None = None,
 ) -> JobPage:
     """Newest first. ``status`` exact, ``type`` a case-insensitive substring.
+
+    ``cancelled``: ``True`` only the jobs an operator cancelled (failed, ``cancelled_at`` set:
+    job_cancelled_idx), ``False`` none of them, ``None`` either.
 
     ``preview_chars`` (the dashboard's lists): each job's ``payload`` and ``result`` are the
     first that many characters of their JSON text (a ``str``, or ``None``), not the values
@@ -94,6 +103,8 @@ def list_jobs(
     where = []
     if status:
         where.append(jobs.c.status == status)
+    if cancelled is not None:
+        where.append(cancelled_clause(cancelled))
     with reading() as conn:
         types = types_matching(conn, type) if type else []
         if type:
@@ -110,7 +121,7 @@ def list_jobs(
             columns, where = list(source.c), []
         merged = (
             None
-            if source is not jobs or not type
+            if source is not jobs or not type or cancelled is not None
             else merged_ranges(types, status, limit + offset, before, after)
         )
         if merged is not None:
@@ -254,6 +265,16 @@ def list_events(
         records.reverse()
         return EventPage(results=records, has_older=True, has_newer=more)
     return EventPage(results=records, has_older=more, has_newer=before is not None)
+
+
+def types_of(job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The job type of each of ``job_ids`` that still exists (the feed's type column): one
+    primary-key lookup per id, a page's worth at most."""
+    if not job_ids:
+        return {}
+    query = select(jobs.c.id, jobs.c.type).where(jobs.c.id.in_(sorted(set(job_ids))))
+    with reading() as conn:
+        return {row.id: row.type for row in conn.execute(query)}
 
 
 def _event_where(

@@ -5,9 +5,10 @@ charts of failures, waits and run times.
 Every live count is bounded: it reads at most ``cap + 1`` index entries and past that says
 "more than ``cap``" (:class:`Capped`). Indexes (migration 0008): job_queued_idx
 ``(least(attempts, 1), available_at) WHERE status = 'queued'``, job_queued_type_idx (the same
-led by type), job_failed_type_idx ``(type, finished_at) WHERE status = 'failed'``,
-job_timeout_idx for running, jobs_jobevent_created_at_idx for the charts' hour of events: at
-most the newest :data:`~dashboard.limits.CHART_EVENTS_MAX` of them (:class:`Sampled`).
+led by type), job_failure_type_idx ``(type, finished_at) WHERE status = 'failed' AND
+cancelled_at IS NULL`` (migration 0010: a cancel is not a failure), job_timeout_idx for running,
+jobs_jobevent_created_at_idx for the charts' hour of events: at most the newest
+:data:`~dashboard.limits.CHART_EVENTS_MAX` of them (:class:`Sampled`).
 """
 
 from __future__ import annotations
@@ -20,22 +21,29 @@ from sqlalchemy import Connection, text
 
 from ..limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
 from .read_jobs import JOB_TYPES_SQL
+from .read_stats import estimate
 from .read_timeout import reading
 
 
 @dataclass(frozen=True)
 class Capped:
-    """A count read up to ``cap``: exact when ``value <= cap``, else "more than ``cap``"."""
+    """A count read up to ``cap``: exact when ``value <= cap``, else "more than ``cap``", or,
+    with the planner's ``estimate`` of the whole (when it is past the cap), "about N"."""
 
     value: int
     cap: int
+    estimate: int | None = None
 
     @property
     def exact(self) -> bool:
         return self.value <= self.cap
 
     def __str__(self) -> str:
-        return f"{self.value:,}" if self.exact else f"more than {self.cap:,}"
+        if self.exact:
+            return f"{self.value:,}"
+        if self.estimate is not None and self.estimate > self.cap:
+            return f"about {self.estimate:,}"
+        return f"more than {self.cap:,}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"count": min(self.value, self.cap), "exact": self.exact}
@@ -69,7 +77,41 @@ QUEUED_SPLIT_SQL = """
             AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at
 """
 GLOBAL_SPLIT = text(QUEUED_SPLIT_SQL.format(type=""))
-TYPE_SPLIT = text(QUEUED_SPLIT_SQL.format(type="AND type = :type"))
+# One row per job type of :types, in their order, in one statement (planned once, one round
+# trip): ready (first runs and retries), retrying, the oldest ready job, failures of the last
+# 24 hours (cancels left out). job_queued_type_idx and job_failure_type_idx, one bounded range each.
+TYPE_ROWS_SQL = text(
+    """
+    SELECT t.type,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
+          AND least(attempts, 1) = 0 AND available_at <= :now
+          ORDER BY available_at LIMIT :cap) AS r) AS ready_new,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
+          AND least(attempts, 1) = 1 AND available_at <= :now
+          ORDER BY available_at LIMIT :cap) AS r) AS ready_retry,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
+          AND least(attempts, 1) = 1 AND available_at > :now
+          ORDER BY available_at LIMIT :cap) AS r) AS retrying,
+      LEAST(
+        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND type = t.type
+            AND least(attempts, 1) = 0 AND available_at <= :now),
+        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND type = t.type
+            AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at,
+      (SELECT count(*) FROM (SELECT 1 FROM jobs_job
+          WHERE status = 'failed' AND cancelled_at IS NULL AND type = t.type
+            AND finished_at >= :since LIMIT :cap) AS f) AS failed
+    FROM unnest(CAST(:types AS text[])) WITH ORDINALITY AS t(type, n)
+    ORDER BY t.n
+    """
+)
+# The planner's estimates of the global figures, asked only for a figure past its cap.
+_QUEUED = "SELECT 1 FROM jobs_job WHERE status = 'queued'"
+SPLIT_ESTIMATES = {
+    "queued": _QUEUED,
+    "ready": _QUEUED + " AND available_at <= now()",
+    "scheduled": _QUEUED + " AND least(attempts, 1) = 0 AND available_at > now()",
+    "retrying": _QUEUED + " AND least(attempts, 1) = 1 AND available_at > now()",
+}
 # Running and overdue per type, at most :cap running rows, the oldest leases first (so the
 # overdue ones are always among them): job_timeout_idx in order. Also /metrics' (ops/web_metrics.py).
 RUNNING_SQL = text(
@@ -78,12 +120,6 @@ RUNNING_SQL = text(
     FROM (SELECT type, locked_until FROM jobs_job WHERE status = 'running'
           ORDER BY locked_until LIMIT :cap) AS r
     GROUP BY type
-    """
-)
-FAILED_SQL = text(
-    """
-    SELECT count(*) FROM (SELECT 1 FROM jobs_job
-        WHERE status = 'failed' AND type = :type AND finished_at >= :since LIMIT :cap) AS f
     """
 )
 
@@ -110,6 +146,7 @@ class QueueDetail:
     oldest_ready_wait_seconds: float | None
     types: list[TypeRow] = field(default_factory=list)
     types_truncated: bool = False
+    queued: Capped | None = None  # ready + scheduled + retrying
 
 
 def _split(conn: Connection, statement: Any, now: datetime, cap: int, **params: Any) -> dict[str, Any]:
@@ -121,43 +158,64 @@ def _wait(now: datetime, at: datetime | None) -> float | None:
     return max(0.0, (now - at).total_seconds()) if at is not None else None
 
 
-def queue_detail(now: datetime) -> QueueDetail:
-    """The queued split, running, the oldest ready job and one row per type."""
+def queue_detail(
+    now: datetime, *, cap: int = LIVE_COUNT_CAP, type_cap: int = TYPE_COUNT_CAP, estimates: bool = False
+) -> QueueDetail:
+    """The queued split, running, the oldest ready job and one row per type: each global
+    count read up to ``cap``, each per-type count up to ``type_cap``. ``estimates``: a global
+    figure past its cap also carries the planner's estimate of it (one EXPLAIN each, no rows
+    read), and :attr:`QueueDetail.queued` is counted too."""
     with reading() as conn:
-        split = _split(conn, GLOBAL_SPLIT, now, LIVE_COUNT_CAP)
-        running_rows = conn.execute(RUNNING_SQL, {"now": now, "cap": LIVE_COUNT_CAP + 1}).mappings().all()
+        split = _split(conn, GLOBAL_SPLIT, now, cap)
+        running_rows = conn.execute(RUNNING_SQL, {"now": now, "cap": cap + 1}).mappings().all()
         running_by_type = {r["type"]: r["running"] for r in running_rows}
         names = list(conn.execute(JOB_TYPES_SQL).scalars())
         truncated = len(names) > TYPES_SHOWN
-        rows = [_type_row(conn, name, now, running_by_type.get(name, 0)) for name in names[:TYPES_SHOWN]]
-    ready = split["ready_new"] + split["ready_retry"]
+        rows = _type_rows(conn, names[:TYPES_SHOWN], now, type_cap, running_by_type)
+        counts = {
+            "ready": split["ready_new"] + split["ready_retry"],
+            "scheduled": split["scheduled"],
+            "retrying": split["retrying"],
+        }
+        counts["queued"] = sum(counts.values())
+        guesses = {
+            name: estimate(conn, SPLIT_ESTIMATES[name])
+            for name, value in counts.items()
+            if estimates and value > cap
+        }
+    figures = {name: Capped(min(value, cap + 1), cap, guesses.get(name)) for name, value in counts.items()}
     return QueueDetail(
-        ready=_capped(ready, LIVE_COUNT_CAP),
-        scheduled=_capped(split["scheduled"], LIVE_COUNT_CAP),
-        retrying=_capped(split["retrying"], LIVE_COUNT_CAP),
-        running=_capped(sum(running_by_type.values()), LIVE_COUNT_CAP),
+        ready=figures["ready"],
+        scheduled=figures["scheduled"],
+        retrying=figures["retrying"],
+        running=_capped(sum(running_by_type.values()), cap),
         overdue_running=sum(r["overdue"] for r in running_rows),
         oldest_ready_at=split["oldest_ready_at"],
         oldest_ready_wait_seconds=_wait(now, split["oldest_ready_at"]),
         types=rows,
         types_truncated=truncated,
+        queued=figures["queued"],
     )
 
 
-def _type_row(conn: Connection, name: str, now: datetime, running: int) -> TypeRow:
-    split = _split(conn, TYPE_SPLIT, now, TYPE_COUNT_CAP, type=name)
-    failed = conn.execute(
-        FAILED_SQL, {"type": name, "since": now - timedelta(hours=24), "cap": TYPE_COUNT_CAP + 1}
-    ).scalar_one()
-    return TypeRow(
-        type=name,
-        ready=_capped(split["ready_new"] + split["ready_retry"], TYPE_COUNT_CAP),
-        running=running,
-        retrying=_capped(split["retrying"], TYPE_COUNT_CAP),
-        failed_24h=_capped(failed, TYPE_COUNT_CAP),
-        oldest_ready_at=split["oldest_ready_at"],
-        wait_seconds=_wait(now, split["oldest_ready_at"]),
-    )
+def _type_rows(
+    conn: Connection, names: list[str], now: datetime, cap: int, running: dict[str, int]
+) -> list[TypeRow]:
+    if not names:
+        return []
+    params = {"types": names, "now": now, "since": now - timedelta(hours=24), "cap": cap + 1}
+    return [
+        TypeRow(
+            type=row["type"],
+            ready=_capped(row["ready_new"] + row["ready_retry"], cap),
+            running=running.get(row["type"], 0),
+            retrying=_capped(row["retrying"], cap),
+            failed_24h=_capped(row["failed"], cap),
+            oldest_ready_at=row["oldest_ready_at"],
+            wait_seconds=_wait(now, row["oldest_ready_at"]),
+        )
+        for row in conn.execute(TYPE_ROWS_SQL, params).mappings()
+    ]
 
 
 @dataclass(frozen=True)

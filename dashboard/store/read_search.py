@@ -14,6 +14,7 @@ from .read_jobs import (
     FILTERED_COUNT_CAP,
     JobPage,
     Keyset,
+    cancelled_clause,
     list_columns,
     newest_first,
     read_page,
@@ -34,8 +35,9 @@ def search_jobs(
     preview_chars: int | None = None,
     before: Keyset | None = None,
     after: Keyset | None = None,
+    cancelled: bool | None = None,
 ) -> JobPage:
-    """The jobs ``terms`` finds (with the status and type filters), newest first.
+    """The jobs ``terms`` finds (with the status, type and ``cancelled`` filters), newest first.
     ``preview_chars``, ``before`` / ``after`` (keyset paging, issue 18): as in
     :func:`read_jobs.list_jobs`.
 
@@ -47,7 +49,13 @@ def search_jobs(
     """
     with reading() as conn:
         types = types_matching(conn, type) if type else None
-        found = matching(terms, filters(status, types), status=status, types=types).cte("found")
+        found_jobs = matching(terms, filters(status, types), status=status, types=types)
+        if cancelled is not None:  # on the jobs found (each arm capped), so still bounded
+            raw = found_jobs.subquery()
+            found_jobs = select(jobs.c.id, jobs.c.created_at).where(
+                jobs.c.id.in_(select(raw.c.id)), cancelled_clause(cancelled)
+            )
+        found = found_jobs.cte("found")
         total = select(func.count()).select_from(found).scalar_subquery().label("search_total")
         keys = newest_first(select(found.c.id, found.c.created_at), found.c, limit, offset, before, after)
         page = select(*list_columns(preview_chars), total).where(jobs.c.id.in_(select(keys.subquery().c.id)))
@@ -56,8 +64,7 @@ def search_jobs(
         if rows:
             count = rows[0]["search_total"]
         else:
-            ids = matching(terms, filters(status, types), status=status, types=types).subquery()
-            count = conn.execute(select(func.count()).select_from(ids)).scalar_one()
+            count = conn.execute(select(func.count()).select_from(found_jobs.subquery())).scalar_one()
     return JobPage(count=count, results=[JobRecord.from_row(r) for r in rows])
 
 

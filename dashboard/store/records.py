@@ -27,10 +27,16 @@ class JobRecord:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    cancelled_at: datetime | None = None  # an operator cancelled it (status failed)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancelled_at is not None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
-        return cls(**{name: row[name] for name in JOB_FIELDS})
+        """From a row with the job's columns; ``cancelled_at`` may be left out (None)."""
+        return cls(**{name: row[name] for name in JOB_FIELDS if name in row})
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from . import bulk, sql, sql_settle
+from . import bulk, sql, sql_settle, workers
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .enqueue import JobSpec, create_job, create_jobs
@@ -345,13 +345,14 @@ def retry_job(
     return RetryResult(job=None, reason="not_failed", status=status)
 
 
-# Operator actions on many jobs, or one (issue 17): the statements live in bulk.py.
+# Operator actions on many jobs, or one: the statements live in bulk.py.
 BulkSelection = bulk.Selection
 BULK_ACTIONS = bulk.ACTIONS
 
 
 def bulk_dry_run(action: str, selection: bulk.Selection, *, now: datetime | None = None) -> int:
-    """How many jobs :func:`bulk_apply` would change: ``retry``, ``cancel`` or ``run_now``."""
+    """How many jobs :func:`bulk_apply` would change: ``retry``, ``cancel``, ``run_now`` or
+    ``delete``."""
     return bulk.count(action, selection, now=now)
 
 
@@ -368,3 +369,15 @@ def cancel_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutc
 def run_job_now(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
     """A queued job waiting for a later time becomes due now (event ``rescheduled``)."""
     return bulk.run_one("run_now", job_id, event_data=event_data)
+
+
+def delete_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
+    """A finished job (succeeded or failed) and its events are deleted; a ``jobs_audit`` row
+    records who did it. ``changed`` False: unknown, or not finished (``status`` says which)."""
+    return bulk.run_one("delete", job_id, event_data=event_data)
+
+
+def remove_worker(worker_id: str, *, event_data: dict[str, Any], now: datetime | None = None) -> bool:
+    """Delete the ``jobs_worker`` row of a process that is gone or stopped (recorded in
+    ``jobs_audit``); False when there is no such row or the process may still be alive."""
+    return workers.remove(worker_id, event_data=event_data, now=_aware(now or utcnow(), "now"))

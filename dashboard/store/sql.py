@@ -273,7 +273,7 @@ RETRY = text(
         UPDATE jobs_job
         SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
             locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
-            updated_at = :now
+            cancelled_at = NULL, updated_at = :now
         WHERE id = :id AND status = 'failed'
         RETURNING *
     ), ev AS (

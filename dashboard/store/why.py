@@ -1,4 +1,4 @@
-"""Why is this queued job not running? (issue 17). Every reason that holds, as plain data that
+"""Why is this queued job not running? Every reason that holds, as plain data that
 ``templates/fragments/why_not_running.html`` puts into words:
 
 - ``scheduled``: its ``available_at`` is later (created with a delay);
@@ -8,7 +8,10 @@
 - ``no_handler``: live workers exist but none has a handler for its type;
 - ``waiting``: it is due and waits for a free worker, with the number of jobs ahead of it in
   claim order, counted up to :data:`AHEAD_CAP` (two bounded range scans of job_claim_idx:
-  higher priorities that are due, then the same priority earlier in order).
+  higher priorities that are due, then the same priority earlier in order), and the threads of
+  the live workers that handle its type: how many, how many busy, and how many of those are
+  stuck in a handler past its lease (their heartbeats, ``store/workers.py``). A stuck thread is
+  busy: it claims nothing until its handler returns, whatever lease recovery did with its job.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from .capacity import capacity
 from .read_timeout import reading
 from .records import JobRecord
-from .workers import live_job_types
 
 AHEAD_CAP = 1000
 
@@ -81,12 +84,22 @@ def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:
             reasons.append(Reason("backing_off", values))
         else:
             reasons.append(Reason("scheduled", {"at": job.available_at, "seconds": wait}))
-    alive, types = live_job_types(now)
-    if alive == 0:
+    live = capacity(now, job.type)
+    if live.alive == 0:
         reasons.append(Reason("no_worker"))
-    elif job.type not in types:
-        reasons.append(Reason("no_handler", {"type": job.type, "types": sorted(types), "alive": alive}))
+    elif job.type not in live.types:
+        reasons.append(
+            Reason("no_handler", {"type": job.type, "types": sorted(live.types), "alive": live.alive})
+        )
     elif due:
         ahead = jobs_ahead(job, now)
-        reasons.append(Reason("waiting", {"ahead": ahead, "capped": ahead > AHEAD_CAP, "cap": AHEAD_CAP}))
+        values = {
+            "ahead": ahead,
+            "capped": ahead > AHEAD_CAP,
+            "cap": AHEAD_CAP,
+            "threads": live.threads,
+            "busy": live.busy,
+            "stuck": live.stuck,
+        }
+        reasons.append(Reason("waiting", values))
     return reasons

@@ -1,54 +1,86 @@
-"""Worker processes and their heartbeats (issue 17): the ``jobs_worker`` table.
+"""Worker processes and their heartbeats: the ``jobs_worker`` table.
 
 Each ``flask worker`` process upserts its row every ``JOB_WORKER_HEARTBEAT_SECONDS``
 (:func:`beat`, from ``runtime/heartbeat.py``) and marks it stopped on a clean exit
-(:func:`mark_stopped`). A process is *alive* while its last heartbeat is younger than
-:data:`STALE_AFTER_BEATS` of its own intervals, *stale* after that (killed, frozen, or cut off
-from the database), *stopped* once it said so. The jobs a process holds are the running jobs
-whose ``locked_by`` starts with ``host:pid:`` (``runtime/threads.make_worker_id``); the running
-set is small and read through ``job_timeout_idx`` (its predicate is ``status = 'running'``).
+(:func:`mark_stopped`). The row says what each of its threads is doing (``activity``: idle, or
+the job, attempt, start and lease of the attempt its handler runs), as the process itself
+sees it: a thread stuck in a handler past its lease is busy, whatever lease recovery did with
+its job meanwhile. States (:func:`state_of`):
 
-Rows stopped or silent for :data:`FORGET_AFTER` are deleted by the living processes' heartbeats.
-This table holds no job state: the queue never reads it to decide anything.
+- *alive*: the last heartbeat is younger than :data:`STALE_AFTER_BEATS` of its own intervals;
+- *stale*: older (killed, frozen, or cut off from the database): it may come back;
+- *gone*: silent for :data:`GONE_AFTER` (or ten times the stale window, if longer): it is
+  not coming back; an operator may remove its row (:func:`remove`, recorded in ``jobs_audit``);
+- *stopped*: it said so on a clean exit.
+
+The jobs a process holds are the running jobs whose ``locked_by`` starts with ``host:pid:``
+(``runtime/threads.make_worker_id``); the running set is small and read through
+``job_timeout_idx`` (its predicate is ``status = 'running'``). Rows stopped or silent for
+:data:`FORGET_AFTER` are deleted by the living processes' heartbeats. This table holds no job
+state: the queue never reads it to decide anything.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.types import Text
 
 from ..extensions import db
 from .read_timeout import reading
+from .values import pg_safe
 
 STALE_AFTER_BEATS = 3
+GONE_AFTER = timedelta(minutes=10)
+GONE_AFTER_STALE_WINDOWS = 10  # a slow heartbeat: gone only after ten of its stale windows
 FORGET_AFTER = timedelta(hours=24)
 HELD_SHOWN = 20  # jobs listed per process
+STATE_ORDER = {"alive": 0, "stale": 1, "gone": 2, "stopped": 3}
 
 BEAT = text(
     """
     INSERT INTO jobs_worker AS w (id, host, pid, started_at, mode, threads, busy, jobs_done,
-                                  last_seen, stopped_at, version, interval_seconds, job_types)
+                                  last_seen, stopped_at, version, interval_seconds, job_types,
+                                  activity)
     VALUES (:id, :host, :pid, :started_at, :mode, :threads,
-            LEAST(:threads, (SELECT count(*) FROM jobs_job
-                             WHERE status = 'running' AND locked_by LIKE :prefix)),
-            :jobs_done, :now, NULL, :version, :interval, :job_types)
+            COALESCE(:busy, LEAST(:threads, (SELECT count(*) FROM jobs_job
+                                             WHERE status = 'running' AND locked_by LIKE :prefix))),
+            :jobs_done, :now, NULL, :version, :interval, :job_types, :activity)
     ON CONFLICT (id) DO UPDATE
     SET busy = EXCLUDED.busy, jobs_done = EXCLUDED.jobs_done, last_seen = EXCLUDED.last_seen,
-        job_types = EXCLUDED.job_types
+        job_types = EXCLUDED.job_types, activity = EXCLUDED.activity
     """
-).bindparams(bindparam("job_types", type_=ARRAY(Text)))
+).bindparams(bindparam("job_types", type_=ARRAY(Text)), bindparam("activity", type_=JSONB))
 
 FORGET = text(
     "DELETE FROM jobs_worker WHERE COALESCE(stopped_at, last_seen) < :before AND last_seen < :before"
 )
 STOP = text(
-    "UPDATE jobs_worker SET stopped_at = :now, last_seen = :now, busy = 0, jobs_done = :jobs_done "
-    "WHERE id = :id"
+    "UPDATE jobs_worker SET stopped_at = :now, last_seen = :now, busy = 0, jobs_done = :jobs_done, "
+    "activity = NULL WHERE id = :id"
 )
+# Only a row that is gone or stopped, with its audit row in the same statement.
+REMOVE = text(
+    """
+    WITH removed AS (
+        DELETE FROM jobs_worker
+        WHERE id = :id AND (stopped_at IS NOT NULL OR last_seen < :now - greatest(
+            make_interval(secs => :gone_seconds),
+            make_interval(secs => interval_seconds * :stale_beats * :gone_windows)))
+        RETURNING id, host, pid, started_at, last_seen, stopped_at
+    )
+    INSERT INTO jobs_audit (created_at, action, actor, worker_id, data)
+    SELECT :now, 'worker_removed', COALESCE(:event_data ->> 'actor', ''), id,
+           :event_data || jsonb_build_object('host', host, 'pid', pid, 'started_at', started_at,
+                                             'last_seen', last_seen, 'stopped_at', stopped_at)
+    FROM removed
+    RETURNING worker_id
+    """
+).bindparams(bindparam("event_data", type_=JSONB))
 
 
 @dataclass(frozen=True)
@@ -73,9 +105,17 @@ def _like(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def beat(me: Identity, *, jobs_done: int, now: datetime) -> None:
-    """Upsert this process's row (busy counted from the jobs it holds, at most its threads: in
-    batch mode it also holds jobs claimed ahead of its threads) and forget old rows."""
+def beat(me: Identity, *, jobs_done: int, now: datetime, activity: dict[str, Any] | None = None) -> None:
+    """Upsert this process's row and forget old rows.
+
+    ``activity``: what each thread runs (``{"threads": [{"thread", "job_id", "type",
+    "attempt", "since", "lease_until"}, ...], "cleanup_interval_seconds": ...}``, an idle
+    thread with its name only); busy is then the threads running an attempt. Without it, busy
+    is counted from the jobs the process holds (at most its threads).
+    """
+    busy = None
+    if activity is not None:
+        busy = sum(1 for thread in activity.get("threads", []) if thread.get("job_id"))
     params = {
         "id": me.id,
         "host": me.host,
@@ -84,11 +124,13 @@ def beat(me: Identity, *, jobs_done: int, now: datetime) -> None:
         "mode": me.mode,
         "threads": me.threads,
         "prefix": _like(me.prefix),
+        "busy": busy,
         "jobs_done": jobs_done,
         "now": now,
         "version": me.version,
         "interval": me.interval_seconds,
         "job_types": list(me.job_types),
+        "activity": pg_safe(activity) if activity is not None else None,
     }
     with db.engine.begin() as conn:
         conn.execute(BEAT, params)
@@ -100,12 +142,44 @@ def mark_stopped(me: Identity, *, jobs_done: int, now: datetime) -> None:
         conn.execute(STOP, {"id": me.id, "now": now, "jobs_done": jobs_done})
 
 
+def remove(worker_id: str, *, event_data: dict[str, Any], now: datetime) -> bool:
+    """Delete a gone or stopped process's row, writing who did it to ``jobs_audit``; False
+    (nothing changed) for an unknown row or one that is alive or only stale."""
+    params = {
+        "id": worker_id,
+        "now": now,
+        "gone_seconds": GONE_AFTER.total_seconds(),
+        "stale_beats": STALE_AFTER_BEATS,
+        "gone_windows": GONE_AFTER_STALE_WINDOWS,
+        "event_data": pg_safe(event_data),
+    }
+    with db.engine.begin() as conn:
+        return conn.execute(REMOVE, params).first() is not None
+
+
 @dataclass(frozen=True)
 class HeldJob:
     id: str
     type: str
     locked_by: str
     locked_until: datetime
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """One thread of a process, as its last heartbeat reported it."""
+
+    thread: str  # thread-N
+    job_id: str | None = None
+    type: str | None = None
+    attempt: int | None = None
+    since: datetime | None = None
+    lease_until: datetime | None = None
+    past_lease: bool = False  # running an attempt whose lease ended (lost, still in its handler)
+
+    @property
+    def busy(self) -> bool:
+        return self.job_id is not None
 
 
 @dataclass(frozen=True)
@@ -123,13 +197,24 @@ class WorkerView:
     version: str
     interval_seconds: float
     job_types: list[str]
-    state: str  # alive | stale | stopped
+    state: str  # alive | stale | gone | stopped
     held: list[HeldJob] = field(default_factory=list)
     held_count: int = 0
+    thread_views: list[ThreadView] = field(default_factory=list)
+    cleanup_interval_seconds: float | None = None  # its rescuer's, when it reported it
 
     @property
     def prefix(self) -> str:
         return f"{self.host}:{self.pid}:"
+
+    @property
+    def stuck(self) -> list[ThreadView]:
+        """Threads in a handler past its attempt's lease."""
+        return [t for t in self.thread_views if t.past_lease]
+
+    @property
+    def removable(self) -> bool:
+        return self.state in ("gone", "stopped")
 
 
 @dataclass(frozen=True)
@@ -142,14 +227,68 @@ class WorkerBoard:
     def alive(self) -> list[WorkerView]:
         return [w for w in self.workers if w.state == "alive"]
 
+    @property
+    def stuck_threads(self) -> int:
+        """Threads of live processes stuck in a handler past their attempt's lease."""
+        return sum(len(w.stuck) for w in self.alive)
+
+    def owner(self, locked_by: str | None) -> WorkerView | None:
+        """The newest row of the process a ``locked_by`` names (a pid can come back)."""
+        if not locked_by:
+            return None
+        prefix = ":".join(locked_by.split(":")[:2]) + ":"
+        rows = [w for w in self.workers if w.prefix == prefix]
+        return max(rows, key=lambda w: w.started_at) if rows else None
+
 
 def state_of(last_seen: datetime, stopped_at: datetime | None, interval: float, now: datetime) -> str:
     if stopped_at is not None:
         return "stopped"
-    return "alive" if now - last_seen <= timedelta(seconds=STALE_AFTER_BEATS * interval) else "stale"
+    stale_window = timedelta(seconds=STALE_AFTER_BEATS * interval)
+    silent = now - last_seen
+    if silent <= stale_window:
+        return "alive"
+    return "gone" if silent > max(GONE_AFTER, GONE_AFTER_STALE_WINDOWS * stale_window) else "stale"
 
 
-WORKERS_SQL = text("SELECT * FROM jobs_worker ORDER BY stopped_at IS NOT NULL, started_at DESC LIMIT 200")
+def _moment(raw: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+
+
+def thread_views(activity: Any, now: datetime) -> list[ThreadView]:
+    """The threads of a heartbeat's ``activity``; anything malformed is left out."""
+    threads = activity.get("threads") if isinstance(activity, dict) else None
+    views = []
+    for raw in threads if isinstance(threads, list) else []:
+        if not isinstance(raw, dict) or not isinstance(raw.get("thread"), str):
+            continue
+        lease_until = _moment(raw.get("lease_until"))
+        job_id = raw.get("job_id") if isinstance(raw.get("job_id"), str) else None
+        views.append(
+            ThreadView(
+                thread=raw["thread"],
+                job_id=job_id,
+                type=raw.get("type") if isinstance(raw.get("type"), str) else None,
+                attempt=raw.get("attempt") if isinstance(raw.get("attempt"), int) else None,
+                since=_moment(raw.get("since")),
+                lease_until=lease_until,
+                # by the page's clock, or by the worker's own when it said so at its last beat
+                past_lease=job_id is not None
+                and (raw.get("past_lease") is True or (lease_until is not None and lease_until < now)),
+            )
+        )
+    return views
+
+
+def cleanup_interval(activity: Any) -> float | None:
+    value = activity.get("cleanup_interval_seconds") if isinstance(activity, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+WORKERS_SQL = text("SELECT * FROM jobs_worker ORDER BY started_at DESC LIMIT 200")
 RUNNING_SQL = text(
     "SELECT id, type, locked_by, locked_until FROM jobs_job WHERE status = 'running' "
     "ORDER BY locked_until LIMIT 5000"
@@ -157,7 +296,8 @@ RUNNING_SQL = text(
 
 
 def board(now: datetime) -> WorkerBoard:
-    """Every known process with its state and held jobs, and the running jobs nobody alive holds."""
+    """Every known process with its state, threads and held jobs (alive first, then stale,
+    gone, stopped; newest start first within each), and the running jobs nobody alive holds."""
     with reading() as conn:
         rows = conn.execute(WORKERS_SQL).mappings().all()
         running = [
@@ -182,8 +322,10 @@ def board(now: datetime) -> WorkerBoard:
         if view is None or view["state"] != "alive":
             orphaned.append(job)
     workers = []
-    for view in views:
+    for view in sorted(views, key=lambda v: STATE_ORDER[v["state"]]):  # stable: newest first within
         mine = held.get(view["id"], [])
+        activity = view.pop("activity", None)
+        live = view["state"] == "alive"
         workers.append(
             WorkerView(
                 **{
@@ -191,6 +333,8 @@ def board(now: datetime) -> WorkerBoard:
                     "job_types": list(view["job_types"] or []),
                     "held": mine[:HELD_SHOWN],
                     "held_count": len(mine),
+                    "thread_views": thread_views(activity, now) if live else [],
+                    "cleanup_interval_seconds": cleanup_interval(activity),
                 }
             )
         )

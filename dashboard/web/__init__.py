@@ -7,7 +7,7 @@ through ``store.read_jobs`` / ``store.read_stats`` and change state only through
 """
 
 # The view modules register their routes on ``bp`` when imported.
-from . import bulk, errors, events, guards, jobs, overview, rendering, signin, timeline, workers  # noqa: F401
+from . import alarm, audit, bulk, errors, events, guards, jobs, overview, rendering, signin, timeline, workers  # noqa: F401
 from .blueprint import bp
 
 __all__ = ["bp"]

@@ -43,6 +43,7 @@ def events() -> tuple[str, int]:
         "fragments/event_feed.html",
         filters=filters,
         page=page,
+        job_types=read_jobs.types_of([e.job_id for e in page.results]) if page else {},
         event_types=EVENT_TYPES,
         newest_shown=_newest_shown(filters, page),
         new_events_cap=NEW_EVENTS_CAP,

@@ -18,7 +18,7 @@ from ..store.records import JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .job_extras import job_extras
+from .job_extras import deleted_note, job_extras, running_owner
 from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
 from .search import list_page
@@ -40,7 +40,7 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
     """The job and the newest :data:`TIMELINE_EVENTS_MAX` of its events, or 404."""
     timeline = read_jobs.job_timeline(job_id, limit=TIMELINE_EVENTS_MAX)
     if timeline is None:
-        abort(404, description="No job has that id.")
+        abort(404, description=deleted_note(job_id, settings_of(current_app).tz) or "No job has that id.")
     return timeline
 
 
@@ -48,7 +48,7 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
 def job_list() -> tuple[str, int] | Response:
     """The job list; a refused filter is marked at its field (:func:`refused_status`)."""
     filters = job_filters(request.args)
-    read = list_page(filters)  # q, "next to run" or newest first (issue 17)
+    read = list_page(filters)  # q, "next to run" or newest first
     if read.single is not None and not is_htmx():  # a search that found one job opens it
         return redirect(url_for("web.job_detail", job_id=read.single), 303)
     html = page_or_fragment(
@@ -60,6 +60,8 @@ def job_list() -> tuple[str, int] | Response:
         notes=read.notes,
         excerpts=read.excerpts,
         keyset=keyset_param,
+        newer=read.newer,
+        payload_search=read.payload_search,
     )
     return html, refused_status(bool(filters.errors))
 
@@ -109,6 +111,7 @@ def detail_context(
         "job": job,
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
+        "owner": running_owner(job),  # does its owner still send heartbeats, when is it recovered
         "progress": progress_percent(timeline.progress) if running else None,
         "retry_form": RetryForm(),
         "notices": notices or [],

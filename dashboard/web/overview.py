@@ -1,15 +1,24 @@
-"""The overview: is the queue healthy, what is finishing, who is working, what failed."""
+"""The overview: is the queue healthy, what is finishing, who is working, what failed.
+
+Its figures are read once each: the live ones (queued split, running, per type) from
+``read_overview.queue_detail``, counted up to one cap (:data:`COUNT_CAP`, the same for the
+totals and the per-type rows) with the planner's estimate beside a total past it; the finished
+totals from ``read_health.finished_totals``; both charts of the hour from one read of its
+newest events. A cancelled job is shown as cancelled, never as failed.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from flask import current_app
 
 from ..config import settings_of
-from ..store import read_overview, read_stats, read_timeout, stats_refresh
+from ..limits import TYPE_COUNT_CAP
+from ..store import read_health, read_overview, read_stats, read_timeout, stats_refresh
 from ..store import workers as read_workers
 from .blueprint import bp
 from .chart import build_chart
@@ -21,6 +30,37 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FAILURES_SHOWN = 8
+COUNT_CAP = TYPE_COUNT_CAP  # every count on the overview reads at most this many entries
+
+
+@dataclass(frozen=True)
+class Card:
+    label: str  # a status, or "cancelled" / "total"
+    value: str  # as shown: "2,178", "about 98,000", "more than 1,000"
+    link: dict[str, str]  # the job list's filters for it
+
+
+def cards(queue: read_overview.QueueDetail | None, totals: read_health.FinishedTotals | None) -> list[Card]:
+    """The counts by status, cancelled apart from failed, and the total."""
+    shown: list[Card] = []
+    total, about = 0, False
+    if queue is not None and queue.queued is not None:
+        for label, figure in (("queued", queue.queued), ("running", queue.running)):
+            shown.append(Card(label, str(figure), {"status": label}))
+            total += figure.estimate if not figure.exact and figure.estimate else figure.value
+            about = about or not figure.exact
+    if totals is not None:
+        finished = (
+            ("succeeded", totals.succeeded, {"status": "succeeded"}),
+            ("failed", totals.failed, {"status": "failed", "cancelled": "false"}),
+            ("cancelled", totals.cancelled, {"status": "failed", "cancelled": "true"}),
+        )
+        for label, count, link in finished:
+            shown.append(Card(label, f"{count:,}", link))
+            total += count
+    if queue is not None and totals is not None:
+        shown.append(Card("total", ("about " if about else "") + f"{total:,}", {}))
+    return shown
 
 
 def overview_context() -> dict[str, Any]:
@@ -31,20 +71,25 @@ def overview_context() -> dict[str, Any]:
     settings = settings_of(current_app)
     policy = stats_refresh.policy_of(settings)
     with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
-        stats = _panel(lambda: read_stats.stats(current, policy))
-        minutes = _panel(lambda: read_stats.finished_per_minute(start, until))
-        workers = _panel(lambda: read_workers.board(current))  # heartbeats (issue 17)
+        totals = _panel(lambda: read_health.finished_totals(current, policy))
+        workers = _panel(lambda: read_workers.board(current))
         failures = _panel(lambda: read_stats.latest_failures(FAILURES_SHOWN))
-        queue = _panel(lambda: read_overview.queue_detail(current))
+        queue = _panel(
+            lambda: read_overview.queue_detail(current, cap=COUNT_CAP, type_cap=COUNT_CAP, estimates=True)
+        )
         figures = _panel(lambda: read_overview.minute_figures(start, until))
         runs = _panel(lambda: read_overview.hour_run_times(current))
+    minutes = (
+        [read_stats.MinuteCount(m.minute, m.succeeded, m.failed) for m in figures.items]
+        if figures is not None
+        else None
+    )
     return {
-        "stats": stats,
-        "oldest_queued_seconds": (
-            (current - stats.oldest_queued_at).total_seconds() if stats and stats.oldest_queued_at else None
-        ),
+        "totals": totals,
+        "cards": cards(queue, totals),
         "chart": build_chart(minutes, start) if minutes is not None else None,
         "workers": workers,
+        "stuck_threads": workers.stuck_threads if workers is not None else None,
         "failures": failures,
         "retry_form": RetryForm(),
         "queue": queue,

@@ -79,8 +79,13 @@ class JobFilters:
     before: Keyset | None = None  # keyset paging: rows older than this (created_at, id)
     after: Keyset | None = None  # rows newer than this
     errors: dict[str, str] = field(default_factory=dict)
-    q: str = ""  # search (issue 17, ``store/search.py``)
+    q: str = ""  # search (``store/search.py``)
     order: str = "newest"  # or "next": ready jobs in claim order
+    # True: only jobs an operator cancelled (stored as failed); False: none of them; None: either.
+    cancelled: bool | None = None
+    # A live first page holds its rows: the newest row it showed; newer ones are counted, not shown.
+    top: Keyset | None = None
+    include_cancelled: bool = False  # a bulk retry asked for the cancelled jobs too
 
     @property
     def keyed(self) -> bool:
@@ -96,7 +101,8 @@ class JobFilters:
         """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
         values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
         values.update(q=self.q, order="" if self.order == "newest" else self.order)
-        for name in ("before", "after"):
+        values["cancelled"] = "" if self.cancelled is None else ("true" if self.cancelled else "false")
+        for name in ("before", "after", "top"):
             key = getattr(self, name)
             values[name] = keyset_param(*key) if key else None
         if self.limit != JOB_PAGE_SIZE:
@@ -105,7 +111,22 @@ class JobFilters:
         return {k: v for k, v in values.items() if v not in ("", None, 0)}
 
     def first_page(self) -> dict[str, object]:
-        return self.query(offset=None, before=None, after=None)
+        return self.query(offset=None, before=None, after=None, top=None)
+
+    def describe(self) -> str:
+        """The filter in words, for the page title: ``failed, type “mail”``."""
+        parts = []
+        if self.cancelled is True:
+            parts.append("cancelled")
+        elif self.status:
+            parts.append(self.status + (", not cancelled" if self.cancelled is False else ""))
+        if self.type:
+            parts.append(f"type contains “{self.type}”")
+        if self.q:
+            parts.append(f"search “{self.q}”")
+        if self.order == "next":
+            parts.append("next to run")
+        return ", ".join(parts)
 
 
 def job_filters(args: Mapping[str, str]) -> JobFilters:
@@ -123,6 +144,9 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
     limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
     offset = _int(args, "offset", errors, minimum=0, maximum=JOB_OFFSET_MAX) or 0
     before, after = _keyset(args, "before", errors), _keyset(args, "after", errors)
+    top = _keyset(args, "top", errors)
+    cancelled = _flag(args, "cancelled", errors)
+    include_cancelled = (args.get("include_cancelled") or "").strip().lower() in ("1", "true", "on", "yes")
     if before and after:
         errors["after"] = "Give before or after, not both."
         after = None
@@ -131,7 +155,7 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         errors["order"] = f"order must be one of {', '.join(ORDERS)}."
         order = "newest"
     if order != "newest":  # claim order pages by offset (store/read_search.next_to_run)
-        before = after = None
+        before = after = top = None
     if "offset" in errors:
         errors["offset"] += (
             " Deeper pages: follow the Older link."
@@ -148,7 +172,22 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
         errors=errors,
         q=q,
         order=order,
+        cancelled=cancelled,
+        top=top,
+        include_cancelled=include_cancelled,
     )
+
+
+def _flag(args: Mapping[str, str], name: str, errors: dict[str, str]) -> bool | None:
+    raw = (args.get(name) or "").strip().lower()
+    if not raw:
+        return None
+    if raw in ("true", "1", "yes"):
+        return True
+    if raw in ("false", "0", "no"):
+        return False
+    errors[name] = f"{name} must be true or false."
+    return None
 
 
 ORDERS = ("newest", "next")
@@ -169,12 +208,19 @@ class EventFilters:
     before: int | None = None
     after: int | None = None
     limit: int = EVENT_PAGE_SIZE
-    quiet: bool = False  # leave out progress and lease renewals
+    # Progress and lease renewals (a running job's chatter) are left out of the whole feed
+    # unless asked for (``chatter=1``) or ticked as types: by default it shows what changed.
+    # One job's feed (``job_id``) shows all of its events.
+    chatter: bool = False
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
+    def quiet(self) -> bool:
+        return not self.chatter and not self.types and self.job_id is None
+
+    @property
     def filtered(self) -> bool:
-        return bool(self.types or self.job_id or self.quiet)
+        return bool(self.types or self.job_id or self.chatter)
 
     @property
     def exclude(self) -> tuple[str, ...]:
@@ -182,8 +228,8 @@ class EventFilters:
 
     def query(self, **changes: object) -> dict[str, object]:
         values: dict[str, object] = {"type": list(self.types), "job_id": self.job_id}
-        if self.quiet:
-            values["quiet"] = 1
+        if self.chatter:
+            values["chatter"] = 1
         if self.limit != EVENT_PAGE_SIZE:
             values["limit"] = self.limit
         values.update(changes)
@@ -191,14 +237,16 @@ class EventFilters:
 
 
 def event_filters(args: Mapping[str, str]) -> EventFilters:
-    """``type`` may repeat (any of them); ``quiet=1`` leaves out progress and renewals."""
+    """``type`` may repeat (any of them); ``chatter=1`` keeps progress and renewals, which are
+    left out otherwise unless ticked as types (``quiet=1``, the old way to leave them out, is
+    the default now and still accepted)."""
     errors: dict[str, str] = {}
     wanted = _all(args, "type")
     unknown = [t for t in wanted if t not in EVENT_TYPES]
     if unknown:
         errors["type"] = f"type must be one of {', '.join(EVENT_TYPES)}."
     types = tuple(dict.fromkeys(t for t in wanted if t in EVENT_TYPES))
-    quiet = (args.get("quiet") or "").strip().lower() in ("1", "true", "on", "yes")
+    chatter = (args.get("chatter") or "").strip().lower() in ("1", "true", "on", "yes")
     job_id = None
     raw_job = (args.get("job_id") or "").strip()
     if raw_job:
@@ -213,5 +261,5 @@ def event_filters(args: Mapping[str, str]) -> EventFilters:
         after = None
     limit = _page_size(args, errors, EVENT_PAGE_SIZE, EVENT_PAGE_MAX)
     return EventFilters(
-        types=types, job_id=job_id, before=before, after=after, limit=limit, quiet=quiet, errors=errors
+        types=types, job_id=job_id, before=before, after=after, limit=limit, chatter=chatter, errors=errors
     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app, g, render_template
+from flask import current_app, has_request_context, render_template
 from htmx_flask import request
+from markupsafe import Markup, escape
 
 from ..config import settings_of
 from ..store.service import utcnow
@@ -33,10 +35,11 @@ def refused_status(refused: bool) -> int:
 
 
 def now() -> datetime:
-    """One clock reading per request, so every time on a page is relative to the same now."""
-    if "now" not in g:
-        g.now = utcnow()
-    return g.now
+    """One clock reading per request, so every time on a page is relative to the same now
+    (kept in the request's WSGI environ: an application context can outlive one request)."""
+    if not has_request_context():
+        return utcnow()
+    return request.environ.setdefault("jobqueue.now", utcnow())
 
 
 def safe_next(target: str | None) -> str | None:
@@ -69,3 +72,49 @@ def duration_filter(seconds: float) -> str:
 def pretty_json(value: Any) -> str:
     """Indented JSON for payloads, results and event data (escaped by the template)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+ISO_MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+
+
+@bp.app_template_filter("times_in")
+def times_in(text: str) -> Markup:
+    """``text`` escaped, each ISO 8601 time in it (a lease's end in a lease-expiry error) shown
+    in ``TIME_ZONE`` with how long ago, the exact value kept in a ``<time>`` element."""
+    parts: list[str] = []
+    last = 0
+    for found in ISO_MOMENT.finditer(text):
+        try:
+            moment = datetime.fromisoformat(found.group().replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        shown = f"{absolute_filter(moment)} ({relative_filter(moment)})"
+        parts += [
+            escape(text[last : found.start()]),
+            Markup('<time datetime="%s">%s</time>') % (found.group(), shown),
+        ]
+        last = found.end()
+    parts.append(escape(text[last:]))
+    return Markup("").join(parts)
+
+
+@bp.app_template_filter("moment")
+def moment_filter(raw: object) -> datetime | None:
+    """An ISO 8601 text from JSON data (an audit entry's) as a time, or None."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else None
+
+
+@bp.app_template_filter("breakable")
+def breakable(name: str) -> Markup:
+    """A dotted name (a job type, a worker id) that may break after ``.``, ``_``, ``-`` or ``:``
+    and nowhere else: ``email.send`` wraps as ``email.`` / ``send``, never ``email.se`` / ``nd``."""
+    return Markup("").join(
+        escape(part) + (Markup("<wbr>") if part[-1:] in "._-:" else Markup(""))
+        for part in re.split(r"(?<=[._\-:])", name)
+    )

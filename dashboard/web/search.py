@@ -1,14 +1,19 @@
-"""The job list's reads with search and order (issue 17), beside the plain newest-first list.
+"""The job list's reads with search and order, beside the plain newest-first list.
 
 ``list_page`` picks the read: ``q`` (``store/read_search.search_jobs``), "next to run"
 (``store/read_search.next_to_run``) or the plain list (``store/read_jobs.list_jobs``). Searches
 run under the dashboard's statement timeout; one that runs past it shows an empty page with a
 note instead of an error.
+
+A live first page holds still: its poll carries ``top`` (the newest row it showed), gets the
+rows from that one down, and counts the newer ones (at most :data:`NEW_JOBS_CAP`) for a "N new
+jobs" link instead of moving every row down.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from flask import current_app
 
@@ -17,6 +22,8 @@ from ..limits import PREVIEW_CHARS  # the pages show neither payload nor result:
 from ..store import read_jobs, read_search, read_timeout, search, stats_refresh
 from .params import JobFilters
 from .rendering import now
+
+NEW_JOBS_CAP = 100
 
 
 @dataclass(frozen=True)
@@ -27,12 +34,24 @@ class ListRead:
     # Where an error search matched each listed job's error, by job id: the list shows an
     # error column with the match marked whatever the status filter.
     excerpts: dict[str, search.ErrorExcerpt] = field(default_factory=dict)
+    newer: int = 0  # a held first page: jobs newer than its top row (at most NEW_JOBS_CAP)
+    payload_search: bool = False  # reads the filter's newest 10,000 jobs: not re-run by polls
+
+
+def _held(filters: JobFilters) -> read_jobs.Keyset | None:
+    """The ``before`` that holds a live first page at its ``top`` row (that row included: one
+    microsecond later, the database's resolution)."""
+    if filters.top is None or filters.positioned or not filters.keyed:
+        return None
+    created_at, job_id = filters.top
+    return created_at + timedelta(microseconds=1), job_id
 
 
 def list_page(filters: JobFilters) -> ListRead:
     settings = settings_of(current_app)
     if filters.errors:
         return ListRead(None, [])
+    held = _held(filters)
     if filters.order == "next" and not filters.q:
         page = read_search.next_to_run(
             limit=filters.limit,
@@ -44,17 +63,23 @@ def list_page(filters: JobFilters) -> ListRead:
         return ListRead(page, [])
     if not filters.q:
         policy = stats_refresh.policy_of(settings)
-        page = read_jobs.list_jobs(
-            limit=filters.limit,
-            offset=filters.offset,
-            status=filters.status or None,
-            type=filters.type or None,
-            policy=policy,
-            preview_chars=PREVIEW_CHARS,
-            before=filters.before,  # keyset paging (issue 18); claim order pages by offset
-            after=filters.after,
-        )
-        return ListRead(page, [])
+
+        def read(limit: int, before: object, after: object) -> read_jobs.JobPage:
+            return read_jobs.list_jobs(
+                limit=limit,
+                offset=filters.offset if before is None and after is None else 0,
+                status=filters.status or None,
+                type=filters.type or None,
+                policy=policy,
+                preview_chars=PREVIEW_CHARS,
+                before=before,  # keyset paging; claim order pages by offset
+                after=after,
+                cancelled=filters.cancelled,
+            )
+
+        page = read(filters.limit, held or filters.before, filters.after)
+        newer = len(read(NEW_JOBS_CAP, None, filters.top).results) if held else 0
+        return ListRead(page, [], newer=newer)
     try:
         terms = search.parse_q(filters.q)
     except search.SearchError as exc:
@@ -75,12 +100,14 @@ def list_page(filters: JobFilters) -> ListRead:
                 status=filters.status or None,
                 type=filters.type or None,
                 preview_chars=PREVIEW_CHARS,
-                before=filters.before,
+                before=held or filters.before,
                 after=filters.after,
+                cancelled=filters.cancelled,
             )
     except read_timeout.QueryTimeout:
         notes.append("The search stopped early: it ran past the time limit. Narrow it with a status or type.")
         return ListRead(read_jobs.JobPage(count=0, results=[]), notes)
     single = str(page.results[0].id) if page.count == 1 and page.results and not filters.positioned else None
     excerpts = {str(job.id): search.error_excerpt(job.last_error, terms) for job in page.results}
-    return ListRead(page, notes, single, {key: found for key, found in excerpts.items() if found})
+    matched = {key: found for key, found in excerpts.items() if found}
+    return ListRead(page, notes, single, matched, payload_search=terms.payload is not None)

@@ -65,7 +65,8 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/jobs/{job_id}/retry/", "POST"), ("/api/schema/", "GET"),
         ("/api/docs/", "GET"), ("/api/ready/", "GET"),
         ("/api/jobs/bulk-retry/", "POST"), ("/api/jobs/bulk-cancel/", "POST"),
-        ("/api/jobs/bulk-run-now/", "POST"),
+        ("/api/jobs/bulk-run-now/", "POST"), ("/api/jobs/bulk-delete/", "POST"),
+        ("/api/jobs/{job_id}/", "DELETE"),
     } == routes  # fmt: skip
 
 
@@ -86,7 +87,7 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert not re.fullmatch(available_at["pattern"], "2026-06-21T02:33:01")  # naive
     assert not re.fullmatch(available_at["pattern"], "9999-06-21T02:33:01Z")  # past the last year
     params = {p["name"]: p for p in document["paths"]["/api/jobs/"]["get"]["parameters"]}
-    assert set(params) == {"limit", "offset", "status", "type", "q"}
+    assert set(params) == {"limit", "offset", "status", "type", "q", "cancelled"}
     assert params["limit"]["schema"]["default"] == 25
     assert (params["offset"]["schema"]["minimum"], params["offset"]["schema"]["maximum"]) == (
         0,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dashboard.store import service
+from dashboard.store import read_jobs, service, workers
 from dashboard.store.records import JobRecord
+from tests.factories import make_job
 
 LONG_WORD = "x" * 3000  # a message with no space to break at
 
@@ -16,6 +17,8 @@ class Seeded:
     failed: JobRecord  # failed for good, its error one long word
     running: JobRecord  # running with a long lease and many progress events
     ready_old: JobRecord  # the oldest ready job, due two hours ago
+    cancelled: JobRecord | None = None  # cancelled by an operator (stored as failed)
+    orphan: JobRecord | None = None  # running, held by a process that stopped sending heartbeats
 
 
 def fail_for_good(type_: str, error: str) -> JobRecord:
@@ -54,4 +57,46 @@ def seed_pages() -> Seeded:
         "demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)
     ).job
     service.create_job("demo.success", {}, available_at=now + timedelta(hours=1))
-    return Seeded(failed=failed, running=running, ready_old=ready_old)
+    cancelled = service.create_job("mail.send", {"to": "x@example.org"}).job
+    service.cancel_job(cancelled.id, event_data={"actor": "olga", "role": "operator"})
+    deleted = service.create_job("report.build", {}).job
+    service.cancel_job(deleted.id, event_data={"actor": "olga"})
+    service.delete_job(deleted.id, event_data={"actor": "olga", "role": "operator", "source": "dashboard"})
+    orphan = seed_workers(now)
+    return Seeded(
+        failed=failed,
+        running=running,
+        ready_old=ready_old,
+        cancelled=read_jobs.get_job(cancelled.id),
+        orphan=orphan,
+    )
+
+
+def seed_workers(now) -> JobRecord:
+    """Worker rows of every state: one alive with a thread stuck past its lease, one stale that
+    still holds a running job (its owner stopped sending heartbeats), one gone, one stopped."""
+
+    def me(pid: int, threads: int = 2) -> workers.Identity:
+        return workers.Identity(f"seed-host:{pid}:x", "seed-host", pid, now, "one-job", threads, "1", 5.0,
+                                ("demo.success", "demo.slow", "demo.fail"))  # fmt: skip
+
+    past = (now - timedelta(seconds=45)).isoformat()
+    stuck = {
+        "threads": [
+            {"thread": "thread-1", "job_id": "00000000-0000-4000-8000-000000000001", "type": "demo.timeout",
+             "attempt": 1, "since": past, "lease_until": past},
+            {"thread": "thread-2"},
+        ],
+        "cleanup_interval_seconds": 0.5,
+    }  # fmt: skip
+    workers.beat(me(101), jobs_done=7, now=now, activity=stuck)
+    workers.beat(me(102), jobs_done=3, now=now - timedelta(seconds=40))
+    workers.beat(me(103), jobs_done=1, now=now - timedelta(hours=2))
+    workers.beat(me(104), jobs_done=2, now=now)
+    workers.mark_stopped(me(104), jobs_done=2, now=now)
+    return make_job(
+        "running",
+        type="demo.slow",
+        locked_by="seed-host:102:thread-1:dead",
+        locked_until=now + timedelta(hours=1),
+    )

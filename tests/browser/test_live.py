@@ -70,7 +70,7 @@ def test_long_job_page_keeps_place_and_polls_small(
 
     link = page.locator("#job-live a[data-field=activity]")
     link.focus()
-    selected = page.evaluate(SELECT_JS, "pre[aria-label=payload]")
+    selected = page.evaluate(SELECT_JS, "pre[data-label=payload]")
     assert "select me" in selected
     progress = page.locator("#job-live [data-field=progress]")
     before = progress.inner_text()

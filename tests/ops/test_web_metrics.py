@@ -29,6 +29,7 @@ def test_queue_gauges_count_known_rows(app):
     for _ in range(3):
         make_job("succeeded")
     make_job("failed")
+    make_job("failed", cancelled_at=now, last_error="Cancelled by olga")  # not a failure
     with app.app_context():
         stats_refresh.refresh_finished_counts(wait=True)
     response = scrape_app(app)
@@ -39,6 +40,7 @@ def test_queue_gauges_count_known_rows(app):
     assert value(samples, "jobqueue_jobs", status="running") == 2
     assert value(samples, "jobqueue_jobs", status="succeeded") == 3
     assert value(samples, "jobqueue_jobs", status="failed") == 1
+    assert value(samples, "jobqueue_jobs", status="cancelled") == 1
     assert value(samples, "jobqueue_jobs_ready", type="mail.send") == 2
     assert value(samples, "jobqueue_jobs_ready", type="report.build") == 0
     assert value(samples, "jobqueue_jobs_scheduled", type="report.build") == 1

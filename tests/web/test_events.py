@@ -55,8 +55,11 @@ def test_feed_filters_by_type_and_job(app, client):
     assert _ids(both) == [3, 2, 1]
     assert "type=claimed&amp;type=created" in both  # the live notice keeps both
     service.record_progress(claimed.id, claimed.locked_by, 1, message="half")
+    # by default the feed leaves a running job's chatter out; chatter=1 (or ticking it) shows it
+    assert _ids(client.get("/events/").get_data(as_text=True)) == [3, 2, 1]
     assert _ids(client.get("/events/?quiet=1").get_data(as_text=True)) == [3, 2, 1]
-    assert _ids(client.get("/events/").get_data(as_text=True)) == [4, 3, 2, 1]
+    assert _ids(client.get("/events/?chatter=1").get_data(as_text=True)) == [4, 3, 2, 1]
+    assert _ids(client.get("/events/?type=progress").get_data(as_text=True)) == [4]
     only_b = client.get(f"/events/?job_id={b}").get_data(as_text=True)
     assert set(re.findall(r'href="/jobs/([0-9a-f-]{36})/"', only_b)) == {str(b)}
     assert f'value="{b}"' in only_b

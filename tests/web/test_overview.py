@@ -22,7 +22,7 @@ def _stat(html: str, name: str) -> str:
 
 def test_overview_page_shows_counts_linked_to_the_filtered_list(app, client):
     make_job("queued")
-    make_job("queued", attempts=1)
+    make_job("queued", attempts=1, available_at=utcnow() + timedelta(minutes=5))
     make_job("running", locked_until=utcnow() - timedelta(seconds=5))
     make_job("failed", last_error="disk full")
     response = client.get("/")
@@ -33,10 +33,13 @@ def test_overview_page_shows_counts_linked_to_the_filtered_list(app, client):
         r'href="/jobs/\?status=queued">\s*<span class="card-value" data-status="queued">2<', html
     )
     assert re.search(
-        r'href="/jobs/\?status=failed">\s*<span class="card-value" data-status="failed">1<', html
+        r'href="/jobs/\?status=failed&amp;cancelled=false">\s*'
+        r'<span class="card-value" data-status="failed">1<',
+        html,
     )
     assert _stat(html, "overdue_running") == "1"
-    assert _stat(html, "retries_pending") == "1"
+    assert _stat(html, "retrying") == "1"  # the queued split says it: no second "retries pending"
+    assert 'data-stat="retries_pending"' not in html and 'data-stat="oldest_queued"' not in html
 
 
 def test_overview_fragment_is_the_polled_block_only(app, client):
@@ -48,12 +51,12 @@ def test_overview_fragment_is_the_polled_block_only(app, client):
     assert 'hx-trigger="every 3s, poll-now"' in html and "data-poll" in html
 
 
-def test_oldest_queued_age_and_empty_queue(app, client):
-    assert "none queued" in client.get("/").get_data(as_text=True)
-    make_job("queued", created_at=utcnow() - timedelta(minutes=7, seconds=3))
+def test_oldest_ready_wait_and_empty_queue(app, client):
+    assert "nothing ready" in client.get("/").get_data(as_text=True)
+    make_job("queued", available_at=utcnow() - timedelta(minutes=7, seconds=3))
     html = client.get("/").get_data(as_text=True)
     assert re.search(
-        r'data-stat="oldest_queued">\s*<time datetime="[^"]+" title="\d{4}-\d\d-\d\d [\d:]+ UTC">7 min<', html
+        r'data-stat="oldest_ready_wait">\s*<time datetime="[^"]+" title="due [^"]+">7 min<', html
     )
 
 

@@ -66,8 +66,12 @@ def test_query_filters_collect_errors_instead_of_raising():
     from werkzeug.datastructures import MultiDict
 
     several = event_filters(MultiDict([("type", "failed"), ("type", "claimed"), ("quiet", "1")]))
-    assert (several.types, several.exclude) == (("failed", "claimed"), ("progress", "lease_renewed"))
-    assert several.query() == {"type": ["failed", "claimed"], "quiet": 1}
+    assert (several.types, several.exclude) == (("failed", "claimed"), ())  # ticked types: as asked
+    assert several.query() == {"type": ["failed", "claimed"]}
+    bare = event_filters(MultiDict())
+    assert bare.exclude == ("progress", "lease_renewed") and not bare.filtered  # the default
+    chatty = event_filters(MultiDict([("chatter", "1")]))
+    assert chatty.exclude == () and chatty.query() == {"chatter": 1}
     assert event_filters(MultiDict([("type", "failed"), ("type", "nope")])).errors.keys() == {"type"}
     assert event_filters({"job_id": "x", "after": "-1"}).errors.keys() == {"job_id", "after"}
     assert job_filters({"status": "queued", "type": "a", "offset": "0"}).query(offset=25) == {

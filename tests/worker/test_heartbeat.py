@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 
+import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
@@ -13,6 +14,8 @@ from dashboard.store.service import utcnow
 from tests.worker_mode import batch_mode, worker_mode_env
 
 from .helpers import wait_until
+
+pytestmark = pytest.mark.process  # real worker processes: CI runs these in batch mode too
 
 
 def _rows():
@@ -41,3 +44,26 @@ def test_killed_worker_turns_stale(app, start_worker):
     worker.proc.kill()
     worker.proc.wait(10)
     wait_until(lambda: _state() == ["stale"], 20, "the row to go stale")
+
+
+def test_busy_counts_threads_in_handlers_and_names_their_attempts(app, start_worker):
+    """Two threads hang past their lease: both are busy and stuck, whatever lease recovery does
+    with their jobs; in batch mode the jobs claimed ahead for lanes are not counted as threads."""
+    from dashboard.store import service
+
+    hung = {str(service.create_job("demo.timeout", {"sleep_seconds": 30}).job.id) for _ in range(2)}
+    for _ in range(6):
+        service.create_job("demo.slow", {"sleep_seconds": 30})  # claimed ahead in batch mode
+    worker = start_worker(JOB_WORKER_HEARTBEAT_SECONDS="0.2", JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5")
+
+    def stuck() -> list[workers.ThreadView]:
+        board = workers.board(utcnow())
+        return [t for w in board.alive for t in w.stuck]
+
+    wait_until(lambda: len(stuck()) == 2, 30, "both threads stuck past their lease")
+    (view,) = workers.board(utcnow()).alive
+    assert view.busy == 2 == view.threads
+    assert {t.thread for t in view.thread_views} == {"thread-1", "thread-2"}
+    assert {t.job_id for t in view.thread_views} == hung  # the hung attempts, not the jobs claimed ahead
+    worker.proc.kill()
+    worker.proc.wait(10)
