@@ -64,9 +64,9 @@ def test_on_a_large_table_cached_totals_too_old_are_left_out_and_recounted(app):
             large = StatsPolicy(exact_below_rows=0, refresh_seconds=30, on_stale=lambda: recounts.append(1))
 
             fresh = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=10), large)
-            assert fresh == ({"succeeded": 1, "failed": 0}, counted_at) and recounts == []
+            assert fresh == ({"succeeded": 1, "failed": 0, "cancelled": 0}, counted_at) and recounts == []
             aging = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=45), large)
-            assert aging == ({"succeeded": 1, "failed": 0}, counted_at) and recounts == [1]
+            assert aging == ({"succeeded": 1, "failed": 0, "cancelled": 0}, counted_at) and recounts == [1]
             stale = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=61), large)
             assert stale == ({}, counted_at) and recounts == [1, 1]
 
