@@ -48,10 +48,10 @@ def test_the_banner_is_the_first_thing_on_every_page_and_in_the_title(
     page.screenshot(path=str(ARTIFACTS / f"banner-{size[0]}.png"))
     _alive(1, ("demo.success",))  # alive, but no handler for mail.send
     expect(page.locator("[data-alarm=no_handler]")).to_contain_text("mail.send", timeout=20_000)
-    page.wait_for_function("document.title.startsWith('⚠ No handler · ')")
+    page.wait_for_function("() => document.title.startsWith('⚠ No handler · ')")
     _alive(2, ("mail.send",))
     expect(page.locator("[data-alarm]")).to_have_count(0, timeout=20_000)
-    page.wait_for_function("document.title === 'Workers · Job queue'")
+    page.wait_for_function("() => document.title === 'Workers · Job queue'")
     assert page.console_errors == []
 
 
