@@ -42,14 +42,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, func, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.types import Uuid
+from sqlalchemy import ColumnElement, Connection, func, select, text
 
 from ..extensions import db
 from .read_jobs import cancelled_clause, events, types_matching
 from .read_timeout import reading
+from .records import JobRecord
 from .search import Terms, filters, jobs, matching
+from .sql import query
 from .values import aware, pg_safe, utcnow
 
 CHUNK = 500
@@ -57,78 +57,12 @@ ACTIONS = ("retry", "cancel", "run_now", "delete")
 ACTION_STATUS = {"retry": "failed", "cancel": "queued", "run_now": "queued", "delete": None}
 FINISHED = ("succeeded", "failed")  # what delete takes: a live job is never deleted
 
-_IDS = bindparam("ids", type_=ARRAY(Uuid))
-_DATA = bindparam("event_data", type_=JSONB)
-_WAKE = "wake AS (SELECT pg_notify('jobqueue_jobs', '') WHERE EXISTS (SELECT 1 FROM changed))"
-
+# One statement per action (actions.sql), the same for one job and for a chunk.
 STATEMENTS = {
-    "retry": text(
-        f"""
-        WITH changed AS (
-            UPDATE jobs_job
-            SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
-                locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
-                cancelled_at = NULL, updated_at = :now
-            WHERE id = ANY(:ids) AND status = 'failed'
-            RETURNING id
-        ), ev AS (
-            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-            SELECT id, 'manual_retry', 0, NULL, 'Manual retry', :event_data, :now FROM changed
-        ), {_WAKE}
-        SELECT (SELECT count(*) FROM changed) AS changed, (SELECT count(*) FROM wake) AS woke
-        """
-    ).bindparams(_IDS, _DATA),
-    "cancel": text(
-        """
-        WITH changed AS (
-            UPDATE jobs_job
-            SET status = 'failed', finished_at = :now, cancelled_at = :now, last_error = :message,
-                updated_at = :now
-            WHERE id = ANY(:ids) AND status = 'queued'
-            RETURNING id, attempts
-        ), ev AS (
-            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-            SELECT id, 'cancelled', attempts, NULL, :message, :event_data, :now FROM changed
-        )
-        SELECT (SELECT count(*) FROM changed) AS changed, 0 AS woke
-        """
-    ).bindparams(_IDS, _DATA),
-    "run_now": text(
-        f"""
-        WITH waiting AS (
-            SELECT id, available_at FROM jobs_job
-            WHERE id = ANY(:ids) AND status = 'queued' AND available_at > :now
-        ), changed AS (
-            UPDATE jobs_job AS j SET available_at = :now, updated_at = :now
-            FROM waiting WHERE j.id = waiting.id
-            RETURNING j.id, j.attempts, waiting.available_at AS was
-        ), ev AS (
-            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-            SELECT id, 'rescheduled', attempts, NULL, :message,
-                   :event_data || jsonb_build_object('was_available_at', was), :now
-            FROM changed
-        ), {_WAKE}
-        SELECT (SELECT count(*) FROM changed) AS changed, (SELECT count(*) FROM wake) AS woke
-        """
-    ).bindparams(_IDS, _DATA),
-    # The events go with the job (ON DELETE CASCADE); the audit row stays.
-    "delete": text(
-        """
-        WITH changed AS (
-            DELETE FROM jobs_job
-            WHERE id = ANY(:ids) AND status IN ('succeeded', 'failed')
-            RETURNING id, type, status, attempts, created_at, finished_at, cancelled_at
-        ), audit AS (
-            INSERT INTO jobs_audit (created_at, action, actor, job_id, job_type, job_status, data)
-            SELECT :now, 'job_deleted', COALESCE(:event_data ->> 'actor', ''), id, type, status,
-                   :event_data || jsonb_build_object('attempts', attempts, 'created_at', created_at,
-                                                     'finished_at', finished_at,
-                                                     'cancelled', cancelled_at IS NOT NULL)
-            FROM changed
-        )
-        SELECT (SELECT count(*) FROM changed) AS changed, 0 AS woke
-        """
-    ).bindparams(_IDS, _DATA),
+    "retry": query("retry"),
+    "cancel": query("cancel"),
+    "run_now": query("run_now"),
+    "delete": query("delete"),
 }
 
 
@@ -231,7 +165,7 @@ def run(
             if not ids:
                 break
             params = {"ids": ids, "now": moment, "event_data": data, "message": message}
-            done = conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
+            done = len(conn.execute(STATEMENTS[action], params).all())
         chunks += 1
         changed += done
         if not done:
@@ -243,6 +177,7 @@ def run(
 class OneOutcome:
     changed: bool
     status: str | None  # the job's status now; None: no such job
+    job: JobRecord | None = None  # the job now (None: deleted, or no such job)
 
 
 def run_one(
@@ -253,13 +188,16 @@ def run_one(
     moment = aware(now or utcnow(), "now")
     data = pg_safe(event_data)
     params = {"ids": [job_id], "now": moment, "event_data": data, "message": pg_safe(_message(action, data))}
-    status_of = select(jobs.c.status).where(jobs.c.id == job_id)
     with db.engine.begin() as conn:
-        deleting = action == "delete"
-        before = conn.execute(status_of.with_for_update()).scalar_one_or_none() if deleting else None
-        changed = conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
-        status = before if deleting else conn.execute(status_of).scalar_one_or_none()
-    return OneOutcome(changed=bool(changed), status=status)
+        if action == "delete":
+            status_of = select(jobs.c.status).where(jobs.c.id == job_id).with_for_update()
+            status = conn.execute(status_of).scalar_one_or_none()
+            changed = bool(conn.execute(STATEMENTS[action], params).all())
+            return OneOutcome(changed=changed, status=status)
+        changed = bool(conn.execute(STATEMENTS[action], params).all())
+        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+    job = JobRecord.from_row(row) if row is not None else None
+    return OneOutcome(changed=changed, status=job.status if job else None, job=job)
 
 
 TYPES_WITH_SQL = text(

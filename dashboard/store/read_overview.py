@@ -270,7 +270,7 @@ _RECENT = """
     SELECT (SELECT count(*) FROM recent) AS events_read, figures.*
     FROM (VALUES (1)) AS one LEFT JOIN figures ON true
 """
-# Outcomes and the waits recorded by the claims (sql.py: ``wait_ms``), per minute.
+# Outcomes and the waits recorded by the claims (claim.sql: ``wait_ms``), per minute.
 MINUTES_SQL = text(
     _RECENT.format(
         figures="""
@@ -287,7 +287,7 @@ MINUTES_SQL = text(
     )
     + "ORDER BY minute"
 )
-# Run times recorded by the outcomes (sql.py: ``run_ms`` and ``type``), per type.
+# Run times recorded by the outcomes (settle.sql: ``run_ms`` and ``type``), per type.
 RUN_TIMES_SQL = text(
     _RECENT.format(
         figures="""

@@ -129,7 +129,7 @@ def _claim(worker: str, at):
 
 
 def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
-    """Issue 18's event data in each of issue 20's settle statements (store/sql_settle.py):
+    """The charts' event data (type, run_ms, wait_ms) in each settle statement (store/settle.sql):
     complete, complete-and-claim (its success and the next job's claim), complete-many and
     fail (retry and for good), each with and without pending progress, progress first."""
     t0 = service.utcnow()
@@ -170,7 +170,7 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
         assert claimed[0].data["type"] == "demo.success" and claimed[0].data["wait_ms"] >= 1000
         progress = [e.id for e in events if e.type == "progress"]
         assert len(progress) == reports[job_id], job_id
-        assert all(p < outcome[0].id for p in progress)  # progress first (issue 20)
+        assert all(p < outcome[0].id for p in progress)  # progress first
     events = read_jobs.job_events(ids[5])
     by_type = {e.type: e for e in events}
     assert by_type["retry_scheduled"].data["run_ms"] == 1000 and by_type["retry_scheduled"].data["type"]
@@ -179,7 +179,7 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
 
 
 def test_a_settle_given_the_start_computes_run_time_from_it(app):
-    """Workers pass the attempt's start (issue 20): the outcome's run_ms is computed from it,
+    """Workers pass the attempt's start: the outcome's run_ms is computed from it,
     not read from the ``claimed`` event. Here it is given 1 s earlier than the event says, so
     each statement's figure shows which one it used."""
     t0 = service.utcnow()
