@@ -12,7 +12,7 @@ from dashboard.extensions import db
 from dashboard.store import read_jobs
 from dashboard.store.models import Job
 from dashboard.store.records import JobRecord
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 
 
 def job_fields(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> dict[str, Any]:

@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent(
     app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
     with app.app_context():
         if sys.argv[1] == "create":
-            job = service.create_job("demo.success", idempotency_key="shared").job
+            job = enqueue.create_job("demo.success", idempotency_key="shared").job
         else:
             job = read_jobs.get_job(read_jobs.list_jobs(limit=1, offset=0).results[0].id)
         print(json.dumps({"id": str(job.id), "embedded": app.config["EMBEDDED_DATABASE"]}))

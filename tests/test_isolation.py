@@ -1,10 +1,10 @@
 """Canary: data committed by one test is gone in the next (``clean_tables``)."""
 
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, read_jobs
 
 
 def test_isolation_first_writes(app):
-    service.create_job("demo.success", idempotency_key="isolation-canary")
+    enqueue.create_job("demo.success", idempotency_key="isolation-canary")
     assert read_jobs.list_jobs(limit=10, offset=0).count == 1
 
 

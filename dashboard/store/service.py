@@ -1,9 +1,10 @@
-"""Every job state transition, each one transaction that writes its event.
+"""The worker's transitions: claim, renew, progress, settle, lease recovery.
 
-The API, the dashboard, the worker and the tests all call these functions; nothing else writes
-job state. They take explicit inputs (ids, worker id, attempt, ``now``) and return plain
-records. A worker-side call whose ownership guard matches no row returns ``None``: that is a
-stale worker being fenced off, a normal outcome, not an error.
+Each is one statement (``store/*.sql``) that writes the job and its events together. They take
+explicit inputs (ids, worker id, attempt, ``now``) and return plain records. A call whose
+ownership guard matches no row returns ``None``: that is a stale worker being fenced off, a
+normal outcome, not an error. The other transitions live beside them: creating jobs in
+``enqueue.py``, the operator's retry, cancel, run now and delete in ``actions.py``.
 
 They need an application context (for the engine) and nothing else: no request, no session
 cookie, no template.
@@ -18,11 +19,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from . import bulk, workers
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
-from .enqueue import JobSpec, create_job, create_jobs
-from .records import CleanupResult, JobRecord, RetryResult
+from .records import CleanupResult, JobRecord
 from .sql import query
 from .values import aware as _aware
 from .values import pg_safe, utcnow
@@ -31,14 +30,6 @@ CLAIM, CLAIM_ONE, RENEW, PROGRESS = query("claim"), query("claim_one"), query("r
 COMPLETE, COMPLETE_AND_CLAIM = query("complete"), query("complete_and_claim")
 COMPLETE_MANY, FAIL = query("complete_many"), query("fail")
 CLEANUP_EXPIRED = query("cleanup_expired")
-
-__all__ = [  # create_* live in enqueue.py, bulk actions in bulk.py; the doors reach them here
-    "JobSpec",
-    "create_job",
-    "create_jobs",
-    "pg_safe",
-    "utcnow",
-]
 
 
 def claim_jobs(
@@ -318,56 +309,3 @@ def cleanup_expired_jobs(
         requeued=[row["id"] for row in rows if row["status"] == "queued"],
         failed=[row["id"] for row in rows if row["status"] == "failed"],
     )
-
-
-def retry_job(
-    job_id: uuid.UUID,
-    *,
-    event_data: dict[str, Any] | None = None,
-    now: datetime | None = None,
-) -> RetryResult:
-    """failed -> queued with a fresh set of attempts, available now."""
-    outcome = bulk.run_one("retry", job_id, event_data=event_data or {}, now=now)
-    if outcome.changed:
-        return RetryResult(job=outcome.job)
-    if outcome.status is None:
-        return RetryResult(job=None, reason="not_found")
-    return RetryResult(job=None, reason="not_failed", status=outcome.status)
-
-
-# Operator actions on many jobs, or one: the statements live in bulk.py.
-BulkSelection = bulk.Selection
-BULK_ACTIONS = bulk.ACTIONS
-
-
-def bulk_dry_run(action: str, selection: bulk.Selection, *, now: datetime | None = None) -> int:
-    """How many jobs :func:`bulk_apply` would change: ``retry``, ``cancel``, ``run_now`` or
-    ``delete``."""
-    return bulk.count(action, selection, now=now)
-
-
-def bulk_apply(action: str, selection: bulk.Selection, *, event_data: dict[str, Any]) -> bulk.BulkOutcome:
-    """Apply ``action`` to the selected jobs in chunks, one transaction and one event per job each."""
-    return bulk.run(action, selection, event_data=event_data)
-
-
-def cancel_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
-    """queued -> failed, "Cancelled by <actor>" (event ``cancelled``)."""
-    return bulk.run_one("cancel", job_id, event_data=event_data)
-
-
-def run_job_now(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
-    """A queued job waiting for a later time becomes due now (event ``rescheduled``)."""
-    return bulk.run_one("run_now", job_id, event_data=event_data)
-
-
-def delete_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
-    """A finished job (succeeded or failed) and its events are deleted; a ``jobs_audit`` row
-    records who did it. ``changed`` False: unknown, or not finished (``status`` says which)."""
-    return bulk.run_one("delete", job_id, event_data=event_data)
-
-
-def remove_worker(worker_id: str, *, event_data: dict[str, Any], now: datetime | None = None) -> bool:
-    """Delete the ``jobs_worker`` row of a process that is gone or stopped (recorded in
-    ``jobs_audit``); False when there is no such row or the process may still be alive."""
-    return workers.remove(worker_id, event_data=event_data, now=_aware(now or utcnow(), "now"))

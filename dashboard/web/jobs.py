@@ -13,7 +13,7 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, TIMELINE_EVENTS_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
-from ..store import read_jobs, service
+from ..store import actions, enqueue, read_jobs
 from ..store.records import JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
@@ -130,13 +130,13 @@ def job_detail(job_id: str) -> str:
 @bp.post("/jobs/<job_id>/retry/")
 @operator_required
 def job_retry(job_id: str) -> str | Response:
-    """failed -> queued through the service. CSRF is checked app-wide before this runs."""
+    """failed -> queued (``store/actions.py``). CSRF is checked app-wide before this runs."""
     job_uuid = _job_id(job_id)
     form = RetryForm()
-    outcome = service.retry_job(job_uuid, event_data=audit_data())
-    if outcome.reason == "not_found":
+    outcome = actions.run_one("retry", job_uuid, event_data=audit_data())
+    if outcome.status is None:
         abort(404, description="No job has that id.")
-    if outcome.job is not None:
+    if outcome.changed:
         notice = ("success", "Job queued again: it will run as soon as a worker is free.")
     else:
         notice = ("warning", f"Nothing changed: the job is {outcome.status} now, not failed.")
@@ -166,7 +166,7 @@ def job_new() -> str | Response | tuple[str, int]:
     form = _create_form()
     if form.validate_on_submit():
         try:
-            outcome = service.create_job(
+            outcome = enqueue.create_job(
                 form.type.data,
                 form.parsed_payload,
                 priority=form.priority.data,

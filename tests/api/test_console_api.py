@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import ARTIFACTS, Process, _env

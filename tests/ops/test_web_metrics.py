@@ -10,7 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.ops import web_metrics
 from dashboard.store import stats_refresh, workers
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.access.secured import VIEWER_TOKEN, bearer, build
 from tests.factories import make_job, seed_analysed_backlog
 

@@ -10,7 +10,7 @@ from sqlalchemy import func, select, text
 
 from dashboard.extensions import db
 from dashboard.store import read_search, search
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 ERRORS = {

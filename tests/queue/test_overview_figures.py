@@ -8,13 +8,13 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs, read_overview, service
+from dashboard.store import enqueue, read_jobs, read_overview, service, values
 from dashboard.store.read_overview import Capped
 from tests.factories import make_job, seed_analysed_backlog
 
 
 def test_queued_splits_into_ready_scheduled_and_retrying_and_the_wait_is_the_oldest_ready(app):
-    now = service.utcnow()
+    now = values.utcnow()
     make_job("queued", now=now, available_at=now - timedelta(seconds=90))  # ready 90 s
     make_job("queued", now=now, available_at=now - timedelta(seconds=30), attempts=1)  # due retry: ready
     make_job("queued", now=now - timedelta(days=2), available_at=now + timedelta(hours=24))  # scheduled
@@ -38,8 +38,8 @@ def test_a_capped_count_says_more_than():
 
 
 def test_claims_record_the_wait_and_outcomes_the_run_time(app):
-    now = service.utcnow()
-    job = service.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
+    now = values.utcnow()
+    job = enqueue.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
     claimed = service.claim_next_job("w1", lease_seconds=30, now=now + timedelta(seconds=1))
     assert claimed is not None and claimed.id == job.id
     service.complete_job(job.id, "w1", claimed.attempts, {"ok": True}, now=now + timedelta(seconds=4))
@@ -59,10 +59,10 @@ def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
     """Three jobs run at t, t+1 min, t+2 min (3 events each: created, claimed, succeeded). A cap
     of 4 events reads only the newest: the last job's claim and success (and its creation)
     plus the previous job's success, and the figures say they were sampled."""
-    start = service.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    start = values.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
     for i in range(3):
         at = start + timedelta(minutes=i)
-        job = service.create_job("demo.success", {}, now=at).job
+        job = enqueue.create_job("demo.success", {}, now=at).job
         claimed = service.claim_next_job("w1", lease_seconds=30, now=at + timedelta(seconds=1))
         assert claimed is not None and claimed.id == job.id
         service.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
@@ -87,7 +87,7 @@ def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
 
 def test_the_chart_queries_stop_at_the_cap(app):
     """The hour's events are read through the created_at index under a Limit, never whole."""
-    now = service.utcnow()
+    now = values.utcnow()
     params = {"since": now - timedelta(hours=1), "until": now, "cap": 5, "types": 30}
     with db.engine.begin() as conn:
         for statement in (read_overview.MINUTES_SQL, read_overview.RUN_TIMES_SQL):
@@ -111,7 +111,7 @@ def test_the_live_figures_read_the_queued_and_failed_indexes(app):
     """Planned on an analysed table (a backlog and failed jobs, rolled back): on statistics an
     earlier ANALYZE left behind (say, of a table of queued jobs only, now truncated), another
     index can win on a table this small."""
-    now = service.utcnow()
+    now = values.utcnow()
     with db.engine.connect() as conn, conn.begin() as transaction:
         conn.execute(text(FAILED_ROWS_SQL), {"now": now})
         seed_analysed_backlog(conn, now)
@@ -132,9 +132,9 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
     """The charts' event data (type, run_ms, wait_ms) in each settle statement (store/settle.sql):
     complete, complete-and-claim (its success and the next job's claim), complete-many and
     fail (retry and for good), each with and without pending progress, progress first."""
-    t0 = service.utcnow()
+    t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
-    ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
+    ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
     report = service.progress_report("half", {"percent": 50}, now=later[1])
 
     first = _claim("w1", later[1])
@@ -182,9 +182,9 @@ def test_a_settle_given_the_start_computes_run_time_from_it(app):
     """Workers pass the attempt's start: the outcome's run_ms is computed from it,
     not read from the ``claimed`` event. Here it is given 1 s earlier than the event says, so
     each statement's figure shows which one it used."""
-    t0 = service.utcnow()
+    t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
-    ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
+    ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
     first = _claim("w1", later[1])
     service.complete_job(first.id, "w1", 1, None, started_at=later[0], now=later[2])  # COMPLETE
     second = _claim("w1", later[2])

@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from werkzeug.datastructures import FileStorage
 from wtforms.validators import ValidationError
 
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, read_jobs
 from dashboard.web.forms import CreateJobForm
 from tests.factories import make_job
 
@@ -47,7 +47,7 @@ def assert_clean(response: Any, expected: int) -> str:
 @pytest.fixture
 def existing(app) -> dict[str, Any]:
     """One job of each end state, so 'unchanged' means something; the snapshot before the request."""
-    service.create_job("demo.success", {"existing": True}, idempotency_key="existing")
+    enqueue.create_job("demo.success", {"existing": True}, idempotency_key="existing")
     failed = make_job("failed", last_error="boom")
     return {"failed": failed, "before": table_snapshot()}
 

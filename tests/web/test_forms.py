@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 
 from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import HX, csrf_token

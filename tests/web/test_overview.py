@@ -7,8 +7,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import service, workers
-from dashboard.store.service import utcnow
+from dashboard.store import actions, enqueue, service, workers
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import HX
@@ -61,7 +61,7 @@ def test_oldest_ready_wait_and_empty_queue(app, client):
 
 
 def _finish(job_type: str, error: str | None = None) -> None:
-    job = service.create_job(job_type, max_attempts=1).job
+    job = enqueue.create_job(job_type, max_attempts=1).job
     claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     if error is None:
@@ -129,7 +129,7 @@ def test_latest_failures_show_the_error_escaped_and_a_retry_button(app, client):
 def test_a_retried_job_leaves_the_failure_list(app, client):
     _finish("demo.fail", "boom")
     job_id = re.search(r'id="failure-([0-9a-f-]{36})"', client.get("/").get_data(as_text=True)).group(1)
-    service.retry_job(uuid.UUID(job_id))
+    actions.run_one("retry", uuid.UUID(job_id))
     assert f'id="failure-{job_id}"' not in client.get("/").get_data(as_text=True)
 
 

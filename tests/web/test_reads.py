@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dashboard import limits
-from dashboard.store import read_jobs, read_stats, service
+from dashboard.store import actions, enqueue, read_jobs, read_stats, service
 from tests.factories import make_job
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -13,7 +13,7 @@ BACKOFF = {"backoff_base_seconds": 1.0, "backoff_max_seconds": 1.0}
 
 
 def _run(job_type: str, worker: str, at: datetime, error: str | None = None, max_attempts: int = 1):
-    job = service.create_job(job_type, max_attempts=max_attempts, now=at).job
+    job = enqueue.create_job(job_type, max_attempts=max_attempts, now=at).job
     assert service.claim_next_job(worker, lease_seconds=30, now=at) is not None
     if error is None:
         return service.complete_job(job.id, worker, 1, {}, now=at)
@@ -49,10 +49,10 @@ def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
     first = _run("a", "w", T0, error="one")
     second = _run("a", "w", T0 + timedelta(seconds=1), error="two")
     retried = _run("a", "w", T0 + timedelta(seconds=2), error="three")
-    service.retry_job(first.id, now=T0 + timedelta(seconds=3))
+    actions.run_one("retry", first.id, now=T0 + timedelta(seconds=3))
     assert service.claim_next_job("w", lease_seconds=30, now=T0 + timedelta(seconds=4)).id == first.id
     service.fail_job(first.id, "w", 1, "one again", now=T0 + timedelta(seconds=6), **BACKOFF)
-    service.retry_job(retried.id, now=T0 + timedelta(seconds=7))  # failed, but no longer
+    actions.run_one("retry", retried.id, now=T0 + timedelta(seconds=7))  # failed, but no longer
     failures = read_stats.latest_failures(10)
     assert [(f.job.id, f.job.last_error) for f in failures] == [(first.id, "one again"), (second.id, "two")]
     assert failures[0].failed_at == T0 + timedelta(seconds=6)
@@ -60,7 +60,7 @@ def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
 
 
 def test_count_events_after_is_filtered_and_capped(app):
-    jobs = [service.create_job("a", now=T0).job for _ in range(5)]
+    jobs = [enqueue.create_job("a", now=T0).job for _ in range(5)]
     assert read_jobs.count_events_after(2) == 3
     assert read_jobs.count_events_after(0, cap=4) == 4
     assert read_jobs.count_events_after(0, type="claimed") == 0
@@ -68,7 +68,7 @@ def test_count_events_after_is_filtered_and_capped(app):
 
 
 def test_latest_progress_is_of_the_current_attempt(app):
-    job = service.create_job("a", now=T0).job
+    job = enqueue.create_job("a", now=T0).job
     service.claim_next_job("w", lease_seconds=30, now=T0)
     service.record_progress(job.id, "w", 1, data={"percent": 10}, now=T0)
     service.record_progress(job.id, "w", 1, data={"percent": 20}, now=T0)
@@ -82,10 +82,10 @@ def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, 
     from dashboard.extensions import db
 
     big = {"blob": "x" * 1_000_000}
-    job = service.create_job("demo.success", big).job
+    job = enqueue.create_job("demo.success", big).job
     assert service.claim_next_job("w", lease_seconds=30) is not None
     service.complete_job(job.id, "w", 1, big)
-    failed = service.create_job("demo.fail", big, max_attempts=1).job
+    failed = enqueue.create_job("demo.fail", big, max_attempts=1).job
     assert service.claim_next_job("w", lease_seconds=30) is not None
     service.fail_job(failed.id, "w", 1, "boom", **BACKOFF)
 

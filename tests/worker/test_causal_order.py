@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import service
+from dashboard.store import enqueue
 
 from .helpers import wait_until
 
@@ -28,7 +28,7 @@ DURING = {"progress", "lease_renewed"}
 
 @pytest.mark.parametrize("batch_size", ["1", "4", "64"], ids=["one-job", "batch", "batch-64"])
 def test_each_worker_threads_events_alternate_claim_then_settle(app, start_worker, batch_size):
-    service.create_jobs([service.JobSpec("demo.success", {"sleep_seconds": 0}) for _ in range(JOBS)])
+    enqueue.create_jobs([enqueue.JobSpec("demo.success", {"sleep_seconds": 0}) for _ in range(JOBS)])
     # Each mode whatever TEST_WORKER_BATCH_SIZE says; 64: 136 lanes per process, most claiming ahead.
     workers = [start_worker(JOB_WORKER_THREADS="8", JOB_WORKER_BATCH_SIZE=batch_size) for _ in range(2)]
 

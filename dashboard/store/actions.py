@@ -1,7 +1,9 @@
-"""Operator actions on many jobs at once, and on one: retry, cancel, run now, delete.
+"""Operator actions on one job or on many at once: retry, cancel, run now, delete.
 
-- *retry*: failed -> queued, attempts reset, available now (event ``manual_retry``, as a single
-  retry);
+Each action is one statement (``actions.sql``), the same for one job (:func:`run_one`) and for
+each chunk of a bulk action (:func:`run`), and both answer with one :class:`Outcome`.
+
+- *retry*: failed -> queued, attempts reset, available now (event ``manual_retry``);
 - *cancel*: queued -> failed, ``last_error`` "Cancelled by <actor>" (event ``cancelled``);
 - *run now*: a queued job waiting for a later ``available_at`` (scheduled, or backing off) gets
   ``available_at = now`` (event ``rescheduled``, with the time it was waiting for);
@@ -53,11 +55,10 @@ from .sql import query
 from .values import aware, pg_safe, utcnow
 
 CHUNK = 500
-ACTIONS = ("retry", "cancel", "run_now", "delete")
+# The status each action takes (delete: either finished one, FINISHED): a live job is never deleted.
 ACTION_STATUS = {"retry": "failed", "cancel": "queued", "run_now": "queued", "delete": None}
-FINISHED = ("succeeded", "failed")  # what delete takes: a live job is never deleted
+FINISHED = ("succeeded", "failed")
 
-# One statement per action (actions.sql), the same for one job and for a chunk.
 STATEMENTS = {
     "retry": query("retry"),
     "cancel": query("cancel"),
@@ -83,10 +84,25 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class BulkOutcome:
+class Outcome:
+    """What an action changed: ``changed`` jobs, in ``chunks`` transactions.
+
+    An action on one job (:func:`run_one`) also says what became of it: ``status``, its status
+    now (a deleted job: the status it had; ``None``: there is no such job), and ``job``, the
+    job now (``None`` once deleted, or when there is none).
+    """
+
     action: str
     changed: int
-    chunks: int
+    chunks: int = 1
+    status: str | None = None
+    job: JobRecord | None = None
+
+
+def _statement(action: str) -> Any:
+    if action not in STATEMENTS:
+        raise ValueError(f"action must be one of {', '.join(STATEMENTS)}, not {action!r}")
+    return STATEMENTS[action]
 
 
 def _message(action: str, event_data: dict[str, Any]) -> str:
@@ -115,6 +131,7 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
 
 def count(action: str, selection: Selection, *, now: datetime | None = None) -> int:
     """The dry run: how many jobs :func:`run` would change if nothing changed meanwhile."""
+    _statement(action)
     now = aware(now or utcnow(), "now")
     with reading() as conn:  # a read: under the caller's statement timeout, if it set one
         where = _where(conn, action, selection, now)
@@ -140,12 +157,14 @@ def run(
     event_data: dict[str, Any],
     chunk: int = CHUNK,
     now: datetime | Clock | None = None,
-) -> BulkOutcome:
+) -> Outcome:
     """Apply ``action`` to every selected job, ``chunk`` jobs per transaction.
 
     ``now``: the time of every chunk, or a clock read once per chunk (default: the system's).
-    Ends in a bounded number of chunks (see the module's docstring); returns the jobs changed.
+    Ends in a bounded number of chunks (see the module's docstring). ``ValueError`` for an
+    unknown ``action``.
     """
+    statement = _statement(action)
     clock = _clock(now)
     data = {**pg_safe(event_data), "bulk": True}
     message = pg_safe(_message(action, event_data))
@@ -165,39 +184,39 @@ def run(
             if not ids:
                 break
             params = {"ids": ids, "now": moment, "event_data": data, "message": message}
-            done = len(conn.execute(STATEMENTS[action], params).all())
+            done = len(conn.execute(statement, params).all())
         chunks += 1
         changed += done
         if not done:
             break
-    return BulkOutcome(action=action, changed=changed, chunks=chunks)
-
-
-@dataclass(frozen=True)
-class OneOutcome:
-    changed: bool
-    status: str | None  # the job's status now; None: no such job
-    job: JobRecord | None = None  # the job now (None: deleted, or no such job)
+    return Outcome(action=action, changed=changed, chunks=chunks)
 
 
 def run_one(
-    action: str, job_id: uuid.UUID, *, event_data: dict[str, Any], now: datetime | None = None
-) -> OneOutcome:
-    """``action`` on one job, in one transaction with its event (a delete: its audit row); the
-    status fences it. A deleted job's outcome has the status it had."""
+    action: str,
+    job_id: uuid.UUID,
+    *,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Outcome:
+    """``action`` on one job, in one transaction with its event (a delete: its audit row),
+    fenced by the status the action takes: a job in another status is left as it is
+    (``changed`` 0, ``status`` saying which). ``ValueError`` for an unknown ``action``."""
+    statement = _statement(action)
     moment = aware(now or utcnow(), "now")
-    data = pg_safe(event_data)
+    data = pg_safe(event_data or {})
     params = {"ids": [job_id], "now": moment, "event_data": data, "message": pg_safe(_message(action, data))}
+    the_job = select(jobs).where(jobs.c.id == job_id)
     with db.engine.begin() as conn:
-        if action == "delete":
-            status_of = select(jobs.c.status).where(jobs.c.id == job_id).with_for_update()
-            status = conn.execute(status_of).scalar_one_or_none()
-            changed = bool(conn.execute(STATEMENTS[action], params).all())
-            return OneOutcome(changed=changed, status=status)
-        changed = bool(conn.execute(STATEMENTS[action], params).all())
-        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        if action == "delete":  # nothing is left to read after it: the row, read first, locked
+            row = conn.execute(the_job.with_for_update()).mappings().first()
+            changed = len(conn.execute(statement, params).all())
+        else:
+            changed = len(conn.execute(statement, params).all())
+            row = conn.execute(the_job).mappings().first()
     job = JobRecord.from_row(row) if row is not None else None
-    return OneOutcome(changed=changed, status=job.status if job else None, job=job)
+    status = job.status if job is not None else None
+    return Outcome(action, changed, status=status, job=None if action == "delete" and changed else job)
 
 
 TYPES_WITH_SQL = text(
