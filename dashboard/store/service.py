@@ -26,9 +26,13 @@ from .sql import query
 from .values import aware as _aware
 from .values import pg_safe, utcnow
 
-CLAIM, CLAIM_ONE, RENEW, PROGRESS = query("claim"), query("claim_one"), query("renew"), query("progress")
-COMPLETE, COMPLETE_AND_CLAIM = query("complete"), query("complete_and_claim")
-COMPLETE_MANY, FAIL = query("complete_many"), query("fail")
+CLAIM, CLAIM_ONE = query("claim"), query("claim_one")
+RENEW, PROGRESS = query("renew"), query("progress")
+COMPLETE, COMPLETE_WITH_PROGRESS = query("complete"), query("complete_with_progress")
+COMPLETE_AND_CLAIM = query("complete_and_claim")
+COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
+COMPLETE_MANY, COMPLETE_MANY_WITH_PROGRESS = query("complete_many"), query("complete_many_with_progress")
+FAIL, FAIL_WITH_PROGRESS = query("fail"), query("fail_with_progress")
 CLEANUP_EXPIRED = query("cleanup_expired")
 
 
@@ -171,11 +175,12 @@ def complete_job(
         "now": _given(now),
         "result": result,
         "event_data": event_data or {},
-        "progress": list(progress),
         "started_at": started_at,
     }
+    if progress:
+        params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        return fetch_job(conn, COMPLETE, params)
+        return fetch_job(conn, COMPLETE_WITH_PROGRESS if progress else COMPLETE, params)
 
 
 def complete_and_claim(
@@ -203,11 +208,13 @@ def complete_and_claim(
         "lease_seconds": float(lease_seconds),
         "result": result,
         "avoid_expired": avoid_expired,
-        "progress": list(progress),
         "started_at": started_at,
     }
+    statement = COMPLETE_AND_CLAIM
+    if progress:
+        params["progress"], statement = list(progress), COMPLETE_AND_CLAIM_WITH_PROGRESS
     with autocommit(conn) as conn:
-        row = fetch_rows(conn, COMPLETE_AND_CLAIM, params)[0]
+        row = fetch_rows(conn, statement, params)[0]
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 
@@ -240,11 +247,13 @@ def complete_jobs(
         }
         for job_id, worker_id, attempt, result in completions
     ]
-    if progress:  # a row without "progress" has none (complete_many in settle.sql)
+    statement = COMPLETE_MANY
+    if progress:
+        statement = COMPLETE_MANY_WITH_PROGRESS
         for row, (job_id, *_) in zip(rows, completions, strict=True):
             row["progress"] = list(progress.get(job_id, ()))
     with autocommit(conn) as conn:
-        found = fetch_rows(conn, COMPLETE_MANY, {"rows": rows, "now": _given(now)})
+        found = fetch_rows(conn, statement, {"rows": rows, "now": _given(now)})
         return {row["id"] for row in found}
 
 
@@ -275,11 +284,12 @@ def fail_job(
         "delay": delay,
         "error": error,
         "event_data": {"error": error, **pg_safe(event_data or {})},
-        "progress": list(progress),
         "started_at": started_at,
     }
+    if progress:
+        params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        return fetch_job(conn, FAIL, params)
+        return fetch_job(conn, FAIL_WITH_PROGRESS if progress else FAIL, params)
 
 
 def cleanup_expired_jobs(
