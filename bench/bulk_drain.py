@@ -1,5 +1,5 @@
 """``python -m bench.bulk_drain [--failed N] [--queued M]``: drain rate of a real worker without,
-then during, a bulk retry of N failed jobs (issue 17; the issue's figure is N = 100,000).
+then during, a bulk retry of N failed jobs (the figure the target names is N = 100,000).
 
 The queue holds M ready ``bench.noop`` jobs and N failed ones. A worker drains; the drain rate
 (jobs succeeded per second) is measured over a window without the bulk action, then over the

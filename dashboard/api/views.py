@@ -18,7 +18,7 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.failures import first_line
 from ..runtime.handlers import registered_types
-from ..store import actions, enqueue, read_jobs, read_search, read_stats, search, stats_refresh
+from ..store import actions, enqueue, find_jobs, read_jobs, read_stats, search, stats_refresh
 from ..store.values import utcnow
 from .access import audit_data
 from .blueprint import routes
@@ -206,13 +206,13 @@ def job_list(query: JobListQuery) -> Response:
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
     policy = stats_refresh.policy_of(settings_of(current_app))
-    terms = search.parse_api_q(query.q) if query.q else None  # extension (issue 17)
+    terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference
     if terms is not None:
-        page = read_search.search_jobs(
+        page = find_jobs.search_jobs(
             terms, limit=limit, offset=offset, status=query.status, type=query.type, cancelled=query.cancelled
         )
     else:
-        page = read_jobs.list_jobs(
+        page = find_jobs.list_jobs(
             limit=limit,
             offset=offset,
             status=query.status,

@@ -47,10 +47,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, func, select, text
 
 from ..extensions import db
-from .read_jobs import cancelled_clause, events, types_matching
+from .find_jobs import cancelled_clause, filters, matching, types_matching
+from .list_columns import jobs
+from .models import JobEvent
 from .read_timeout import reading
 from .records import JobRecord
-from .search import Terms, filters, jobs, matching
+from .search import Terms
 from .sql import query
 from .values import aware, pg_safe, utcnow
 
@@ -59,6 +61,7 @@ CHUNK = 500
 ACTION_STATUS = {"retry": "failed", "cancel": "queued", "run_now": "queued", "delete": None}
 FINISHED = ("succeeded", "failed")
 
+events = JobEvent.__table__
 STATEMENTS = {
     "retry": query("retry"),
     "cancel": query("cancel"),

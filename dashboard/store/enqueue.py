@@ -1,8 +1,8 @@
 """Enqueueing: one job (``create_job``) or many in one transaction (``create_jobs``), each
 with its ``created`` event, deduplicated by idempotency key.
 
-The doors call these through :mod:`.service`, which re-exports them with the other
-transitions.
+The doors and the Python API call them here; the worker's transitions are in
+:mod:`.service`, the operator's in :mod:`.actions`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def create_job(
     return CreateResult(job=existing, created=False)
 
 
-CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, issue 20)
+CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, "Bulk create in chunks")
 
 
 class JobSpec(NamedTuple):

@@ -1,4 +1,4 @@
-"""Issue 17's actions under sign-in: viewers see none of them and the server refuses them."""
+"""The operator console's actions under sign-in: viewers see none of them and the server refuses them."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from dashboard.auth.session import directory_of
-from dashboard.store import enqueue, read_jobs, service
+from dashboard.store import enqueue, find_jobs, read_jobs, service
 from dashboard.store.records import JobRecord
 from tests.factories import make_job
 
@@ -83,7 +83,7 @@ def test_viewer_is_refused_create_and_retry_on_the_server(app, viewer):
     retried = viewer.post(f"/jobs/{job.id}/retry/", data={"csrf_token": token}, headers=HX)
     assert retried.status_code == 403
     assert read_jobs.get_job(job.id).status == "failed"
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
 
 
 def test_operator_sees_and_uses_the_controls(app, operator):

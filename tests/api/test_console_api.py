@@ -1,4 +1,4 @@
-"""Issue 17's API extensions: ``q`` on the job list and the bulk actions with dry_run."""
+"""The operator console's API extensions: ``q`` on the job list and the bulk actions with dry_run."""
 
 from __future__ import annotations
 

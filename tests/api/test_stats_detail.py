@@ -1,4 +1,4 @@
-"""``/api/jobs/stats/detail/`` and the per-job events' ``after_id`` / ``limit`` (issue 18)."""
+"""``/api/jobs/stats/detail/`` and the per-job events' ``after_id`` / ``limit``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17 in a real browser at desktop and phone sizes: short-id search, dry run then
+"""The operator console in a real browser at desktop and phone sizes: short-id search, dry run then
 confirm bulk retry, cancel, run now, why-not-running, and a killed worker going stale."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def test_create_watch_retry_and_screenshots(
     timeline = page.locator(".timeline [data-event-type]")
     types = timeline.evaluate_all("els => els.map(e => e.dataset.eventType)")
     assert types[0] == "created" and "claimed" in types and types[-1] == "succeeded"
-    assert "folded" in types  # its progress events, folded into one line (issue 18)
+    assert "folded" in types  # its progress events, folded into one line
     assert page.evaluate("window.__sameDocument") is True
     # the payload is shown as text, never run
     expect(page.locator("pre.json").first).to_contain_text("<script>window.pwned = 1</script>")

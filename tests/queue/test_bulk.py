@@ -11,7 +11,7 @@ from datetime import timedelta, timezone
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from dashboard.store import connection, enqueue, read_jobs, read_stats
+from dashboard.store import connection, enqueue, find_jobs, read_jobs, read_stats
 from dashboard.store.enqueue import JobSpec
 
 from .helpers import T0, at, event_types
@@ -52,14 +52,14 @@ def test_bulk_create_honours_idempotency_keys_per_job(app):
     assert [r.created for r in results] == [False, True, False, True]
     assert results[0].job == old
     assert results[2].job == results[1].job and results[2].job.type == "demo.success"
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 3
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 3
     assert len(read_jobs.list_events(limit=10, type="created").results) == 3
 
 
 def test_bulk_create_checks_everything_before_writing(app):
     with pytest.raises(ValueError, match="job 2"):
         enqueue.create_jobs([JobSpec("a"), JobSpec("b"), JobSpec("c", priority=99999)])
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_bulk_create_of_nothing(app):
@@ -102,7 +102,7 @@ def test_a_refused_bulk_statement_writes_nothing_and_leaves_the_connection_usabl
         with pytest.raises(DBAPIError):  # jsonb refuses NaN, which json.dumps writes
             bad = [JobSpec("demo.success"), JobSpec("demo.success", {"x": math.nan})]
             enqueue.create_jobs(bad, conn=conn)
-        assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+        assert find_jobs.list_jobs(limit=10, offset=0).count == 0
         results = enqueue.create_jobs([JobSpec("demo.success", idempotency_key="after")], now=T0, conn=conn)
         assert results[0].created and read_jobs.get_job(results[0].job.id) == results[0].job
 
@@ -115,7 +115,7 @@ def test_a_key_held_by_an_earlier_chunk_returns_that_job(app):
     results = enqueue.create_jobs(specs, now=T0)
     assert results[-1].created is False and results[-1].job == results[0].job
     assert sum(r.created for r in results) == len(specs) - 1
-    assert read_jobs.list_jobs(limit=1, offset=0).count == len(specs) - 1
+    assert find_jobs.list_jobs(limit=1, offset=0).count == len(specs) - 1
 
 
 def test_a_refused_later_chunk_writes_nothing(app):
@@ -123,7 +123,7 @@ def test_a_refused_later_chunk_writes_nothing(app):
     specs[-1] = JobSpec("demo.success", {"x": math.nan})  # in the second chunk
     with pytest.raises(DBAPIError):
         enqueue.create_jobs(specs)
-    assert read_jobs.list_jobs(limit=1, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=1, offset=0).count == 0
     assert read_jobs.list_events(limit=1, type="created").results == []
 
 
@@ -168,7 +168,7 @@ def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
         with pytest.raises(RuntimeError, match="client failed"):
             enqueue.create_jobs(specs, conn=conn, meanwhile=meanwhile)
         assert made  # the first chunk was built, so it went out
-        assert read_jobs.list_jobs(limit=1, offset=0).count == 0
+        assert find_jobs.list_jobs(limit=1, offset=0).count == 0
         assert read_jobs.list_events(limit=1, type="created").results == []
         monkeypatch.undo()
         assert enqueue.create_jobs(specs[:1], now=T0, conn=conn)[0].created  # the connection works on

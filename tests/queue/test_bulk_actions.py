@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from dashboard.store import actions, enqueue, read_jobs
+from dashboard.store import actions, enqueue, find_jobs
 
 from .helpers import T0, at, claim, event_types, fail, fresh
 
@@ -87,7 +87,7 @@ def test_cancel_ends_when_an_operator_queues_the_cancelled_jobs_again(app):
     jobs = [enqueue.create_job("demo.success", now=T0).job for _ in range(4)]
 
     def operator_behind(_: int) -> None:
-        for job in read_jobs.list_jobs(limit=10, offset=0, status="failed").results:
+        for job in find_jobs.list_jobs(limit=10, offset=0, status="failed").results:
             actions.run_one("retry", job.id, now=T0 - timedelta(hours=1))
 
     clock = moving_clock(timedelta(seconds=1), operator_behind)

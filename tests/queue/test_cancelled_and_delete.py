@@ -15,6 +15,7 @@ from dashboard.store import (
     actions,
     audit,
     enqueue,
+    find_jobs,
     read_health,
     read_jobs,
     read_overview,
@@ -85,7 +86,7 @@ def test_cached_totals_count_cancels_apart(app):
 def test_lists_filter_cancelled_jobs_in_and_out(app):
     _job, cancelled = _cancelled()
     failure = make_job("failed")
-    ids = lambda **kw: [j.id for j in read_jobs.list_jobs(limit=10, offset=0, **kw).results]  # noqa: E731
+    ids = lambda **kw: [j.id for j in find_jobs.list_jobs(limit=10, offset=0, **kw).results]  # noqa: E731
     assert set(ids(status="failed")) == {cancelled.id, failure.id}
     assert ids(status="failed", cancelled=False) == [failure.id]
     assert ids(cancelled=True) == [cancelled.id]
@@ -137,7 +138,7 @@ def test_bulk_delete_counts_first_and_spares_live_jobs(app):
     assert actions.count("delete", Selection(type="mail", status="failed", cancelled=False)) == 1
     outcome = actions.run("delete", Selection(type="mail"), event_data=ACTOR)
     assert outcome.changed == 3
-    assert [j.id for j in read_jobs.list_jobs(limit=10, offset=0, type="mail").results] == [
+    assert [j.id for j in find_jobs.list_jobs(limit=10, offset=0, type="mail").results] == [
         j.id for j in sorted(live, key=lambda j: (j.created_at, j.id), reverse=True)
     ]
     entries = audit.page().entries

@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 
 from dashboard.runtime import handlers
-from dashboard.store import enqueue, read_jobs, service
+from dashboard.store import enqueue, find_jobs, read_jobs, service
 from dashboard.store.enqueue import JobSpec
 from dashboard.store.records import CreateResult
 
@@ -39,7 +39,7 @@ def test_idempotency_key_returns_the_existing_job(app):
     second = enqueue.create_job("demo.fail", {"b": 2}, idempotency_key="k-1", now=at(5))
     assert first.created is True and second.created is False
     assert second.job == first.job
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
     assert event_types(first.job.id) == ["created"]
 
 
@@ -64,7 +64,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
     assert len(results) == threads
     assert sum(r.created for r in results) == 1
     assert len({r.job.id for r in results}) == 1
-    assert read_jobs.list_jobs(limit=100, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=100, offset=0).count == 1
     assert len(read_jobs.list_events(limit=100, type="created").results) == 1
 
 
@@ -82,7 +82,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
 def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
     with pytest.raises(ValueError):
         enqueue.create_job(**kwargs)
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_a_type_with_a_control_or_format_character_is_refused_naming_it(app, job
         enqueue.create_jobs([JobSpec("ok"), JobSpec(job_type)])
     with pytest.raises(ValueError, match="a job type must not contain"):
         handlers.handler(job_type)
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_naive_now_is_refused(app):

@@ -1,8 +1,8 @@
 """Leases are measured on the database's clock, from when the statement runs.
 
 A worker-side statement without ``now=`` takes its time from PostgreSQL
-(``statement_timestamp()``, see ``store/claim.sql``), not from the worker. The worker's clock is moved
-here (``values.utcnow``) to stand for a claim that spent longer in the network than its lease
+(``statement_timestamp()``, see ``store/claim.sql``), not from the worker. The worker's clock
+is moved here (``service.utcnow``) to stand for a claim that spent longer in the network than its lease
 (a partition), or for a host whose clock is off: the lease still starts when the claim or the
 renewal takes effect, and lease recovery judges it on the same clock.
 """

@@ -47,10 +47,10 @@ def test_claims_record_the_wait_and_outcomes_the_run_time(app):
     assert events["claimed"].data["wait_ms"] >= 3000
     assert events["succeeded"].data == {"type": "demo.success", "run_ms": 3000}
 
-    minutes = read_overview.minute_figures(now - timedelta(minutes=5), now + timedelta(minutes=5))
+    figures = read_overview.figures(now - timedelta(minutes=5), now + timedelta(minutes=5))
+    minutes, runs = figures.minutes, figures.run_times
     assert sum(m.succeeded for m in minutes.items) == 1 and not minutes.sampled
     assert any(m.wait_p50_ms and m.wait_p50_ms >= 3000 for m in minutes.items)
-    runs = read_overview.run_times(now - timedelta(minutes=5), now + timedelta(minutes=5))
     assert [(r.type, r.runs, r.p50_ms) for r in runs.items] == [("demo.success", 1, 3000)]
     assert not runs.sampled
 
@@ -68,33 +68,34 @@ def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
         service.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
     since, until = start - timedelta(minutes=1), start + timedelta(minutes=5)
 
-    whole = read_overview.minute_figures(since, until)
+    whole = read_overview.figures(since, until).minutes
     assert [m.succeeded for m in whole.items] == [1, 1, 1] and not whole.sampled
-    assert read_overview.minute_figures(since, until, cap=9).sampled  # exactly the cap: said too
-    assert not read_overview.minute_figures(since, until, cap=10).sampled
+    assert read_overview.figures(since, until, cap=9).minutes.sampled  # exactly the cap: said too
+    assert not read_overview.figures(since, until, cap=10).minutes.sampled
 
-    newest = read_overview.minute_figures(since, until, cap=4)
+    newest = read_overview.figures(since, until, cap=4).minutes
     assert newest.sampled and newest.cap == 4
     assert [(m.minute, m.succeeded) for m in newest.items] == [
         (start + timedelta(minutes=1), 1),
         (start + timedelta(minutes=2), 1),
     ]
-    runs = read_overview.run_times(since, until, cap=4)
+    runs = read_overview.figures(since, until, cap=4).run_times
     assert runs.sampled and [(r.type, r.runs) for r in runs.items] == [("demo.success", 2)]
-    nothing = read_overview.run_times(since, until, cap=1)  # the newest event only: a success
+    nothing = read_overview.figures(since, until, cap=1).run_times  # the newest event only: a success
     assert nothing.sampled and [r.runs for r in nothing.items] == [1]
 
 
 def test_the_chart_queries_stop_at_the_cap(app):
-    """The hour's events are read through the created_at index under a Limit, never whole."""
+    """The hour's events are read once, through the created_at index under a Limit, never whole."""
     now = values.utcnow()
-    params = {"since": now - timedelta(hours=1), "until": now, "cap": 5, "types": 30}
+    since = now - timedelta(hours=1)
+    params = {"since": since, "until": now, "minutes_since": since, "cap": 5, "types": 30}
     with db.engine.begin() as conn:
-        for statement in (read_overview.MINUTES_SQL, read_overview.RUN_TIMES_SQL):
-            plan = "\n".join(conn.execute(text("EXPLAIN " + str(statement)), params).scalars())
-            limit, scan = plan.split("CTE recent")[1].splitlines()[1:3]
-            assert limit.strip().startswith("->  Limit"), plan
-            assert "Index Scan Backward using jobs_jobevent_created_at_idx" in scan, plan
+        plan = "\n".join(conn.execute(text("EXPLAIN " + str(read_overview.FIGURES_SQL)), params).scalars())
+    limit, scan = plan.split("CTE recent")[1].splitlines()[1:3]
+    assert limit.strip().startswith("->  Limit"), plan
+    assert "Index Scan Backward using jobs_jobevent_created_at_idx" in scan, plan
+    assert plan.count("jobs_jobevent_created_at_idx") == 1 and plan.count("CTE recent") == 1, plan
 
 
 # Failed jobs of seven types, finished over the last two days, beside the backlog.

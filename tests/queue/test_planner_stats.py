@@ -1,6 +1,6 @@
 """A queue table that outgrew its planner statistics is analyzed, so no connection keeps
 running on plans made for a page or two (the events' foreign-key check scanned the whole
-table per event; docs/benchmarks.md, issue 20, round five)."""
+table per event; docs/benchmarks.md, "The bulk API's slow runs, explained")."""
 
 from __future__ import annotations
 

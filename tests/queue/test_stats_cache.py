@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs, read_stats, stats_refresh, values
+from dashboard.store import find_jobs, read_stats, stats_refresh, values
 from dashboard.store.read_stats import StatsPolicy
 from tests.factories import make_job
 from tests.waiting import wait_until
@@ -64,12 +64,12 @@ def test_job_list_count_on_a_large_table_is_a_capped_count_not_the_stats_figures
     settings = app.extensions["jobqueue.settings"]
     large = stats_refresh.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
     monkeypatch.setattr(read_stats, "large_table_stats", None)  # a list never computes them
-    page = read_jobs.list_jobs(limit=10, offset=0, policy=large)
+    page = find_jobs.list_jobs(limit=10, offset=0, policy=large)
     assert (page.count, page.count_exact, len(page.results)) == (3, True, 3)
-    assert read_jobs.list_jobs(limit=10, offset=0, status="queued", policy=large).count == 1
-    assert read_jobs.list_jobs(limit=10, offset=0, status="succeeded", policy=large).count == 2
-    monkeypatch.setattr(read_jobs, "FILTERED_COUNT_CAP", 1)
-    capped = read_jobs.list_jobs(limit=10, offset=0, status="succeeded", policy=large)
+    assert find_jobs.list_jobs(limit=10, offset=0, status="queued", policy=large).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0, status="succeeded", policy=large).count == 2
+    monkeypatch.setattr(find_jobs, "FILTERED_COUNT_CAP", 1)
+    capped = find_jobs.list_jobs(limit=10, offset=0, status="succeeded", policy=large)
     assert capped.count_exact is False and len(capped.results) == 2
 
 
@@ -81,13 +81,13 @@ def test_type_filtered_count_on_a_large_table_is_exact_up_to_the_cap_then_estima
     make_job("failed", type="report.build")
     settings = app.extensions["jobqueue.settings"]
     large = stats_refresh.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
-    exact = read_jobs.list_jobs(limit=2, offset=0, type="MAIL", policy=large)
+    exact = find_jobs.list_jobs(limit=2, offset=0, type="MAIL", policy=large)
     assert (exact.count, exact.count_exact, len(exact.results)) == (4, True, 2)
-    monkeypatch.setattr(read_jobs, "FILTERED_COUNT_CAP", 2)
-    estimated = read_jobs.list_jobs(limit=2, offset=0, type="mail", policy=large)
+    monkeypatch.setattr(find_jobs, "FILTERED_COUNT_CAP", 2)
+    estimated = find_jobs.list_jobs(limit=2, offset=0, type="mail", policy=large)
     assert estimated.count_exact is False
     assert estimated.count >= 3  # never fewer than the rows it did count
-    rare = read_jobs.list_jobs(limit=2, offset=0, status="failed", type="report", policy=large)
+    rare = find_jobs.list_jobs(limit=2, offset=0, status="failed", type="report", policy=large)
     assert (rare.count, rare.count_exact) == (1, True)
 
 
@@ -95,7 +95,7 @@ def test_the_type_filter_resolves_to_the_types_containing_it(app):
     for job_type in ("demo.success", "Demo.Slow", "mail.send", "a_b", "axb"):
         make_job("queued", type=job_type)
     with db.engine.connect() as conn:
-        assert set(read_jobs.types_matching(conn, "DEMO")) == {"Demo.Slow", "demo.success"}
-        assert read_jobs.types_matching(conn, "a_b") == ["a_b"]  # no LIKE wildcards
-        assert read_jobs.types_matching(conn, "nothing") == []
-    assert read_jobs.list_jobs(limit=10, offset=0, type="nothing").count == 0
+        assert set(find_jobs.types_matching(conn, "DEMO")) == {"Demo.Slow", "demo.success"}
+        assert find_jobs.types_matching(conn, "a_b") == ["a_b"]  # no LIKE wildcards
+        assert find_jobs.types_matching(conn, "nothing") == []
+    assert find_jobs.list_jobs(limit=10, offset=0, type="nothing").count == 0

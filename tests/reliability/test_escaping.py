@@ -81,7 +81,7 @@ def test_markup_from_every_field_is_shown_as_text_on_every_page(client, hostile_
 def test_each_hostile_field_is_visible_escaped_where_it_belongs(client, hostile_jobs):
     overview = _assert_text_only(client, "/", {})
     assert str(escape(HOSTILE)) in overview  # latest failures: the last error
-    now = values.utcnow()  # a worker process whose host name is markup (issue 17's heartbeats)
+    now = values.utcnow()  # a worker process whose host name is markup (its heartbeat row)
     workers.beat(
         workers.Identity("h:1:x", HOSTILE, 1, now, "one-job", 1, SCRIPT, 5.0, ()), jobs_done=0, now=now
     )

@@ -1,4 +1,4 @@
-"""Issue 17 through the dashboard: search, bulk actions, single-job actions, workers, why."""
+"""The operator console through the dashboard: search, bulk actions, single-job actions, workers, why."""
 
 from __future__ import annotations
 

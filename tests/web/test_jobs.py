@@ -81,7 +81,7 @@ def test_keyset_pagination_keeps_filters_and_offsets_are_capped(app, client):
 
 
 def test_a_search_pages_by_keyset_and_next_to_run_by_offset(app, client):
-    """Issue 17's q and order with issue 18's paging: a search keeps its q in the keyset
+    """Search and claim order with keyset paging: a search keeps its q in the keyset
     links; claim order has no (created_at, id) position, so it pages by offset."""
     base = utcnow()
     ids = [make_job("queued", created_at=base - timedelta(seconds=i), payload={"k": 1}).id for i in range(3)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from dashboard.store import actions, enqueue, read_jobs, service, workers
+from dashboard.store import actions, enqueue, find_jobs, read_jobs, service, workers
 from dashboard.store.values import utcnow
 from dashboard.web.rendering import breakable
 from tests.factories import make_job
@@ -167,7 +167,7 @@ def test_bulk_delete_dry_run_then_confirm(app, client):
         "/jobs/bulk/delete/", data={"csrf_token": token, "type": "mail"}, follow_redirects=True
     )
     assert "Deleted 3 jobs." in done.get_data(as_text=True)
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
     assert client.get("/audit/").get_data(as_text=True).count('data-audit="job_deleted"') == 3
 
 

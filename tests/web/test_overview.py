@@ -98,6 +98,30 @@ def test_the_charts_say_when_they_read_only_the_newest_events(app, client, monke
     assert "Figures from the newest 3 events of the hour" in html
 
 
+def test_the_overview_and_the_detail_endpoint_read_the_hour_of_events_once(app, client):
+    """Both charts (finishes per minute, waits, run times) come from one read of the hour's
+    newest events, on the page and in ``/api/jobs/stats/detail/`` alike."""
+    from sqlalchemy import event
+
+    from dashboard.extensions import db
+
+    _finish("demo.success")
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        for path in ("/", "/api/jobs/stats/detail/"):
+            statements.clear()
+            assert client.get(path).status_code == 200
+            hour_reads = [s for s in statements if "FROM jobs_jobevent" in s and "created_at >=" in s]
+            assert len(hour_reads) == 1, (path, hour_reads)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
 def test_worker_panel_lists_processes_from_heartbeats_and_warns_about_orphans(app, client):
     now = utcnow()
     alive = workers.Identity("hostA:11:aa", "hostA", 11, now, "one-job", 8, "1", 5.0, ("demo.success",))

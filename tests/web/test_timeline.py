@@ -1,7 +1,8 @@
-"""The job page's folded timeline and its small live poll (issue 18)."""
+"""The job page's folded timeline and its small live poll."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,3 +130,26 @@ def test_a_job_within_the_window_shows_its_whole_timeline(app, client):
     page = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "data-older-events" not in page
     assert 'data-event-type="created"' in page
+
+
+def test_current_progress_is_the_newest_report_of_the_running_attempt(app):
+    """One rule for the page and its poll (``timeline.current_progress``): the newest
+    ``progress`` event of the job's current attempt, only while it runs."""
+    from dashboard.store.records import EventRecord
+    from dashboard.web.timeline import current_progress
+    from tests.factories import make_job
+
+    job = make_job("running", attempts=2, locked_by=WORKER)
+
+    def report(event_id: int, attempt: int, data: object) -> EventRecord:
+        return EventRecord(event_id, job.id, "progress", attempt, WORKER, "", data, job.created_at)
+
+    older, renewal = (
+        report(1, 1, {"percent": 90}),
+        dataclasses.replace(report(2, 2, {}), type="lease_renewed"),
+    )
+    assert current_progress(job, [older]) is None  # the last attempt's, not this one's
+    events = [older, report(3, 2, {"percent": 20}), report(4, 2, {"percent": 140}), renewal]
+    assert current_progress(job, events) == 100.0  # the newest, clamped; a renewal is no report
+    assert current_progress(job, [*events, report(5, 2, {"step": "x"})]) is None  # newest says none
+    assert current_progress(make_job("succeeded"), events) is None

@@ -38,7 +38,7 @@ def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, s
         claimed_at[job_id] = claims[1].created_at
     assert len(executors) > 1
     assert not any(":thread-0:" in w for w in executors)  # thread-0 is the rescuer
-    assert all(re.search(r":thread-\d+:", w) for w in executors)  # its lanes' ids (issue 20)
+    assert all(re.search(r":thread-\d+:", w) for w in executors)  # its lanes' ids
     # higher priority is never claimed after lower priority (all were queued before the start)
     jobs = {job_id: read_jobs.get_job(job_id) for job_id in ids}
     for a in ids:
@@ -129,7 +129,7 @@ def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(ap
 
 
 def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
-    """The process holds a job claimed ahead while its one thread runs another (issue 20): the
+    """The process holds a job claimed ahead while its one thread runs another: the
     job waited past half its lease, so the lease is renewed before its handler starts."""
     slow = enqueue.create_job("demo.slow", {"sleep_seconds": 2.5}, priority=90).job
     ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
@@ -148,7 +148,7 @@ def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
 
 
 def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(app, start_worker):
-    """Issue 20: a process has threads + CLAIM_AHEAD (2) x batch size lanes, one attempt each.
+    """A process has threads + CLAIM_AHEAD (2) x batch size lanes, one attempt each.
     With its one thread in a long handler it claims two batches ahead (each claim statement
     at most a batch), then nothing more: the other jobs stay queued for other workers."""
     ids = [enqueue.create_job("demo.slow", {"sleep_seconds": 60}).job.id for _ in range(9)]
@@ -166,7 +166,7 @@ def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(
 
 
 def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_lease(app, start_worker):
-    """Issue 20: the one thread runs a 4 s handler while a job claimed ahead waits, twice as
+    """The one thread runs a 4 s handler while a job claimed ahead waits, twice as
     long as the 2 s lease. The dispatcher keeps that lease, so the job is never recovered: it
     runs once, on its first attempt, with renewals on its timeline before it starts."""
     slow = enqueue.create_job("demo.slow", {"sleep_seconds": 4}, priority=90).job

@@ -1,4 +1,4 @@
-"""The real ``flask worker`` reports in (issue 17): its row, busy count, stale after SIGKILL,
+"""The real ``flask worker`` reports in: its row, busy count, stale after SIGKILL,
 stopped after a clean exit."""
 
 from __future__ import annotations

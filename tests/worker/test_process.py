@@ -29,7 +29,7 @@ def test_success_runs_the_handler_and_writes_its_events_in_order(app, start_work
     timeline = events(created.id)
     worker_id = timeline[1].worker_id
     # a thread's id (host:pid:thread-N:random), or in batch mode one of its lanes', numbered
-    # after the threads: 2 threads, so from thread-5 (issue 20)
+    # after the threads: 2 threads, so from thread-5
     kind = r"thread-([5-9]|[1-9]\d+)" if batch_mode() else "thread-[12]"
     assert re.fullmatch(rf"[^:]+:{worker.proc.pid}:{kind}:[0-9a-f]{{8}}", worker_id)
     assert {e.worker_id for e in timeline[1:]} == {worker_id}
@@ -172,7 +172,7 @@ def test_more_threads_than_the_pool_can_serve_is_refused_with_advice(app, start_
 
 
 def test_a_worker_needs_no_sign_in_settings_in_production(app, start_worker):
-    """``DEBUG=false`` without a secret key or credentials refuses to serve (issue 8), but a
+    """``DEBUG=false`` without a secret key or credentials refuses to serve, but a
     worker host serves nothing: the worker runs jobs and only logs the refusal."""
     created = enqueue.create_job("demo.success").job
     worker = start_worker(SECRET_KEY="")

@@ -89,7 +89,7 @@ def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app)
     completed, nxt = service.complete_and_claim(first.id, "w1", 1, "ok", lease_seconds=30, progress=[report])
     assert completed and nxt is not None and nxt.id == second.id
     assert event_types(first.id) == ["created", "claimed", "progress", "succeeded"]
-    # One statement, causal order (issues 14 and 20): the finished job's progress, its success,
+    # One statement, causal order: the finished job's progress, its success,
     # then the next job's claim, in id and in created_at (the claim 1 µs after the success).
     written = [e for e in events(first.id) if e.type in ("progress", "succeeded")] + events(second.id)[1:2]
     assert [e.type for e in written] == ["progress", "succeeded", "claimed"]

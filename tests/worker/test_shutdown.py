@@ -50,7 +50,7 @@ def test_second_signal_exits_at_once_leaving_the_job_to_lease_recovery(app, star
 
 def test_shutdown_timeout_hands_the_running_job_back_at_once(app, start_worker):
     """Past JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS the worker requeues its running attempts (fenced,
-    with their event) and exits 0, instead of waiting to be killed (issue 14)."""
+    with their event) and exits 0, instead of waiting to be killed."""
     slow = enqueue.create_job("demo.slow", {"sleep_seconds": 60}).job
     worker = start_worker(JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5")
     wait_for_status(slow.id, "running")
