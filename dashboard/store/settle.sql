@@ -4,7 +4,9 @@
 -- in one statement. A settle with pending progress reports (runtime/progress.py coalesces a
 -- handler's reports instead of committing each) writes them first, from :progress, a jsonb
 -- array of {message, data, created_at}, inserted only for rows the fenced UPDATE matched, so a
--- lost attempt writes no progress either.
+-- lost attempt writes no progress either. Each settle has that twin (`..._with_progress`):
+-- one statement for both, its :progress an empty array when there are none, cost 1-7 % more
+-- per statement on the drain's path (docs/benchmarks.md), so the two stay apart.
 --
 -- Events of one statement come out of ONE INSERT ... SELECT ... ORDER BY, so their ids follow
 -- the causal order (two sibling INSERT CTEs run in no defined order): per job, its progress
