@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs_s(rate),
             f"{rate / base:.2f}",
         )
-        # Issue 20: a larger batch is also more jobs claimed ahead of the threads (batch.py lanes).
+        # A larger batch is also more jobs claimed ahead of the threads (batch.py lanes).
         rate = median_of(
             runs, lambda: drain.throughput(url, jobs=sizes.drain_jobs, threads=threads, **BATCH_LARGE)
         )
@@ -340,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             jobs_s(api_single),
             versus(api_single, one),
         )
-        row(f"service.create_job, held connection{single_peer}", jobs_s(held), versus(held, one))
-        row("service.create_job, pooled connection", jobs_s(single), versus(single, one))
+        row(f"enqueue.create_job, held connection{single_peer}", jobs_s(held), versus(held, one))
+        row("enqueue.create_job, pooled connection", jobs_s(single), versus(single, one))
         row(
             f"POST /api/jobs/bulk/, 1,000 per call, idempotency keys{bulk_peer}",
             jobs_s(api_bulk),
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         spread = f"{api_bulk_cold_ratio.low:.2f}-{api_bulk_cold_ratio.high:.2f}"
         row("    (those pairs' ratios, lowest-highest)", spread)
-        row(f"service.create_jobs, 1,000 per call{bulk_peer}", jobs_s(bulk), versus(bulk, many))
+        row(f"enqueue.create_jobs, 1,000 per call{bulk_peer}", jobs_s(bulk), versus(bulk, many))
         if one and many:
             row("pgqueuer 1.6 enqueue, asyncpg, 1 per call, held connection", jobs_s(one), "1.00")
             row("pgqueuer 1.6 enqueue, asyncpg, 1,000 per call", jobs_s(many), "1.00")
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         results["pages_ms"] = measured
         for path, (p50, p95, status) in measured.items():
             row(f"GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
-        # The backlog scenario (issue 18): the same pages with a queue that has fallen behind,
+        # The backlog scenario: the same pages with a queue that has fallen behind,
         # added to the large database in place and removed afterwards.
         seed_backlog(large_url, sizes.backlog_queued, sizes.backlog_running)
         try:

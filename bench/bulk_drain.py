@@ -1,9 +1,9 @@
 """``python -m bench.bulk_drain [--failed N] [--queued M]``: drain rate of a real worker without,
-then during, a bulk retry of N failed jobs (issue 17; the issue's figure is N = 100,000).
+then during, a bulk retry of N failed jobs (the figure the target names is N = 100,000).
 
 The queue holds M ready ``bench.noop`` jobs and N failed ones. A worker drains; the drain rate
 (jobs succeeded per second) is measured over a window without the bulk action, then over the
-time the bulk retry takes (``service.bulk_apply``: chunks of 500 per transaction, SKIP LOCKED).
+time the bulk retry takes (``actions.run``: chunks of 500 per transaction, SKIP LOCKED).
 M must be large enough that the worker never runs dry during both windows.
 """
 
@@ -15,7 +15,7 @@ import time
 
 import psycopg
 
-from dashboard.store import service
+from dashboard.store import actions
 
 from .db import fresh_database, make_app, seed_queued
 from .drain import worker
@@ -47,10 +47,8 @@ def run(url: str, *, failed: int, queued: int, threads: int = 4) -> dict[str, fl
 
             def bulk() -> None:
                 with app.app_context():
-                    selection = service.BulkSelection()
-                    changed.append(
-                        service.bulk_apply("retry", selection, event_data={"actor": "bench"}).changed
-                    )
+                    selection = actions.Selection()
+                    changed.append(actions.run("retry", selection, event_data={"actor": "bench"}).changed)
 
             start, before = time.monotonic(), _succeeded(conn)
             thread = threading.Thread(target=bulk)

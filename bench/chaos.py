@@ -30,9 +30,9 @@ from pathlib import Path
 
 import psycopg
 
-from dashboard.store import service
+from dashboard.store import enqueue
+from dashboard.store.enqueue import JobSpec
 from dashboard.store.models import ATTEMPTS_SQL, STATUS_SHAPE_SQL
-from dashboard.store.service import JobSpec
 
 from .db import ROOT, embedded_server, fresh_database, libpq, make_app
 
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         app = make_app(url)
         with app.app_context():
             for i in range(0, plan.jobs, 1000):
-                service.create_jobs(job_mix(min(1000, plan.jobs - i), rng))
+                enqueue.create_jobs(job_mix(min(1000, plan.jobs - i), rng))
         print(f"seed {seed}: {plan.jobs} jobs queued; {plan.workers} workers x 8 threads", flush=True)
         workers = Workers(url=url, logs=logs)
         for _ in range(plan.workers):

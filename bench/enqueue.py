@@ -6,13 +6,13 @@ import time
 
 from flask import Flask
 
-from dashboard.store import connection, service
+from dashboard.store import connection, enqueue
 
 from .db import truncate
 
 
 def single(app: Flask, url: str, *, jobs: int, held: bool = False) -> float:
-    """Jobs per second through ``service.create_job``, one transaction each.
+    """Jobs per second through ``enqueue.create_job``, one transaction each.
 
     ``held``: on one connection from ``connection.connect()`` kept for the whole run, as a script
     that enqueues in a loop would (and as pgqueuer's client does); otherwise every call checks
@@ -21,19 +21,19 @@ def single(app: Flask, url: str, *, jobs: int, held: bool = False) -> float:
     truncate(url)
     with app.app_context(), connection.connect() as conn:
         client = conn if held else None
-        service.create_job("bench.noop", conn=client)  # warm the pool and the prepared statement
+        enqueue.create_job("bench.noop", conn=client)  # warm the pool and the prepared statement
         start = time.perf_counter()
         for _ in range(jobs):
-            service.create_job("bench.noop", {}, conn=client)
+            enqueue.create_job("bench.noop", {}, conn=client)
         return jobs / (time.perf_counter() - start)
 
 
 def bulk(app: Flask, url: str, *, jobs: int, chunk: int = 1000) -> float:
-    """Jobs per second through ``service.create_jobs``, ``chunk`` jobs per call."""
+    """Jobs per second through ``enqueue.create_jobs``, ``chunk`` jobs per call."""
     truncate(url)
-    specs = [service.JobSpec("bench.noop", {"i": i}) for i in range(jobs)]
+    specs = [enqueue.JobSpec("bench.noop", {"i": i}) for i in range(jobs)]
     with app.app_context():
         start = time.perf_counter()
         for i in range(0, jobs, chunk):
-            service.create_jobs(specs[i : i + chunk])
+            enqueue.create_jobs(specs[i : i + chunk])
         return jobs / (time.perf_counter() - start)

@@ -12,7 +12,7 @@ from dashboard.extensions import db
 from dashboard.store import read_jobs
 from dashboard.store.models import Job
 from dashboard.store.records import JobRecord
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 
 
 def job_fields(status: str = "queued", *, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def make_job(status: str = "queued", *, now: datetime | None = None, **fields: A
 # A backlog the planner has statistics for: queued jobs of several priorities and types, most
 # due, some scheduled, half of them retries, and some running. Plan tests seed it inside a
 # transaction they roll back, then ANALYZE: on an empty, never analysed table the estimates are
-# guesses, and any partial index on queued rows may win by chance (issue 18 added two), while
+# guesses, and any partial index on queued rows may win by chance (the overview's figures have two), while
 # ``enable_seqscan = off`` would hide a real regression.
 BACKLOG_SQL = """
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,

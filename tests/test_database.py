@@ -41,13 +41,13 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from dashboard import create_app
-    from dashboard.store import read_jobs, service
+    from dashboard.store import enqueue, find_jobs, read_jobs
     app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
     with app.app_context():
         if sys.argv[1] == "create":
-            job = service.create_job("demo.success", idempotency_key="shared").job
+            job = enqueue.create_job("demo.success", idempotency_key="shared").job
         else:
-            job = read_jobs.get_job(read_jobs.list_jobs(limit=1, offset=0).results[0].id)
+            job = read_jobs.get_job(find_jobs.list_jobs(limit=1, offset=0).results[0].id)
         print(json.dumps({"id": str(job.id), "embedded": app.config["EMBEDDED_DATABASE"]}))
     """
 )

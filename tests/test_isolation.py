@@ -1,13 +1,13 @@
 """Canary: data committed by one test is gone in the next (``clean_tables``)."""
 
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, find_jobs, read_jobs
 
 
 def test_isolation_first_writes(app):
-    service.create_job("demo.success", idempotency_key="isolation-canary")
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    enqueue.create_job("demo.success", idempotency_key="isolation-canary")
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
 
 
 def test_isolation_second_sees_nothing(app):
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
     assert read_jobs.list_events(limit=10).results == []

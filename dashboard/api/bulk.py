@@ -9,7 +9,7 @@ bulk retry leaves cancelled jobs out unless its body asks (``cancelled: true`` f
 
 ``DELETE /api/jobs/{id}/`` deletes one finished job: 204, 404 for an unknown id, 409 for a job
 that is not finished (as a retry of a job that is not failed). There is no dry run of one job:
-``GET /api/jobs/{id}/`` shows whether it is finished. They write through ``store/service.py``.
+``GET /api/jobs/{id}/`` shows whether it is finished. They write through ``store/actions.py``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Literal
 from flask import Response, current_app
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from ..store import search, service
-from ..store.bulk import ACTION_STATUS
+from ..store import actions, search
+from ..store.actions import ACTION_STATUS
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError, validation_error
@@ -85,7 +85,7 @@ def _bulk(action: str, body: BulkAction | BulkRetry | BulkDelete) -> Response:
     if wanted and body.status is not None and body.status != wanted:
         raise validation_error({"status": [f"This action only touches {wanted} jobs."]})
     terms = search.parse_api_q(body.q) if body.q else None
-    selection = service.BulkSelection(
+    selection = actions.Selection(
         type=body.type or None,
         terms=terms,
         status=body.status if action == "delete" else None,
@@ -93,9 +93,9 @@ def _bulk(action: str, body: BulkAction | BulkRetry | BulkDelete) -> Response:
         include_cancelled=getattr(body, "include_cancelled", False),
     )
     if body.dry_run:
-        count = service.bulk_dry_run(action, selection)
+        count = actions.count(action, selection)
     else:
-        count = service.bulk_apply(action, selection, event_data=audit_data()).changed
+        count = actions.run(action, selection, event_data=audit_data()).changed
     return json_response(BulkAnswer(action=action, dry_run=body.dry_run, count=count))  # type: ignore[arg-type]
 
 
@@ -170,7 +170,7 @@ def bulk_delete(body: BulkDelete) -> Response:
 def job_delete(job_id: uuid.UUID) -> Response:
     """A succeeded or failed job is deleted with its events; the audit log keeps who did it.
     A queued or running job: 409 naming its status. Extension."""
-    outcome = service.delete_job(job_id, event_data=audit_data())
+    outcome = actions.run_one("delete", job_id, event_data=audit_data())
     if outcome.status is None:
         raise ApiError(404, "Not found.")
     if not outcome.changed:

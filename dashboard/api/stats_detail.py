@@ -11,9 +11,8 @@ from ..store import read_overview
 
 def detail(now: datetime) -> dict[str, Any]:
     queue = read_overview.queue_detail(now)
-    since, until = read_overview.hour_window(now)  # the overview's own range
-    minutes = read_overview.minute_figures(since, until)
-    runs = read_overview.hour_run_times(now)
+    hour = read_overview.hour_figures(now)  # the overview's own hour, in one read
+    minutes, runs = hour.minutes, hour.run_times
     return {
         "ready": queue.ready.as_dict(),
         "scheduled": queue.scheduled.as_dict(),

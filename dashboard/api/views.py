@@ -1,7 +1,7 @@
 """The endpoints: validate (done by the registry), call the engine, serialise.
 
-No view writes job state or builds a query: state changes go through ``store.service``,
-reads through ``store.read``.
+No view writes job state or builds a query: jobs are created through ``store.enqueue`` and
+retried through ``store.actions``; reads go through the store's read modules.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..runtime.failures import first_line
 from ..runtime.handlers import registered_types
-from ..store import read_jobs, read_search, read_stats, search, service, stats_refresh
+from ..store import actions, enqueue, find_jobs, read_jobs, read_stats, search, stats_refresh
+from ..store.values import utcnow
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
@@ -132,7 +133,7 @@ def create_job(body: CreateJob) -> Response:
     """Queue a job (event `created`). With an `idempotency_key` that is already taken, nothing
     is created and the existing job is returned with 200, even when clients race."""
     spec = job_spec(body)
-    result = service.create_job(
+    result = enqueue.create_job(
         spec.type,
         spec.payload,
         priority=spec.priority,
@@ -148,13 +149,13 @@ def create_job(body: CreateJob) -> Response:
     return current_app.response_class(answer, status=status, headers=headers, mimetype="application/json")
 
 
-def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> service.JobSpec:
+def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> enqueue.JobSpec:
     """A create body with its defaults filled in (null means default, as on every field).
     ``max_attempts_default``: the app's ``worker.max_attempts_default``, read once per bulk
     request rather than once per job."""
     if max_attempts_default is None:
         max_attempts_default = settings_of(current_app).worker.max_attempts_default
-    return service.JobSpec(
+    return enqueue.JobSpec(
         type=body.type,
         payload=body.payload or {},
         priority=DEFAULT_PRIORITY if body.priority is None else body.priority,
@@ -183,7 +184,7 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     settings = settings_of(current_app)
     default = settings.worker.max_attempts_default
     render, rendered = job_renderer(settings.tz), list[bytes]()
-    results = service.create_jobs(
+    results = enqueue.create_jobs(
         [job_spec(job, default) for job in body.jobs],
         event_data=audit_data(),
         meanwhile=lambda records: rendered.extend(map(render, records)),  # while the server inserts
@@ -205,13 +206,13 @@ def job_list(query: JobListQuery) -> Response:
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
     policy = stats_refresh.policy_of(settings_of(current_app))
-    terms = search.parse_api_q(query.q) if query.q else None  # extension (issue 17)
+    terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference
     if terms is not None:
-        page = read_search.search_jobs(
+        page = find_jobs.search_jobs(
             terms, limit=limit, offset=offset, status=query.status, type=query.type, cancelled=query.cancelled
         )
     else:
-        page = read_jobs.list_jobs(
+        page = find_jobs.list_jobs(
             limit=limit,
             offset=offset,
             status=query.status,
@@ -244,7 +245,7 @@ def job_stats() -> Response:
     oldest queued job's creation time."""
     return json_response(
         Stats.model_validate(
-            read_stats.stats(service.utcnow(), stats_refresh.policy_of(settings_of(current_app))).as_dict()
+            read_stats.stats(utcnow(), stats_refresh.policy_of(settings_of(current_app))).as_dict()
         )
     )
 
@@ -260,7 +261,7 @@ def job_stats_detail() -> Response:
     its `available_at`), one row per job type, and per-minute outcomes, failure rate and claim
     waits of the last hour, with run times per type. Every count reads a bounded index range:
     exact up to a cap, then `exact: false`."""
-    return json_response(StatsDetail.model_validate(stats_detail(service.utcnow())))
+    return json_response(StatsDetail.model_validate(stats_detail(utcnow())))
 
 
 @route("/jobs/<uuid:job_id>/", "GET", summary="One job", replies={200: Reply("The job.", Job)})
@@ -297,13 +298,14 @@ def job_events(job_id: uuid.UUID, query: JobEventsQuery) -> Response:
 def job_retry(job_id: uuid.UUID) -> Response:
     """failed -> queued with attempts reset and available now (event `manual_retry`). Any
     other status: 409 naming it. No body is needed."""
-    result = service.retry_job(job_id, event_data=audit_data())
-    if result.job is not None:
-        return json_response(Job.model_validate(result.job))
-    if result.reason == "not_found":
+    outcome = actions.run_one("retry", job_id, event_data=audit_data())
+    if outcome.status is None:
         raise ApiError(404, "Not found.")
-    status = result.status or "unknown"
-    raise ApiError(409, f"Only failed jobs can be retried; this job is {status}.", status=status)
+    if outcome.changed and outcome.job is not None:
+        return json_response(Job.model_validate(outcome.job))
+    raise ApiError(
+        409, f"Only failed jobs can be retried; this job is {outcome.status}.", status=outcome.status
+    )
 
 
 @route(

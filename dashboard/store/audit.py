@@ -1,7 +1,7 @@
 """The audit log (``jobs_audit``): operator actions whose subject is gone afterwards.
 
 A deleted job takes its events with it, and a removed worker row leaves nothing behind, so
-the statements that do either (``bulk.STATEMENTS["delete"]``, ``workers.REMOVE``) write one
+the statements that do either (``delete`` in actions.sql, ``workers.REMOVE``) write one
 row here each, in the same statement: who (the actor and the rest of the request's audit
 data), when, and what was deleted (a job's id, type, status and dates; a worker's host, pid and
 last heartbeat). Nothing updates or deletes these rows. Reads: newest first by id (its primary

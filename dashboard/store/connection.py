@@ -2,7 +2,7 @@
 
 - :func:`connect` / :func:`connect_worker` / :func:`release_worker`: autocommit connections,
   the engine cached per Flask-SQLAlchemy engine;
-- :func:`fetch_rows` / :func:`fetch_job`: run one of ``sql.py``'s statements on the driver
+- :func:`fetch_rows` / :func:`fetch_job`: run a statement (``sql.query``) on the driver
   connection, compiled once, rows as plain dicts (:func:`fetch_rows_while`: one statement per
   parameter set in one pipelined transaction, with client work done while the server executes);
 - errors come back as SQLAlchemy's exception classes (``DBAPIError.instance``), so callers tell
@@ -26,10 +26,14 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
 from ..extensions import db
-from . import sql
 from .records import JobRecord
 
 T = TypeVar("T")
+
+# A one-job mode worker thread's connection (connect_worker) plans its statements once,
+# generically, instead of once per execution; reset when the connection goes back to the pool.
+GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
+DEFAULT_PLANS = "RESET plan_cache_mode"
 
 _autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
 
@@ -45,7 +49,7 @@ def autocommit_engine() -> Engine:
 def connect() -> Connection:
     """A connection for many engine calls in a row (a worker thread keeps one).
 
-    Every transition is a single statement (``sql.py``), atomic on its own, so it runs in
+    Every transition is a single statement (``store/*.sql``), atomic on its own, so it runs in
     autocommit mode: one round trip, with no BEGIN and no COMMIT around it (a bulk create's
     chunks, several statements, open their own transaction: :func:`fetch_rows_while`). Holding
     the connection also saves the pool checkout and its pre-ping on every call.
@@ -68,7 +72,7 @@ def connect_worker() -> Connection:
     """
     conn = connect()
     try:
-        raw_connection(conn).execute(sql.GENERIC_PLANS)
+        raw_connection(conn).execute(GENERIC_PLANS)
     except BaseException:
         conn.close()
         raise
@@ -80,7 +84,7 @@ def release_worker(conn: Connection) -> None:
     undoing :func:`connect_worker`'s setting; on a connection from :func:`connect` the reset
     changes nothing, so every worker connection goes back the same way."""
     try:
-        raw_connection(conn).execute(sql.DEFAULT_PLANS)
+        raw_connection(conn).execute(DEFAULT_PLANS)
     except psycopg.Error:
         conn.invalidate()
     finally:
@@ -106,6 +110,7 @@ def autocommit(conn: Connection | None) -> Iterator[Connection]:
 class _Compiled:
     sql: str  # psycopg's %(name)s placeholders
     jsonb: frozenset[str]  # parameters to send as jsonb
+    fixed: dict[str, Any]  # parameters the statement binds itself (sql.FIXED)
 
 
 _compiled: dict[int, _Compiled] = {}
@@ -115,10 +120,11 @@ _PSYCOPG = postgresql.psycopg.dialect()
 def _compile(statement: TextClause) -> _Compiled:
     compiled = _compiled.get(id(statement))
     if compiled is None:
-        jsonb = frozenset(
-            name for name, bind in statement._bindparams.items() if isinstance(bind.type, postgresql.JSONB)
-        )
-        compiled = _compiled[id(statement)] = _Compiled(str(statement.compile(dialect=_PSYCOPG)), jsonb)
+        binds = statement._bindparams
+        jsonb = frozenset(name for name, bind in binds.items() if isinstance(bind.type, postgresql.JSONB))
+        fixed = {name: bind.value for name, bind in binds.items() if bind.value is not None}
+        sql_text = str(statement.compile(dialect=_PSYCOPG))
+        compiled = _compiled[id(statement)] = _Compiled(sql_text, jsonb, fixed)
     return compiled
 
 
@@ -135,8 +141,11 @@ def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[st
 
 
 def _args(compiled: _Compiled, params: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as psycopg takes them: the jsonb ones wrapped."""
-    return {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+    """The parameters as psycopg takes them: the jsonb ones wrapped, the fixed ones added."""
+    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
+    if compiled.fixed:
+        args.update(compiled.fixed)
+    return args
 
 
 def _driver(conn: Connection) -> psycopg.Connection[Any]:
@@ -149,7 +158,7 @@ def _driver(conn: Connection) -> psycopg.Connection[Any]:
 
 
 def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run one of ``sql.py``'s statements on the psycopg connection under ``conn``.
+    """Run ``statement`` (one of ``sql.query``'s) on the psycopg connection under ``conn``.
 
     The transitions are the hot path of every worker thread: SQLAlchemy's result machinery
     (column metadata rebuilt on every call for a text statement) is too slow for that path,

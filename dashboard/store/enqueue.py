@@ -1,8 +1,8 @@
 """Enqueueing: one job (``create_job``) or many in one transaction (``create_jobs``), each
 with its ``created`` event, deduplicated by idempotency key.
 
-The doors call these through :mod:`.service`, which re-exports them with the other
-transitions.
+The doors and the Python API call them here; the worker's transitions are in
+:mod:`.service`, the operator's in :mod:`.actions`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,19 @@ from ..limits import (
     TYPE_MAX_LENGTH,
     type_problem,
 )
-from . import planner_stats, sql
+from . import planner_stats
 from .connection import autocommit, fetch_job, fetch_rows, fetch_rows_while
 from .records import CreateResult, JobRecord
+from .sql import query
 from .states import Status
 from .values import aware as _aware
 from .values import utcnow
+
+CREATE, CREATE_MANY = query("create"), query("create_many")
+FIND_BY_IDEMPOTENCY_KEY, FIND_BY_IDEMPOTENCY_KEYS = (
+    query("find_by_idempotency_key"),
+    query("find_by_idempotency_keys"),
+)
 
 
 def create_job(
@@ -62,17 +69,17 @@ def create_job(
         "now": now,
     }
     with autocommit(conn) as conn:
-        job = fetch_job(conn, sql.CREATE, params)
+        job = fetch_job(conn, CREATE, params)
         if job is not None:
             planner_stats.after_insert(1, conn)
             return CreateResult(job=job, created=True)
-        existing = fetch_job(conn, sql.FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
+        existing = fetch_job(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
     if existing is None:  # the conflicting row vanished between the two statements
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
     return CreateResult(job=existing, created=False)
 
 
-CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, issue 20)
+CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, "Bulk create in chunks")
 
 
 class JobSpec(NamedTuple):
@@ -187,13 +194,13 @@ def create_jobs(
         # records are built (they do not depend on its answer). Into a small table, every
         # statement of it is planned afresh (planner_stats: the events' foreign-key check).
         skipped, new = fetch_rows_while(
-            conn, sql.CREATE_MANY, chunks(), records, first=planner_stats.CUSTOM_PLANS_WHILE_SMALL
+            conn, CREATE_MANY, chunks(), records, first=planner_stats.CUSTOM_PLANS_WHILE_SMALL
         )
         taken = {order[row["n"]] for row in skipped if row["n"] is not None}  # specs not inserted
         existing = {}
         if taken:
             keys = sorted({new[n].idempotency_key for n in taken})
-            found = fetch_rows(conn, sql.FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
+            found = fetch_rows(conn, FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
             existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
         planner_stats.after_insert(len(specs) - len(taken), conn)
     return [
@@ -205,7 +212,7 @@ def create_jobs(
 
 
 def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
-    """The row ``sql.CREATE_MANY`` writes for ``spec``, as a record."""
+    """The row ``create_many`` (create.sql) writes for ``spec``, as a record."""
     return JobRecord(
         id=job_id,
         type=spec.type,

@@ -5,8 +5,8 @@ no finish time, a running job holds both lock fields, a finished one holds a fin
 lock. The service functions keep to these rules; the constraints make a bug that breaks them
 fail loudly instead of leaving a job no worker will ever pick up.
 
-Each index is here for one query, named beside it. The queries live in ``sql.py`` and
-``read.py``.
+Each index is here for one query, named beside it. The statements that move a job live whole
+in ``store/*.sql``; the reads in ``find_jobs.py`` and the ``read_*.py`` modules.
 """
 
 from __future__ import annotations
@@ -91,16 +91,16 @@ class Job(db.Model):
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
         CheckConstraint(ATTEMPTS_SQL, name="job_attempts_valid"),
         CheckConstraint(CANCELLED_SHAPE_SQL, name="job_cancelled_shape"),
-        # Job list filtered by status (``read_jobs.list_jobs``).
+        # Job list filtered by status (``find_jobs.list_jobs``).
         Index("jobs_job_status_idx", "status"),
         Index("jobs_job_available_at_idx", "available_at"),
-        # Job list ordering, newest first (``read_jobs.list_jobs``).
+        # Job list ordering, newest first (``find_jobs.list_jobs``).
         Index("jobs_job_created_at_idx", "created_at"),
-        # The job list's type filter (``read_jobs.list_jobs``: one type's jobs, or one type's jobs in
+        # The job list's type filter (``find_jobs.list_jobs``: one type's jobs, or one type's jobs in
         # one status, newest first) and the skip scan that lists the distinct types
-        # (``read_jobs.JOB_TYPES_SQL``).
+        # (``read_stats.JOB_TYPES_SQL``).
         Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
-        # The claim (``sql.CLAIM``): only queued rows, so it stays small while finished rows
+        # The claim (``claim`` in claim.sql): only queued rows, so it stays small while finished rows
         # pile up, and in the claim's own order so the first unlocked eligible entry is the
         # answer. Priority must come first: with available_at first PostgreSQL sorts every
         # queued row on each claim (figures: docs/benchmarks.md).
@@ -112,7 +112,7 @@ class Job(db.Model):
             "id",
             postgresql_where=text("status = 'queued'"),
         ),
-        # Retention (``retention.DELETE_BATCH``): the oldest finished jobs first (issue 19).
+        # Retention (``prune_batch`` in retention.sql): the oldest finished jobs first.
         Index(
             "job_finished_idx",
             "status",
@@ -148,9 +148,9 @@ class Job(db.Model):
             text("id DESC"),
             postgresql_where=text("cancelled_at IS NOT NULL"),
         ),
-        # Expired-lease recovery (``sql.CLEANUP_EXPIRED``): only running rows.
+        # Expired-lease recovery (``cleanup_expired`` in lease_recovery.sql): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
-        # Search by error text, any status (``search.ERROR_VECTOR``): the error with its ASCII
+        # Search by error text, any status (``find_jobs.ERROR_VECTOR``): the error with its ASCII
         # punctuation turned into separators, so host names, dotted names and paths are found by
         # their parts. Partial: a job that never failed has no entry, so the drain path (creates,
         # claims, successes) never writes to it; migration 0009.
@@ -160,7 +160,7 @@ class Job(db.Model):
             postgresql_using="gin",
             postgresql_where=text("last_error <> ''"),
         ),
-        # Idempotent create (``sql.CREATE``'s ON CONFLICT): unique only when a key is given.
+        # Idempotent create (``create`` in create.sql, ON CONFLICT): unique only when a key is given.
         Index(
             "job_idempotency_key_unique",
             "idempotency_key",
@@ -199,7 +199,7 @@ class JobEvent(db.Model):
 
 
 class WorkerProcess(db.Model):
-    """One ``flask worker`` process, as its heartbeat thread last reported it (issue 17).
+    """One ``flask worker`` process, as its heartbeat thread last reported it.
 
     Upserted every ``JOB_WORKER_HEARTBEAT_SECONDS`` by ``runtime/heartbeat.py``; ``stopped_at``
     is set on a clean exit. A row whose ``last_seen`` is older than three of its own intervals

@@ -20,8 +20,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection, text
 
 from ..limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
-from .read_jobs import JOB_TYPES_SQL
-from .read_stats import estimate
+from .read_stats import JOB_TYPES_SQL, estimate
 from .read_timeout import reading
 
 
@@ -255,25 +254,22 @@ class Sampled(Generic[T]):
     cap: int
 
 
-# The newest :cap events of the window, newest first: jobs_jobevent_created_at_idx read
+# One read of the window's newest :cap events, newest first: jobs_jobevent_created_at_idx read
 # backwards and stopped by the LIMIT, so a busy hour costs at most :cap index entries and rows
-# (the type filter comes after the limit, or a window without matches would be read whole).
-# ``events_read`` comes back on every row, and alone (figure columns NULL) when none matched.
-_RECENT = """
+# (the type filters come after the limit, or a window without matches would be read whole).
+# Two figures come out of it: per minute from :minutes_since, the outcomes and the waits the
+# claims recorded (claim.sql: ``wait_ms``); per job type, the run times the outcomes recorded
+# (settle.sql: ``run_ms`` and ``type``). Each row is one or the other (``minute`` or
+# ``run_type`` set); ``events_read`` and ``minute_events_read`` come back on every row, and
+# alone when nothing matched.
+FIGURES_SQL = text(
+    """
     WITH recent AS MATERIALIZED (
         SELECT created_at, type, data FROM jobs_jobevent
         WHERE created_at >= :since AND created_at < :until
         ORDER BY created_at DESC
         LIMIT :cap
-    ), figures AS ({figures}
-    )
-    SELECT (SELECT count(*) FROM recent) AS events_read, figures.*
-    FROM (VALUES (1)) AS one LEFT JOIN figures ON true
-"""
-# Outcomes and the waits recorded by the claims (sql.py: ``wait_ms``), per minute.
-MINUTES_SQL = text(
-    _RECENT.format(
-        figures="""
+    ), minutes AS (
         SELECT date_trunc('minute', created_at) AS minute,
                count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
                count(*) FILTER (WHERE type = 'failed') AS failed,
@@ -282,15 +278,9 @@ MINUTES_SQL = text(
                percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
                    FILTER (WHERE type = 'claimed') AS wait_p95
         FROM recent
-        WHERE type IN ('succeeded', 'failed', 'claimed')
-        GROUP BY 1"""
-    )
-    + "ORDER BY minute"
-)
-# Run times recorded by the outcomes (sql.py: ``run_ms`` and ``type``), per type.
-RUN_TIMES_SQL = text(
-    _RECENT.format(
-        figures="""
+        WHERE created_at >= :minutes_since AND type IN ('succeeded', 'failed', 'claimed')
+        GROUP BY 1
+    ), runs AS (
         SELECT data->>'type' AS run_type, count(*) AS runs,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p50,
                percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p95
@@ -298,17 +288,31 @@ RUN_TIMES_SQL = text(
         WHERE type IN ('succeeded', 'failed', 'retry_scheduled')
           AND jsonb_typeof(data->'run_ms') = 'number' AND jsonb_typeof(data->'type') = 'string'
         GROUP BY 1 ORDER BY 1
-        LIMIT :types"""
+        LIMIT :types
+    ), figures AS (
+        SELECT minute, NULL AS run_type, succeeded, failed, wait_p50 AS p50, wait_p95 AS p95,
+               NULL::bigint AS runs
+        FROM minutes
+        UNION ALL
+        SELECT NULL, run_type, NULL, NULL, p50, p95, runs FROM runs
     )
-    + "ORDER BY run_type"
+    SELECT (SELECT count(*) FROM recent) AS events_read,
+           (SELECT count(*) FROM recent WHERE created_at >= :minutes_since) AS minute_events_read,
+           figures.*
+    FROM (VALUES (1)) AS one LEFT JOIN figures ON true
+    ORDER BY figures.minute, figures.run_type
+    """
 )
 
-
-def _cap(cap: int | None) -> int:
-    return CHART_EVENTS_MAX if cap is None else cap
-
-
 MINUTES = 60  # the overview's charts: the last hour, minute by minute
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The charts' figures of a window, from one read of its newest events."""
+
+    minutes: Sampled[MinuteFigures]
+    run_times: Sampled[RunTime]
 
 
 def hour_window(now: datetime) -> tuple[datetime, datetime]:
@@ -318,37 +322,40 @@ def hour_window(now: datetime) -> tuple[datetime, datetime]:
     return current - timedelta(minutes=MINUTES - 1), current + timedelta(minutes=1)
 
 
-def hour_run_times(now: datetime) -> Sampled[RunTime]:
-    """:func:`run_times` of the attempts that ended in the hour before ``now``, up to the end
-    of :func:`hour_window` (the overview and ``/api/jobs/stats/detail/`` alike)."""
-    return run_times(now - timedelta(minutes=MINUTES), hour_window(now)[1])
+def hour_figures(now: datetime, *, cap: int | None = None) -> Figures:
+    """The hour's charts (the overview and ``/api/jobs/stats/detail/`` alike): per minute over
+    :func:`hour_window`, and the run times of the attempts that ended in the hour before
+    ``now``, up to the end of that window."""
+    start, until = hour_window(now)
+    return figures(now - timedelta(minutes=MINUTES), until, minutes_since=start, cap=cap)
 
 
-def minute_figures(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[MinuteFigures]:
-    """Finished, failed and claim waits per minute in ``[since, until)``, from at most the
-    newest ``cap`` events (default :data:`~dashboard.limits.CHART_EVENTS_MAX`); empty minutes
-    absent."""
-    cap = _cap(cap)
+def figures(
+    since: datetime, until: datetime, *, minutes_since: datetime | None = None, cap: int | None = None
+) -> Figures:
+    """From at most the newest ``cap`` events (default :data:`~dashboard.limits.CHART_EVENTS_MAX`)
+    of ``[since, until)``, in one statement: finished, failed and claim waits per minute from
+    ``minutes_since`` (default ``since``; empty minutes absent), and run time p50 / p95 per job
+    type of the attempts that ended in the window. Each is :class:`Sampled` when its part of
+    the window held ``cap`` events or more."""
+    cap = CHART_EVENTS_MAX if cap is None else cap
+    params = {
+        "since": since,
+        "until": until,
+        "minutes_since": since if minutes_since is None else max(since, minutes_since),
+        "types": TYPES_SHOWN,
+        "cap": cap,
+    }
     with reading() as conn:
-        rows = conn.execute(MINUTES_SQL, {"since": since, "until": until, "cap": cap}).mappings().all()
-    items = [
-        MinuteFigures(r["minute"], r["succeeded"], r["failed"], r["wait_p50"], r["wait_p95"])
+        rows = conn.execute(FIGURES_SQL, params).mappings().all()
+    minutes = [
+        MinuteFigures(r["minute"], r["succeeded"], r["failed"], r["p50"], r["p95"])
         for r in rows
         if r["minute"] is not None
     ]
-    return Sampled(items, _hit(rows, cap), cap)
-
-
-def run_times(since: datetime, until: datetime, *, cap: int | None = None) -> Sampled[RunTime]:
-    """Run time p50 / p95 per job type of the attempts that ended in ``[since, until)``, from at
-    most the newest ``cap`` events (as :func:`minute_figures`)."""
-    cap = _cap(cap)
-    params = {"since": since, "until": until, "types": TYPES_SHOWN, "cap": cap}
-    with reading() as conn:
-        rows = conn.execute(RUN_TIMES_SQL, params).mappings().all()
-    items = [RunTime(r["run_type"], r["runs"], r["p50"], r["p95"]) for r in rows if r["run_type"] is not None]
-    return Sampled(items, _hit(rows, cap), cap)
-
-
-def _hit(rows: Any, cap: int) -> bool:
-    return bool(rows) and rows[0]["events_read"] >= cap
+    runs = [RunTime(r["run_type"], r["runs"], r["p50"], r["p95"]) for r in rows if r["run_type"] is not None]
+    first = rows[0] if rows else {"events_read": 0, "minute_events_read": 0}
+    return Figures(
+        minutes=Sampled(minutes, first["minute_events_read"] >= cap, cap),
+        run_times=Sampled(runs, first["events_read"] >= cap, cap),
+    )

@@ -1,5 +1,4 @@
-"""What the overview and ``/api/jobs/stats/`` read: status counts, finishes per minute,
-recent workers and failures.
+"""What the overview and ``/api/jobs/stats/`` read: status counts and the latest failures.
 
 Each function names the index it relies on. Counting policy (exact below a size, cached
 finished totals above it) comes in as an argument, :class:`StatsPolicy`.
@@ -100,6 +99,7 @@ TYPES_CTE = """
         FROM types WHERE types.type IS NOT NULL
     )
 """
+JOB_TYPES_SQL = text(TYPES_CTE + "SELECT type FROM types WHERE type IS NOT NULL")
 
 # Large tables: live figures counted up to a cap (then the planner's estimate), finished
 # totals from jobs_finished_counts. Indexes: job_claim_idx (queued), job_queued_idx
@@ -202,96 +202,6 @@ def database_ok() -> None:
         conn.execute(text("SELECT 1"))
 
 
-@dataclass(frozen=True)
-class MinuteCount:
-    minute: datetime  # start of the minute, UTC
-    succeeded: int
-    failed: int
-
-
-FINISHED_PER_MINUTE_SQL = text(
-    """
-    SELECT date_trunc('minute', created_at) AS minute,
-           count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
-           count(*) FILTER (WHERE type = 'failed') AS failed
-    FROM jobs_jobevent
-    WHERE created_at >= :since AND created_at < :until AND type IN ('succeeded', 'failed')
-    GROUP BY 1
-    ORDER BY 1
-    """
-)
-
-
-def finished_per_minute(since: datetime, until: datetime) -> list[MinuteCount]:
-    """Jobs that reached ``succeeded`` or ``failed`` per minute in ``[since, until)``.
-
-    Read from the ``succeeded`` and ``failed`` events, not from ``jobs_job.finished_at``:
-    a retried job loses its ``finished_at``, its events stay. Minutes without finishes are
-    absent. Index: jobs_jobevent_created_at_idx (a range over the window only).
-    """
-    with reading() as conn:
-        rows = conn.execute(FINISHED_PER_MINUTE_SQL, {"since": since, "until": until}).mappings().all()
-    return [MinuteCount(minute=r["minute"], succeeded=r["succeeded"], failed=r["failed"]) for r in rows]
-
-
-@dataclass(frozen=True)
-class WorkerSeen:
-    worker_id: str
-    last_seen: datetime | None  # newest event of this worker in the window; None: only a lock
-    events: int  # events in the window
-    running: int  # jobs it holds a lease on now
-
-
-RECENT_WORKER_EVENTS_SQL = text(
-    """
-    SELECT worker_id, max(created_at) AS last_seen, count(*) AS events
-    FROM jobs_jobevent
-    WHERE created_at >= :since AND worker_id IS NOT NULL
-    GROUP BY worker_id
-    """
-)
-
-LOCK_HOLDERS_SQL = text(
-    """
-    SELECT locked_by AS worker_id, count(*) AS running
-    FROM jobs_job
-    WHERE status = 'running'
-    GROUP BY locked_by
-    """
-)
-
-
-def recent_workers(since: datetime, *, limit: int = 50) -> list[WorkerSeen]:
-    """Workers that wrote an event since ``since`` or hold a lease now, newest first.
-
-    There is no worker table: a worker is known by the ``worker_id`` on its events and the
-    ``locked_by`` of the jobs it runs. An idle worker writes nothing and so is not listed.
-    Indexes: jobs_jobevent_created_at_idx (the window), job_timeout_idx (its predicate is
-    ``status = 'running'``, so it covers exactly the running jobs).
-    """
-    with reading() as conn:
-        seen = conn.execute(RECENT_WORKER_EVENTS_SQL, {"since": since}).mappings().all()
-        holders = conn.execute(LOCK_HOLDERS_SQL).mappings().all()
-    running = {r["worker_id"]: r["running"] for r in holders}
-    workers = {
-        r["worker_id"]: WorkerSeen(
-            worker_id=r["worker_id"],
-            last_seen=r["last_seen"],
-            events=r["events"],
-            running=running.get(r["worker_id"], 0),
-        )
-        for r in seen
-    }
-    for worker_id, count in running.items():
-        workers.setdefault(worker_id, WorkerSeen(worker_id, None, 0, count))
-    ordered = sorted(
-        workers.values(),
-        key=lambda w: (w.last_seen is not None, w.last_seen or datetime.min.replace(tzinfo=since.tzinfo)),
-        reverse=True,
-    )
-    return ordered[:limit]
-
-
 LATEST_FAILURES_SQL = text(
     """
     SELECT j.id, j.type, left(j.payload::text, :preview) AS payload, j.status, j.priority,
@@ -318,8 +228,8 @@ class Failure:
 
 def latest_failures(limit: int = 10) -> list[Failure]:
     """The jobs that failed most recently and are still failed, newest failure first (payload
-    and result as :data:`~dashboard.limits.PREVIEW_CHARS` characters of their JSON text, as in
-    ``read_jobs.list_jobs``).
+    and result as :data:`~dashboard.limits.PREVIEW_CHARS` characters of their JSON text, as on
+    the job list: ``list_columns.py``).
 
     Walks the newest ``failed`` events (a bounded scan, not every failed job) and keeps the
     jobs still in ``failed`` and not cancelled since; a job that failed twice is listed once.

@@ -62,15 +62,6 @@ class CreateResult:
 
 
 @dataclass(frozen=True, slots=True)
-class RetryResult:
-    """``job`` is the requeued job; otherwise ``reason`` says why nothing changed."""
-
-    job: JobRecord | None
-    reason: str | None = None  # "not_found" | "not_failed"
-    status: str | None = None  # the status that made it not retryable
-
-
-@dataclass(frozen=True, slots=True)
 class CleanupResult:
     requeued: list[uuid.UUID]
     failed: list[uuid.UUID]

@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import text
-
 from ..extensions import db
+from .sql import query
 from .stats_refresh import refresh_finished_counts
 
 LOCK_KEY = 0x6A6F6272  # "jobr": one pruner at a time across every process
@@ -47,33 +46,7 @@ BATCH_SIZE = 1_000
 PAUSE_SECONDS = 0.05
 STATUSES = ("succeeded", "failed")
 
-TRY_LOCK = text("SELECT pg_try_advisory_xact_lock(:key)")
-# Index: job_finished_idx (status, finished_at) WHERE status IN ('succeeded', 'failed').
-DELETE_BATCH = text(
-    """
-    WITH doomed AS (
-        SELECT id FROM jobs_job
-        WHERE status = :status AND finished_at < :cutoff
-        ORDER BY status, finished_at
-        LIMIT :batch
-        FOR UPDATE SKIP LOCKED
-    ), events AS (
-        DELETE FROM jobs_jobevent WHERE job_id IN (SELECT id FROM doomed) RETURNING 1
-    ), jobs AS (
-        DELETE FROM jobs_job j USING doomed WHERE j.id = doomed.id AND j.status = :status RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM events) AS events
-    """
-)
-COUNT_EXPIRED = text(
-    """
-    SELECT count(*) AS jobs,
-           (SELECT count(*) FROM jobs_jobevent e
-             WHERE e.job_id IN (SELECT id FROM jobs_job WHERE status = :status AND finished_at < :cutoff))
-             AS events
-    FROM jobs_job WHERE status = :status AND finished_at < :cutoff
-    """
-)
+TRY_LOCK, DELETE_BATCH, COUNT_EXPIRED = query("prune_try_lock"), query("prune_batch"), query("prune_count")
 
 
 class Stopping(Protocol):

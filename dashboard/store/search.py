@@ -1,8 +1,8 @@
-"""Find any job (issue 17): the ``q`` of the job list, the header box and ``/api/jobs/?q=``.
+"""The search language: the ``q`` of the job list, the header box and ``/api/jobs/?q=``.
 
-:func:`parse_q` reads what an operator typed; :func:`matching` turns it into a set of job ids
-that every caller shares (the list, the API, the bulk actions), so a bulk dry run counts
-exactly the jobs the list shows. Each kind is an index lookup:
+:func:`parse_q` reads what an operator typed into :class:`Terms`; ``find_jobs.matching`` turns
+those into a set of job ids that every caller shares (the list, the API, the bulk actions), so a
+bulk dry run counts exactly the jobs the list shows. Each kind is an index lookup:
 
 - a full id, or 4 to 32 hex digits of one (the 8-character short id the lists show): a range
   on the primary key, the prefix padded with ``0`` and with ``f``;
@@ -11,7 +11,7 @@ exactly the jobs the list shows. Each kind is an index lookup:
   and what an operator copies out of an error (a host name, a dotted name, a path) as the run
   of its parts, the last a prefix: ``smtp.example.com`` finds ``... to smtp.example.com:25``,
   ``example`` and ``billing.inv`` find theirs, ``/var/data`` finds ``/var/data/x.csv``. Index:
-  ``job_error_fts_idx`` (:data:`ERROR_VECTOR`), a GIN over the error with its ASCII punctuation
+  ``job_error_fts_idx`` (``find_jobs.ERROR_VECTOR``), a GIN over the error with its ASCII punctuation
   turned into separators, partial on ``last_error <> ''``: jobs that never failed (the whole
   drain path: creates, claims, successes) have no entry;
 - a payload match, ``key=value`` (``a.b=1`` nests) or a JSON object the payload contains:
@@ -20,7 +20,8 @@ exactly the jobs the list shows. Each kind is an index lookup:
   and says so (:attr:`Search.payload_scan`).
 
 Any text that is not payload syntax is tried as an id prefix (when it is hex), an idempotency
-key and error words at once; the matches are the union. Each arm stops at :data:`ARM_CAP`.
+key and error words at once; the matches are the union. Each arm stops at
+``find_jobs.ARM_CAP``.
 """
 
 from __future__ import annotations
@@ -31,28 +32,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, cast, func, literal, literal_column, select, text, union
-from sqlalchemy.dialects.postgresql import JSONB
-
 from ..limits import MAX_JSON_DEPTH, Q_MAX_LENGTH, json_problem
-from .models import ERROR_VECTOR_SQL, Job
-
-jobs = Job.__table__
 
 ID_PREFIX_MIN = 4
-PAYLOAD_SCAN_ROWS = 10_000
-ARM_CAP = 10_000  # matches one kind of search contributes at most
+PAYLOAD_SCAN_ROWS = 10_000  # a payload search reads the newest this many jobs of its filter
 MAX_WORDS = 8
 _HEX = re.compile(r"[0-9a-f]+")
 _KEY_VALUE = re.compile(r"^([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
 _PIECE = re.compile(r"[^\W_]+")  # a run of letters and digits: what the error's index holds
 MAX_PIECES = 16  # parts of the words of an error search, all together
-
-# The error text as job_error_fts_idx holds it (models.ERROR_VECTOR_SQL), and the index's
-# predicate: SQL text, not bound parameters, so that the planner matches the index's expression
-# and predicate whatever plan it caches.
-ERROR_VECTOR = literal_column(ERROR_VECTOR_SQL)
-HAS_ERROR = text("last_error <> ''")
 
 
 class SearchError(ValueError):
@@ -189,66 +177,6 @@ def parse_api_q(raw: str) -> Terms | None:
         raise
     except SearchError:
         return _text_terms(raw.strip())
-
-
-def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = []
-    if status:
-        where.append(jobs.c.status == status)
-    if types is not None:
-        where.append(jobs.c.type.in_(types))
-    return where
-
-
-def matching(
-    terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
-) -> Select[Any]:
-    """The jobs ``terms`` finds among those ``where`` selects: a SELECT of ``id`` and
-    ``created_at`` (read with the row each arm already visits, so a page can pick its newest
-    without fetching every match again). ``types``: the type filter's types (already in
-    ``where``), so that a payload search reads the filter's newest jobs as one index range per
-    (type, status)."""
-    if terms.payload is not None:
-        merged = None
-        if types:
-            from .read_jobs import merged_ranges  # read_jobs does not import this module
-
-            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None)  # = where's filters
-        if merged is not None:
-            keys = (
-                select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
-            )
-            newest = (
-                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
-                .join(keys, jobs.c.id == keys.c.id)
-                .subquery()
-            )
-        else:
-            newest = (
-                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
-                .where(*where)
-                .order_by(jobs.c.created_at.desc())
-                .limit(PAYLOAD_SCAN_ROWS)
-                .subquery()
-            )
-        return select(newest.c.id, newest.c.created_at).where(
-            newest.c.payload.op("@>")(cast(literal(terms.payload, JSONB), JSONB))
-        )
-    found = (jobs.c.id, jobs.c.created_at)
-    arms: list[Select[Any]] = []
-    if terms.id_range is not None:
-        low, high = terms.id_range
-        arms.append(select(*found).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
-    if terms.idempotency_key is not None:
-        arms.append(select(*found).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
-    if terms.error_query is not None:  # any status: a job backing off has its error too
-        tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
-        matched = ERROR_VECTOR.op("@@")(tsquery)
-        arms.append(select(*found).where(HAS_ERROR, matched, *where).limit(ARM_CAP))
-    subqueries = [arm.subquery() for arm in arms]
-    if len(subqueries) == 1:
-        return select(subqueries[0].c.id, subqueries[0].c.created_at)
-    return union(*[select(s.c.id, s.c.created_at) for s in subqueries])
 
 
 @dataclass(frozen=True)

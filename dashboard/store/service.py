@@ -1,9 +1,10 @@
-"""Every job state transition, each one transaction that writes its event.
+"""The worker's transitions: claim, renew, progress, settle, lease recovery.
 
-The API, the dashboard, the worker and the tests all call these functions; nothing else writes
-job state. They take explicit inputs (ids, worker id, attempt, ``now``) and return plain
-records. A worker-side call whose ownership guard matches no row returns ``None``: that is a
-stale worker being fenced off, a normal outcome, not an error.
+Each is one statement (``store/*.sql``) that writes the job and its events together. They take
+explicit inputs (ids, worker id, attempt, ``now``) and return plain records. A call whose
+ownership guard matches no row returns ``None``: that is a stale worker being fenced off, a
+normal outcome, not an error. The other transitions live beside them: creating jobs in
+``enqueue.py``, the operator's retry, cancel, run now and delete in ``actions.py``.
 
 They need an application context (for the engine) and nothing else: no request, no session
 cookie, no template.
@@ -18,21 +19,21 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from . import bulk, sql, sql_settle, workers
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
-from .enqueue import JobSpec, create_job, create_jobs
-from .records import CleanupResult, JobRecord, RetryResult
+from .records import CleanupResult, JobRecord
+from .sql import query
 from .values import aware as _aware
 from .values import pg_safe, utcnow
 
-__all__ = [  # create_* live in enqueue.py, bulk actions in bulk.py; the doors reach them here
-    "JobSpec",
-    "create_job",
-    "create_jobs",
-    "pg_safe",
-    "utcnow",
-]
+CLAIM, CLAIM_ONE = query("claim"), query("claim_one")
+RENEW, PROGRESS = query("renew"), query("progress")
+COMPLETE, COMPLETE_WITH_PROGRESS = query("complete"), query("complete_with_progress")
+COMPLETE_AND_CLAIM = query("complete_and_claim")
+COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
+COMPLETE_MANY, COMPLETE_MANY_WITH_PROGRESS = query("complete_many"), query("complete_many_with_progress")
+FAIL, FAIL_WITH_PROGRESS = query("fail"), query("fail_with_progress")
+CLEANUP_EXPIRED = query("cleanup_expired")
 
 
 def claim_jobs(
@@ -46,7 +47,7 @@ def claim_jobs(
 ) -> list[JobRecord]:
     """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first.
 
-    ``now``: the claim's time; unset, the database's clock when the statement runs (``sql.NOW``),
+    ``now``: the claim's time; unset, the database's clock when the statement runs (claim.sql),
     which is also what the lease is measured from (as for every worker-side call below)."""
     return claim_batch(
         [worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn, avoid_expired=avoid_expired
@@ -76,7 +77,7 @@ def claim_batch(
         "lease_seconds": float(lease_seconds),
         "avoid_expired": avoid_expired,
     }
-    statement = sql.CLAIM_ONE if len(worker_ids) == 1 else sql.CLAIM
+    statement = CLAIM_ONE if len(worker_ids) == 1 else CLAIM
     with autocommit(conn) as conn:
         rows = fetch_rows(conn, statement, params)
     return [JobRecord.from_row(row) for row in rows]
@@ -96,7 +97,7 @@ def _owner(job_id: uuid.UUID, worker_id: str, attempt: int) -> dict[str, Any]:
 
 def _given(now: datetime | None) -> datetime | None:
     """A worker-side statement's ``:now``: the caller's time, checked, or ``None`` for the
-    database's clock when the statement runs (``sql.NOW``)."""
+    database's clock when the statement runs (claim.sql)."""
     return None if now is None else _aware(now, "now")
 
 
@@ -114,7 +115,7 @@ def renew_lease(
     is lost."""
     params = {**_owner(job_id, worker_id, attempt), "now": _given(now), "lease_seconds": float(lease_seconds)}
     with autocommit(conn) as conn:
-        found = fetch_rows(conn, sql.RENEW, params)
+        found = fetch_rows(conn, RENEW, params)
         return found[0]["locked_until"] if found else None
 
 
@@ -136,7 +137,7 @@ def record_progress(
         "data": pg_safe(data or {}),
     }
     with autocommit(conn) as conn:
-        found = fetch_rows(conn, sql.PROGRESS, params)
+        found = fetch_rows(conn, PROGRESS, params)
         return found[0]["id"] if found else None
 
 
@@ -179,7 +180,7 @@ def complete_job(
     if progress:
         params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        return fetch_job(conn, sql_settle.COMPLETE_PROGRESS if progress else sql_settle.COMPLETE, params)
+        return fetch_job(conn, COMPLETE_WITH_PROGRESS if progress else COMPLETE, params)
 
 
 def complete_and_claim(
@@ -203,16 +204,15 @@ def complete_and_claim(
     """
     params = {
         **_owner(job_id, worker_id, attempt),
-        "worker_ids": [worker_id],
         "now": _given(now),
         "lease_seconds": float(lease_seconds),
         "result": result,
         "avoid_expired": avoid_expired,
         "started_at": started_at,
     }
-    statement = sql_settle.COMPLETE_AND_CLAIM
+    statement = COMPLETE_AND_CLAIM
     if progress:
-        params["progress"], statement = list(progress), sql_settle.COMPLETE_AND_CLAIM_PROGRESS
+        params["progress"], statement = list(progress), COMPLETE_AND_CLAIM_WITH_PROGRESS
     with autocommit(conn) as conn:
         row = fetch_rows(conn, statement, params)[0]
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
@@ -247,9 +247,9 @@ def complete_jobs(
         }
         for job_id, worker_id, attempt, result in completions
     ]
-    statement = sql_settle.COMPLETE_MANY
+    statement = COMPLETE_MANY
     if progress:
-        statement = sql_settle.COMPLETE_MANY_PROGRESS
+        statement = COMPLETE_MANY_WITH_PROGRESS
         for row, (job_id, *_) in zip(rows, completions, strict=True):
             row["progress"] = list(progress.get(job_id, ()))
     with autocommit(conn) as conn:
@@ -289,7 +289,7 @@ def fail_job(
     if progress:
         params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        return fetch_job(conn, sql_settle.FAIL_PROGRESS if progress else sql_settle.FAIL, params)
+        return fetch_job(conn, FAIL_WITH_PROGRESS if progress else FAIL, params)
 
 
 def cleanup_expired_jobs(
@@ -314,70 +314,8 @@ def cleanup_expired_jobs(
         "max_delay": float(backoff_max_seconds),
     }
     with autocommit(conn) as conn:
-        rows = fetch_rows(conn, sql.CLEANUP_EXPIRED, params)
+        rows = fetch_rows(conn, CLEANUP_EXPIRED, params)
     return CleanupResult(
         requeued=[row["id"] for row in rows if row["status"] == "queued"],
         failed=[row["id"] for row in rows if row["status"] == "failed"],
     )
-
-
-def retry_job(
-    job_id: uuid.UUID,
-    *,
-    event_data: dict[str, Any] | None = None,
-    now: datetime | None = None,
-    conn: Connection | None = None,
-) -> RetryResult:
-    """failed -> queued with a fresh set of attempts, available now."""
-    params = {
-        "id": job_id,
-        "now": _aware(now or utcnow(), "now"),
-        "event_data": event_data or {},
-    }
-    with autocommit(conn) as conn:
-        job = fetch_job(conn, sql.RETRY, params)
-        if job is not None:
-            return RetryResult(job=job)
-        found = fetch_rows(conn, sql.JOB_STATUS, {"id": job_id})
-        status = found[0]["status"] if found else None
-    if status is None:
-        return RetryResult(job=None, reason="not_found")
-    return RetryResult(job=None, reason="not_failed", status=status)
-
-
-# Operator actions on many jobs, or one: the statements live in bulk.py.
-BulkSelection = bulk.Selection
-BULK_ACTIONS = bulk.ACTIONS
-
-
-def bulk_dry_run(action: str, selection: bulk.Selection, *, now: datetime | None = None) -> int:
-    """How many jobs :func:`bulk_apply` would change: ``retry``, ``cancel``, ``run_now`` or
-    ``delete``."""
-    return bulk.count(action, selection, now=now)
-
-
-def bulk_apply(action: str, selection: bulk.Selection, *, event_data: dict[str, Any]) -> bulk.BulkOutcome:
-    """Apply ``action`` to the selected jobs in chunks, one transaction and one event per job each."""
-    return bulk.run(action, selection, event_data=event_data)
-
-
-def cancel_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
-    """queued -> failed, "Cancelled by <actor>" (event ``cancelled``)."""
-    return bulk.run_one("cancel", job_id, event_data=event_data)
-
-
-def run_job_now(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
-    """A queued job waiting for a later time becomes due now (event ``rescheduled``)."""
-    return bulk.run_one("run_now", job_id, event_data=event_data)
-
-
-def delete_job(job_id: uuid.UUID, *, event_data: dict[str, Any]) -> bulk.OneOutcome:
-    """A finished job (succeeded or failed) and its events are deleted; a ``jobs_audit`` row
-    records who did it. ``changed`` False: unknown, or not finished (``status`` says which)."""
-    return bulk.run_one("delete", job_id, event_data=event_data)
-
-
-def remove_worker(worker_id: str, *, event_data: dict[str, Any], now: datetime | None = None) -> bool:
-    """Delete the ``jobs_worker`` row of a process that is gone or stopped (recorded in
-    ``jobs_audit``); False when there is no such row or the process may still be alive."""
-    return workers.remove(worker_id, event_data=event_data, now=_aware(now or utcnow(), "now"))

@@ -40,7 +40,7 @@ class EventType(StrEnum):
     FAILED = "failed"
     TIMEOUT_REQUEUED = "timeout_requeued"
     MANUAL_RETRY = "manual_retry"
-    # Extensions (issue 17), operator actions beside the reference's nine:
+    # Extensions, the operator's actions beside the reference's nine:
     CANCELLED = "cancelled"  # queued -> failed, "Cancelled by <actor>"
     RESCHEDULED = "rescheduled"  # queued, available_at moved to now ("run now")
 

@@ -32,7 +32,7 @@ from sqlalchemy.types import Text
 
 from ..extensions import db
 from .read_timeout import reading
-from .values import pg_safe
+from .values import aware, pg_safe, utcnow
 
 STALE_AFTER_BEATS = 3
 GONE_AFTER = timedelta(minutes=10)
@@ -142,12 +142,13 @@ def mark_stopped(me: Identity, *, jobs_done: int, now: datetime) -> None:
         conn.execute(STOP, {"id": me.id, "now": now, "jobs_done": jobs_done})
 
 
-def remove(worker_id: str, *, event_data: dict[str, Any], now: datetime) -> bool:
+def remove(worker_id: str, *, event_data: dict[str, Any], now: datetime | None = None) -> bool:
     """Delete a gone or stopped process's row, writing who did it to ``jobs_audit``; False
-    (nothing changed) for an unknown row or one that is alive or only stale."""
+    (nothing changed) for an unknown row or one that is alive or only stale. ``now``: the
+    judgement's time (default: the system's clock)."""
     params = {
         "id": worker_id,
-        "now": now,
+        "now": aware(now or utcnow(), "now"),
         "gone_seconds": GONE_AFTER.total_seconds(),
         "stale_beats": STALE_AFTER_BEATS,
         "gone_windows": GONE_AFTER_STALE_WINDOWS,

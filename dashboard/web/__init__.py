@@ -2,8 +2,8 @@
 
 Every page works as plain HTML links and forms; a request htmx makes (``request.htmx``, from
 htmx-flask) gets only the fragment that changes (polling and in-place swaps). The views read
-through ``store.read_jobs`` / ``store.read_stats`` and change state only through
-``store.service``.
+through the store's read modules and change state only through its transitions
+(``store.enqueue``, ``store.actions``, ``store.workers.remove``).
 """
 
 # The view modules register their routes on ``bp`` when imported.

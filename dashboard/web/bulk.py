@@ -2,7 +2,7 @@
 
 Every action is two steps that work without JavaScript: ``GET /jobs/bulk/<action>/`` is the dry
 run (how many jobs it will touch, with a confirm button), and the confirm button POSTs (CSRF
-token) to the same address, which runs it through ``store/service.py`` in chunks. The same
+token) to the same address, which runs it through ``store/actions.py`` in chunks. The same
 holds for deleting one job (``/jobs/<id>/delete/``). Viewers see no buttons and both steps
 refuse them (403).
 
@@ -19,8 +19,8 @@ from flask import abort, flash, redirect, render_template, url_for
 from htmx_flask import request
 from werkzeug.wrappers import Response
 
-from ..store import bulk, capacity, read_jobs, search, service
-from ..store.bulk import ACTION_STATUS, FINISHED
+from ..store import actions, capacity, read_jobs, search
+from ..store.actions import ACTION_STATUS, FINISHED
 from .blueprint import bp
 from .forms import RetryForm
 from .jobs import _job_id, _timeline_or_404
@@ -50,7 +50,7 @@ def _action(slug: str) -> str:
     return SLUGS[slug]
 
 
-def _selection(action: str, filters: JobFilters) -> service.BulkSelection | None:
+def _selection(action: str, filters: JobFilters) -> actions.Selection | None:
     """The selection, or None with ``filters.errors`` saying why it cannot be used."""
     wanted = ACTION_STATUS[action]
     if action == "delete" and filters.status and filters.status not in FINISHED:
@@ -67,7 +67,7 @@ def _selection(action: str, filters: JobFilters) -> service.BulkSelection | None
             filters.errors["q"] = str(exc)
     if filters.errors:
         return None
-    return service.BulkSelection(
+    return actions.Selection(
         type=filters.type or None,
         terms=terms,
         status=filters.status or None if action == "delete" else None,
@@ -76,14 +76,14 @@ def _selection(action: str, filters: JobFilters) -> service.BulkSelection | None
     )
 
 
-def retry_notes(selection: service.BulkSelection) -> dict[str, Any]:
+def retry_notes(selection: actions.Selection) -> dict[str, Any]:
     """For a retry's dry run: the cancelled jobs it leaves out, and the types no live worker
     has a handler for (or whether no worker is alive at all)."""
     left_out = 0
     if selection.cancelled is None and not selection.include_cancelled:
-        left_out = service.bulk_dry_run("retry", replace(selection, cancelled=True))
+        left_out = actions.count("retry", replace(selection, cancelled=True))
     live = capacity.capacity(now())
-    unhandled = [t for t in bulk.types_with("failed", selection) if t not in live.types]
+    unhandled = [t for t in actions.types_with("failed", selection) if t not in live.types]
     return {"left_out": left_out, "alive": live.alive, "unhandled": unhandled}
 
 
@@ -97,11 +97,11 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
     form = RetryForm()
     back = url_for("web.job_list", **filters.query(offset=0))
     if request.method == "POST" and selection is not None:
-        outcome = service.bulk_apply(action, selection, event_data=audit_data())
+        outcome = actions.run(action, selection, event_data=audit_data())
         noun = "job" if outcome.changed == 1 else "jobs"
         flash(DONE[action].format(n=f"{outcome.changed:,} {noun}"), "success")
         return redirect(back, 303)
-    count = service.bulk_dry_run(action, selection) if selection is not None else None
+    count = actions.count(action, selection) if selection is not None else None
     notes = retry_notes(selection) if selection is not None and action == "retry" else {}
     html = render_template(
         "jobs/bulk_confirm.html",
@@ -120,10 +120,7 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
 
 def _one(action: str, job_id: str) -> Response:
     job_uuid = _job_id(job_id)
-    if action == "cancel":
-        outcome = service.cancel_job(job_uuid, event_data=audit_data())
-    else:
-        outcome = service.run_job_now(job_uuid, event_data=audit_data())
+    outcome = actions.run_one(action, job_uuid, event_data=audit_data())
     if outcome.status is None:
         abort(404, description="No job has that id.")
     if outcome.changed:
@@ -155,7 +152,7 @@ def job_delete(job_id: str) -> str | Response:
     POST (CSRF): delete it if it is finished; the audit log records who did."""
     job_uuid = _job_id(job_id)
     if request.method == "POST":
-        outcome = service.delete_job(job_uuid, event_data=audit_data())
+        outcome = actions.run_one("delete", job_uuid, event_data=audit_data())
         if outcome.status is None:
             abort(404, description="No job has that id.")
         if outcome.changed:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..store.read_overview import MINUTES
-from ..store.read_stats import MinuteCount
+from ..store.read_overview import MINUTES, MinuteFigures
 
 WIDTH, HEIGHT = 600, 140
 
@@ -39,8 +38,8 @@ class Chart:
     height: int = HEIGHT
 
 
-def build_chart(counts: list[MinuteCount], start: datetime) -> Chart:
-    by_index: dict[int, MinuteCount] = {}
+def build_chart(counts: list[MinuteFigures], start: datetime) -> Chart:
+    by_index: dict[int, MinuteFigures] = {}
     for count in counts:
         index = int((count.minute - start).total_seconds() // 60)
         if 0 <= index < MINUTES:

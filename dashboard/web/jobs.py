@@ -13,8 +13,8 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, TIMELINE_EVENTS_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
-from ..store import read_jobs, service
-from ..store.records import JobRecord
+from ..store import actions, enqueue, read_jobs
+from ..store.records import EventRecord, JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
@@ -23,7 +23,7 @@ from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
 from .search import list_page
 from .signin import audit_data, operator_required
-from .timeline import fold, progress_percent, timeline_context
+from .timeline import current_progress, fold, timeline_context
 
 DETAIL_TARGET = "job-detail"  # the element id a retry from the detail page swaps
 
@@ -95,10 +95,15 @@ def type_note(job: JobRecord) -> str | None:
 
 
 def detail_context(
-    timeline: read_jobs.JobTimeline, notices: list[tuple[str, str]] | None = None, *, extras: bool = True
+    timeline: read_jobs.JobTimeline,
+    notices: list[tuple[str, str]] | None = None,
+    *,
+    extras: bool = True,
+    progress_from: list[EventRecord] | None = None,
 ) -> dict[str, Any]:
     """The job page's context; ``extras=False`` (the live poll, which renders only the header)
-    skips issue 17's why-not-running read."""
+    skips the why-not-running read. ``progress_from``: the events the current progress is read
+    from (default: the timeline's)."""
     job = timeline.job
     running = job.status == Status.RUNNING
     lease_left = (job.locked_until - now()).total_seconds() if running and job.locked_until else None
@@ -112,11 +117,11 @@ def detail_context(
         "live": job.status in LIVE,
         "lease_seconds_left": lease_left,
         "owner": running_owner(job),  # does its owner still send heartbeats, when is it recovered
-        "progress": progress_percent(timeline.progress) if running else None,
+        "progress": current_progress(job, timeline.events if progress_from is None else progress_from),
         "retry_form": RetryForm(),
         "notices": notices or [],
         "type_note": type_note(job),
-        # Issue 17: why a queued job is not running, each attempt's error, cancel and run now.
+        # Why a queued job is not running, each attempt's error, cancel and run now.
         **(job_extras(job, timeline.events) if extras else {}),
     }
 
@@ -130,13 +135,13 @@ def job_detail(job_id: str) -> str:
 @bp.post("/jobs/<job_id>/retry/")
 @operator_required
 def job_retry(job_id: str) -> str | Response:
-    """failed -> queued through the service. CSRF is checked app-wide before this runs."""
+    """failed -> queued (``store/actions.py``). CSRF is checked app-wide before this runs."""
     job_uuid = _job_id(job_id)
     form = RetryForm()
-    outcome = service.retry_job(job_uuid, event_data=audit_data())
-    if outcome.reason == "not_found":
+    outcome = actions.run_one("retry", job_uuid, event_data=audit_data())
+    if outcome.status is None:
         abort(404, description="No job has that id.")
-    if outcome.job is not None:
+    if outcome.changed:
         notice = ("success", "Job queued again: it will run as soon as a worker is free.")
     else:
         notice = ("warning", f"Nothing changed: the job is {outcome.status} now, not failed.")
@@ -166,7 +171,7 @@ def job_new() -> str | Response | tuple[str, int]:
     form = _create_form()
     if form.validate_on_submit():
         try:
-            outcome = service.create_job(
+            outcome = enqueue.create_job(
                 form.type.data,
                 form.parsed_payload,
                 priority=form.priority.data,
@@ -218,11 +223,6 @@ def job_live(job_id: str) -> Any:
         response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
         return response
     folded = fold(newer, after)
-    progress = None
-    for event in reversed(newer):
-        if event.type == "progress" and event.attempt == job.attempts:
-            progress = event
-            break
-    context = detail_context(read_jobs.JobTimeline(job=job, events=[], progress=progress), extras=False)
+    context = detail_context(read_jobs.JobTimeline(job=job, events=[]), extras=False, progress_from=newer)
     context.update(new_items=folded.items, tail=folded.tail, last_event_id=folded.last_id)
     return render_template("jobs/live.html", **context)

@@ -4,7 +4,8 @@ Its figures are read once each: the live ones (queued split, running, per type) 
 ``read_overview.queue_detail``, counted up to one cap (:data:`COUNT_CAP`, the same for the
 totals and the per-type rows) with the planner's estimate beside a total past it; the finished
 totals from ``read_health.finished_totals``; both charts of the hour from one read of its
-newest events. A cancelled job is shown as cancelled, never as failed.
+newest events (``read_overview.hour_figures``). A cancelled job is shown as cancelled, never as
+failed.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def overview_context() -> dict[str, Any]:
     """Every panel is read on its own under the dashboard's query time limit: a panel whose
     query runs too long on a huge table shows as unavailable, the others still render."""
     current = now()
-    start, until = read_overview.hour_window(current)
+    start, _ = read_overview.hour_window(current)
     settings = settings_of(current_app)
     policy = stats_refresh.policy_of(settings)
     with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
@@ -77,17 +78,13 @@ def overview_context() -> dict[str, Any]:
         queue = _panel(
             lambda: read_overview.queue_detail(current, cap=COUNT_CAP, type_cap=COUNT_CAP, estimates=True)
         )
-        figures = _panel(lambda: read_overview.minute_figures(start, until))
-        runs = _panel(lambda: read_overview.hour_run_times(current))
-    minutes = (
-        [read_stats.MinuteCount(m.minute, m.succeeded, m.failed) for m in figures.items]
-        if figures is not None
-        else None
-    )
+        hour = _panel(lambda: read_overview.hour_figures(current))
+    figures = hour.minutes if hour is not None else None
+    runs = hour.run_times if hour is not None else None
     return {
         "totals": totals,
         "cards": cards(queue, totals),
-        "chart": build_chart(minutes, start) if minutes is not None else None,
+        "chart": build_chart(figures.items, start) if figures is not None else None,
         "workers": workers,
         "stuck_threads": workers.stuck_threads if workers is not None else None,
         "failures": failures,

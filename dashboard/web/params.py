@@ -154,7 +154,7 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
     if order not in ORDERS:
         errors["order"] = f"order must be one of {', '.join(ORDERS)}."
         order = "newest"
-    if order != "newest":  # claim order pages by offset (store/read_search.next_to_run)
+    if order != "newest":  # claim order pages by offset (store/find_jobs.next_to_run)
         before = after = top = None
     if "offset" in errors:
         errors["offset"] += (

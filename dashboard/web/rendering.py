@@ -13,7 +13,7 @@ from htmx_flask import request
 from markupsafe import Markup, escape
 
 from ..config import settings_of
-from ..store.service import utcnow
+from ..store.values import utcnow
 from .blueprint import bp
 from .timefmt import absolute, duration, relative
 

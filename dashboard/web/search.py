@@ -1,7 +1,7 @@
 """The job list's reads with search and order, beside the plain newest-first list.
 
-``list_page`` picks the read: ``q`` (``store/read_search.search_jobs``), "next to run"
-(``store/read_search.next_to_run``) or the plain list (``store/read_jobs.list_jobs``). Searches
+``list_page`` picks the read of ``store/find_jobs.py``: ``q`` (``search_jobs``), "next to run"
+(``next_to_run``) or the plain list (``list_jobs``). Searches
 run under the dashboard's statement timeout; one that runs past it shows an empty page with a
 note instead of an error.
 
@@ -19,7 +19,8 @@ from flask import current_app
 
 from ..config import settings_of
 from ..limits import PREVIEW_CHARS  # the pages show neither payload nor result: never load them whole
-from ..store import read_jobs, read_search, read_timeout, search, stats_refresh
+from ..store import find_jobs, read_timeout, search, stats_refresh
+from ..store.list_columns import JobPage
 from .params import JobFilters
 from .rendering import now
 
@@ -28,7 +29,7 @@ NEW_JOBS_CAP = 100
 
 @dataclass(frozen=True)
 class ListRead:
-    page: read_jobs.JobPage | None
+    page: JobPage | None
     notes: list[str]
     single: str | None = None  # the one job a search found: the page opens it
     # Where an error search matched each listed job's error, by job id: the list shows an
@@ -38,7 +39,7 @@ class ListRead:
     payload_search: bool = False  # reads the filter's newest 10,000 jobs: not re-run by polls
 
 
-def _held(filters: JobFilters) -> read_jobs.Keyset | None:
+def _held(filters: JobFilters) -> find_jobs.Keyset | None:
     """The ``before`` that holds a live first page at its ``top`` row (that row included: one
     microsecond later, the database's resolution)."""
     if filters.top is None or filters.positioned or not filters.keyed:
@@ -53,7 +54,7 @@ def list_page(filters: JobFilters) -> ListRead:
         return ListRead(None, [])
     held = _held(filters)
     if filters.order == "next" and not filters.q:
-        page = read_search.next_to_run(
+        page = find_jobs.next_to_run(
             limit=filters.limit,
             offset=filters.offset,
             now=now(),
@@ -64,8 +65,8 @@ def list_page(filters: JobFilters) -> ListRead:
     if not filters.q:
         policy = stats_refresh.policy_of(settings)
 
-        def read(limit: int, before: object, after: object) -> read_jobs.JobPage:
-            return read_jobs.list_jobs(
+        def read(limit: int, before: object, after: object) -> JobPage:
+            return find_jobs.list_jobs(
                 limit=limit,
                 offset=filters.offset if before is None and after is None else 0,
                 status=filters.status or None,
@@ -93,7 +94,7 @@ def list_page(filters: JobFilters) -> ListRead:
         )
     try:
         with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
-            page = read_search.search_jobs(
+            page = find_jobs.search_jobs(
                 terms,
                 limit=filters.limit,
                 offset=filters.offset,
@@ -106,7 +107,7 @@ def list_page(filters: JobFilters) -> ListRead:
             )
     except read_timeout.QueryTimeout:
         notes.append("The search stopped early: it ran past the time limit. Narrow it with a status or type.")
-        return ListRead(read_jobs.JobPage(count=0, results=[]), notes)
+        return ListRead(JobPage(count=0, results=[]), notes)
     single = str(page.results[0].id) if page.count == 1 and page.results and not filters.positioned else None
     excerpts = {str(job.id): search.error_excerpt(job.last_error, terms) for job in page.results}
     matched = {key: found for key, found in excerpts.items() if found}

@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store.records import EventRecord
-from ..store.states import ACTIVITY_EVENTS
+from ..store.records import EventRecord, JobRecord
+from ..store.states import ACTIVITY_EVENTS, Status
 
 NOISE = frozenset(ACTIVITY_EVENTS)
 
@@ -21,6 +22,19 @@ def progress_percent(event: EventRecord | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return max(0.0, min(100.0, float(value)))
+
+
+def current_progress(job: JobRecord, events: Sequence[EventRecord]) -> float | None:
+    """The running attempt's progress: the percent of the newest ``progress`` event of the
+    job's current attempt among ``events`` (oldest first); ``None`` when the job is not
+    running or has none. The job page and its live poll both show this, each from the events
+    it read (the poll's: every event after the last lifecycle event shown, so the attempt's)."""
+    if job.status != Status.RUNNING:
+        return None
+    for event in reversed(events):
+        if event.type == "progress" and event.attempt == job.attempts:
+            return progress_percent(event)
+    return None
 
 
 @dataclass

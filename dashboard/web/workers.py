@@ -10,7 +10,7 @@ from flask import current_app, flash, redirect, url_for
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..store import read_timeout, service, workers
+from ..store import read_timeout, workers
 from .blueprint import bp
 from .forms import RetryForm
 from .rendering import now, page_or_fragment
@@ -45,7 +45,7 @@ def workers_page() -> str:
 @operator_required
 def worker_remove(worker_id: str) -> Response:
     """Delete a gone (or stopped) process's row; an alive or stale one is kept, and says so."""
-    if service.remove_worker(worker_id, event_data=audit_data()):
+    if workers.remove(worker_id, event_data=audit_data()):
         flash("Worker row removed (the audit log records it).", "success")
     else:
         flash(

@@ -1,11 +1,11 @@
-"""Issue 17's actions under sign-in: viewers see none of them and the server refuses them."""
+"""The operator console's actions under sign-in: viewers see none of them and the server refuses them."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 from tests.web.conftest import csrf_token
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from dashboard.auth.session import directory_of
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, find_jobs, read_jobs, service
 from dashboard.store.records import JobRecord
 from tests.factories import make_job
 
@@ -21,7 +21,7 @@ HX = {"HX-Request": "true"}
 
 def failed_job() -> JobRecord:
     """A job failed for good through the service, so the overview lists it among failures."""
-    job = service.create_job("demo.fail", max_attempts=1).job
+    job = enqueue.create_job("demo.fail", max_attempts=1).job
     assert service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30).id == job.id
     service.fail_job(job.id, "host:1:thread-1:abcd", 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1)
     failed = read_jobs.get_job(job.id)
@@ -83,7 +83,7 @@ def test_viewer_is_refused_create_and_retry_on_the_server(app, viewer):
     retried = viewer.post(f"/jobs/{job.id}/retry/", data={"csrf_token": token}, headers=HX)
     assert retried.status_code == 403
     assert read_jobs.get_job(job.id).status == "failed"
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
 
 
 def test_operator_sees_and_uses_the_controls(app, operator):
@@ -262,7 +262,7 @@ def test_sign_in_page_says_when_no_user_is_configured(app, database_url):
 
 
 def test_the_timeline_credits_only_the_events_an_actor_wrote(app, operator):
-    job = service.create_job("demo.success", event_data={"actor": "olga", "source": "dashboard"}).job
+    job = enqueue.create_job("demo.success", event_data={"actor": "olga", "source": "dashboard"}).job
     claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
     service.record_progress(job.id, "host:1:thread-1:abcd", claimed.attempts, data={"actor": "mallory"})
     html = operator.get(f"/jobs/{job.id}/").get_data(as_text=True)

@@ -11,7 +11,7 @@ import pytest
 
 from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.api.outputs import BulkResult, BulkResults, Job, bulk_results_json, job_renderer
-from dashboard.store import read_jobs, read_stats, service
+from dashboard.store import find_jobs, read_jobs, read_stats, values
 from dashboard.store.records import CreateResult
 from tests.open_access import ANONYMOUS_API, audit
 
@@ -64,7 +64,7 @@ def test_idempotency_keys_are_honoured_per_job(client, job_type):
     assert [r["created"] for r in results] == [False, True, False, True]
     assert results[0]["job"] == old
     assert results[2]["job"] == results[1]["job"] and results[2]["job"]["priority"] == 50
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 3
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 3
 
 
 def test_replaying_a_request_creates_nothing_and_answers_200(client, job_type):
@@ -86,7 +86,7 @@ def test_the_most_jobs_a_request_may_carry(client, job_type):
     assert response.status_code == 201
     results = response.get_json()["results"]
     assert [r["job"]["payload"]["i"] for r in results] == list(range(BULK_MAX_JOBS))
-    assert read_stats.stats(service.utcnow()).by_status["queued"] == BULK_MAX_JOBS
+    assert read_stats.stats(values.utcnow()).by_status["queued"] == BULK_MAX_JOBS
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,11 @@
-"""Issue 17's API extensions: ``q`` on the job list and the bulk actions with dry_run."""
+"""The operator console's API extensions: ``q`` on the job list and the bulk actions with dry_run."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 

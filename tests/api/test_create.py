@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.api.outputs import Job, job_json
 from dashboard.config import settings_of
-from dashboard.store import read_jobs
+from dashboard.store import find_jobs, read_jobs
 from tests.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, RECORD_SHAPES, another_app, create, shaped_record, table_snapshot
@@ -82,7 +82,7 @@ def test_known_idempotency_key_returns_the_existing_job_with_200(client, job_typ
     again = client.post("/api/jobs/", json={"type": job_type, "idempotency_key": "same", "payload": {"n": 2}})
     assert again.status_code == 200
     assert again.get_json() == first
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
 
 
 def test_json_with_charset_parameter_is_accepted(client, job_type):
@@ -197,7 +197,7 @@ def test_wrong_content_type_gets_415(client, job_type, content_type):
     response = client.post("/api/jobs/", **kwargs)
     assert response.status_code == 415
     assert "application/json" in response.get_json()["detail"]
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_body_over_the_size_limit_gets_413(client, app, job_type):
@@ -205,7 +205,7 @@ def test_body_over_the_size_limit_gets_413(client, app, job_type):
     response = client.post("/api/jobs/", json={"type": job_type, "payload": {"blob": "x" * limit}})
     assert response.status_code == 413
     assert response.get_json() == {"detail": f"Request body too large (limit {limit} bytes)."}
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_service_and_api_agree_on_the_created_job(client, job_type):

@@ -4,7 +4,7 @@ it apart."""
 
 from __future__ import annotations
 
-from dashboard.store import audit, read_jobs, service
+from dashboard.store import actions, audit, read_jobs
 from tests.factories import make_job
 
 from .helpers import JOB_FIELDS
@@ -12,7 +12,7 @@ from .helpers import JOB_FIELDS
 
 def _cancelled():
     job = make_job("queued", type="mail.send")
-    service.cancel_job(job.id, event_data={"actor": "olga"})
+    actions.run_one("cancel", job.id, event_data={"actor": "olga"})
     return job
 
 

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from dashboard.store import service
+from dashboard.store import enqueue
 from tests.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app
@@ -18,7 +18,7 @@ T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 def make_jobs(n: int, job_type: str = "demo.success") -> list[uuid.UUID]:
     """``n`` jobs, oldest first (one second apart)."""
-    return [service.create_job(job_type, now=T0 + timedelta(seconds=i)).job.id for i in range(n)]
+    return [enqueue.create_job(job_type, now=T0 + timedelta(seconds=i)).job.id for i in range(n)]
 
 
 def query(url: str) -> dict[str, list[str]]:

@@ -1,11 +1,11 @@
-"""``/api/jobs/stats/detail/`` and the per-job events' ``after_id`` / ``limit`` (issue 18)."""
+"""``/api/jobs/stats/detail/`` and the per-job events' ``after_id`` / ``limit``."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
 
-from dashboard.store import service
+from dashboard.store import enqueue, values
 from tests.factories import make_job
 
 from .helpers import create
@@ -13,7 +13,7 @@ from .test_events import claim_and_fail
 
 
 def test_stats_detail_splits_the_queue_and_keeps_the_reference_stats_shape(client):
-    now = service.utcnow()
+    now = values.utcnow()
     make_job("queued", available_at=now - timedelta(minutes=5))
     make_job("queued", available_at=now + timedelta(hours=24))
     make_job("queued", available_at=now + timedelta(minutes=1), attempts=1)
@@ -46,7 +46,7 @@ def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, m
     from dashboard.store import read_overview
 
     for _ in range(3):
-        service.create_job("demo.success", {})
+        enqueue.create_job("demo.success", {})
     monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 2)
     body = client.get("/api/jobs/stats/detail/").get_json()
     assert body["sampled"] is True and body["sampled_events"] == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dashboard.store import read_jobs, service, workers
+from dashboard.store import actions, enqueue, read_jobs, service, values, workers
 from dashboard.store.records import JobRecord
 from tests.factories import make_job
 
@@ -22,7 +22,7 @@ class Seeded:
 
 
 def fail_for_good(type_: str, error: str) -> JobRecord:
-    job = service.create_job(type_, {"n": 1}, max_attempts=1).job
+    job = enqueue.create_job(type_, {"n": 1}, max_attempts=1).job
     claimed = service.claim_jobs("seed-worker", lease_seconds=60)
     assert [c.id for c in claimed] == [job.id]
     failed = service.fail_job(job.id, "seed-worker", 1, error, backoff_base_seconds=1, backoff_max_seconds=1)
@@ -32,7 +32,7 @@ def fail_for_good(type_: str, error: str) -> JobRecord:
 
 def run_long(progress_events: int, *, payload: dict | None = None) -> JobRecord:
     """A running job whose worker has reported ``progress_events`` times (no worker runs it)."""
-    job = service.create_job("demo.slow", payload or {"sleep_seconds": 240}).job
+    job = enqueue.create_job("demo.slow", payload or {"sleep_seconds": 240}).job
     claimed = service.claim_jobs("seed-worker", lease_seconds=3600)
     assert [c.id for c in claimed] == [job.id]
     add_progress(job, progress_events)
@@ -52,16 +52,18 @@ def seed_pages() -> Seeded:
     failed = fail_for_good("demo.fail", "Boom:" + LONG_WORD)
     running = run_long(30)
     service.record_progress(running.id, "seed-worker", 1, message=LONG_WORD, data={"percent": 50})
-    now = service.utcnow()
-    ready_old = service.create_job(
+    now = values.utcnow()
+    ready_old = enqueue.create_job(
         "demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)
     ).job
-    service.create_job("demo.success", {}, available_at=now + timedelta(hours=1))
-    cancelled = service.create_job("mail.send", {"to": "x@example.org"}).job
-    service.cancel_job(cancelled.id, event_data={"actor": "olga", "role": "operator"})
-    deleted = service.create_job("report.build", {}).job
-    service.cancel_job(deleted.id, event_data={"actor": "olga"})
-    service.delete_job(deleted.id, event_data={"actor": "olga", "role": "operator", "source": "dashboard"})
+    enqueue.create_job("demo.success", {}, available_at=now + timedelta(hours=1))
+    cancelled = enqueue.create_job("mail.send", {"to": "x@example.org"}).job
+    actions.run_one("cancel", cancelled.id, event_data={"actor": "olga", "role": "operator"})
+    deleted = enqueue.create_job("report.build", {}).job
+    actions.run_one("cancel", deleted.id, event_data={"actor": "olga"})
+    actions.run_one(
+        "delete", deleted.id, event_data={"actor": "olga", "role": "operator", "source": "dashboard"}
+    )
     orphan = seed_workers(now)
     return Seeded(
         failed=failed,

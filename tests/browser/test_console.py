@@ -1,4 +1,4 @@
-"""Issue 17 in a real browser at desktop and phone sizes: short-id search, dry run then
+"""The operator console in a real browser at desktop and phone sizes: short-id search, dry run then
 confirm bulk retry, cancel, run now, why-not-running, and a killed worker going stale."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import ARTIFACTS, Process, _env

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, read_jobs
 
 from .conftest import ARTIFACTS, Process, wait_until
 
@@ -39,7 +39,7 @@ def test_create_watch_retry_and_screenshots(
     timeline = page.locator(".timeline [data-event-type]")
     types = timeline.evaluate_all("els => els.map(e => e.dataset.eventType)")
     assert types[0] == "created" and "claimed" in types and types[-1] == "succeeded"
-    assert "folded" in types  # its progress events, folded into one line (issue 18)
+    assert "folded" in types  # its progress events, folded into one line
     assert page.evaluate("window.__sameDocument") is True
     # the payload is shown as text, never run
     expect(page.locator("pre.json").first).to_contain_text("<script>window.pwned = 1</script>")
@@ -48,7 +48,7 @@ def test_create_watch_retry_and_screenshots(
     page.screenshot(path=str(ARTIFACTS / "job-detail.png"), full_page=True)
 
     # A job that fails for good, then a retry with the button.
-    failing = service.create_job("demo.fail", {"error": "disk <full>"}, max_attempts=1).job
+    failing = enqueue.create_job("demo.fail", {"error": "disk <full>"}, max_attempts=1).job
     wait_until(
         lambda: worker.alive() and read_jobs.get_job(failing.id).status == "failed", 30, "demo.fail to fail"
     )
@@ -112,7 +112,7 @@ def test_long_names_never_widen_a_page(
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
     page.emulate_media(color_scheme=scheme)
-    job = service.create_job(LONG_TYPE, max_attempts=1).job  # no handler: it fails, with a run time
+    job = enqueue.create_job(LONG_TYPE, max_attempts=1).job  # no handler: it fails, with a run time
     wait_until(lambda: worker.alive() and read_jobs.get_job(job.id).status == "failed", 30, "the job to fail")
     for path in ("/", "/jobs/?status=failed", f"/jobs/{job.id}/", "/events/", "/workers/"):
         page.goto(dashboard_server + path)

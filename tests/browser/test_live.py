@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import service
+from dashboard.store import enqueue, service, values
 
 from .conftest import wait_until
 from .seed import add_progress, fail_for_good, run_long
@@ -94,19 +94,19 @@ def test_overview_split_matches_and_keeps_place(
     page.set_viewport_size(viewport)
     page.emulate_media(color_scheme="light" if viewport["width"] < 500 else "dark")
     failed = fail_for_good("demo.fail", "disk full: keep this selected")
-    now = service.utcnow()
+    now = values.utcnow()
     # retrying: tried once, backing off until later
-    retried = service.create_job("demo.flaky", {}, max_attempts=3).job
+    retried = enqueue.create_job("demo.flaky", {}, max_attempts=3).job
     (claimed,) = service.claim_jobs("seed-worker", lease_seconds=60)
     assert claimed.id == retried.id
     service.fail_job(
         retried.id, "seed-worker", 1, "once", backoff_base_seconds=3600, backoff_max_seconds=3600
     )
-    oldest = service.create_job("demo.success", {}, available_at=now - timedelta(minutes=90)).job
+    oldest = enqueue.create_job("demo.success", {}, available_at=now - timedelta(minutes=90)).job
     for minutes in (30, 5):
-        service.create_job("demo.success", {}, available_at=now - timedelta(minutes=minutes))
+        enqueue.create_job("demo.success", {}, available_at=now - timedelta(minutes=minutes))
     for hours in (1, 24):
-        service.create_job("demo.slow", {}, available_at=now + timedelta(hours=hours))
+        enqueue.create_job("demo.slow", {}, available_at=now + timedelta(hours=hours))
 
     polls = _polls(page, "/")
     page.goto(dashboard_server + "/")
@@ -129,7 +129,7 @@ def test_overview_split_matches_and_keeps_place(
         page,
         polls,
         2,
-        between=lambda: service.create_job("demo.success", {"n": next(added)}, available_at=now),
+        between=lambda: enqueue.create_job("demo.success", {"n": next(added)}, available_at=now),
     )
     _wait_polls(page, polls, 1)
     assert stat("[data-stat=ready]").inner_text() == "5"  # the refreshes did change the page

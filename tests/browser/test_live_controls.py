@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import service, workers
+from dashboard.store import enqueue, values, workers
 
 from .conftest import wait_until
 from .seed import fail_for_good
@@ -88,16 +88,16 @@ def test_a_newest_first_list_says_new_jobs_instead_of_moving_rows(
 ) -> None:
     page = browser_page
     page.set_viewport_size(viewport)
-    now = service.utcnow()
+    now = values.utcnow()
     for n in range(8):
-        service.create_job("demo.success", {"n": n}, available_at=now + timedelta(hours=1))
+        enqueue.create_job("demo.success", {"n": n}, available_at=now + timedelta(hours=1))
     _watch(page, dashboard_server + "/jobs/")
     rows = page.locator("#job-list tbody tr")
     before = rows.evaluate_all("rows => rows.map(r => r.dataset.job)")
     sixth = rows.nth(5).locator("a")
     sixth.focus()
     for n in range(3):
-        service.create_job("demo.success", {"new": n}, available_at=now + timedelta(hours=1))
+        enqueue.create_job("demo.success", {"new": n}, available_at=now + timedelta(hours=1))
     page.locator("[data-new-jobs='3']").wait_for(timeout=20_000)
     _wait_sent(page, 1)
     assert rows.evaluate_all("rows => rows.map(r => r.dataset.job)") == before  # nothing moved
@@ -108,7 +108,7 @@ def test_a_newest_first_list_says_new_jobs_instead_of_moving_rows(
 
     # A payload search reads the newest 10,000 jobs: it is not re-run while it is open.
     for _ in range(2):
-        service.create_job("demo.success", {"group": "a"}, available_at=now + timedelta(hours=1))
+        enqueue.create_job("demo.success", {"group": "a"}, available_at=now + timedelta(hours=1))
     _watch(page, dashboard_server + "/jobs/?q=group=a")
     page.locator("[data-no-poll]").wait_for()
     wait_until(lambda: _polls(page)["sent"] >= 1, 30, "the banner's own poll")  # time passes
@@ -122,7 +122,7 @@ def test_focus_survives_polls_on_the_workers_page_and_after_the_overviews_retry(
 ) -> None:
     page = browser_page
     page.set_viewport_size(viewport)
-    now = service.utcnow()
+    now = values.utcnow()
     me = workers.Identity("h:7:x", "h", 7, now, "one-job", 2, "1", 5.0, ("demo.success",))
     busy = {"threads": [{"thread": "thread-1", "job_id": "00000000-0000-4000-8000-000000000007",
                          "type": "demo.success", "attempt": 1, "since": now.isoformat(),
@@ -132,7 +132,7 @@ def test_focus_survives_polls_on_the_workers_page_and_after_the_overviews_retry(
     link = page.locator("tr[data-thread] a").first
     link.focus()
     for _ in range(2):
-        workers.beat(me, jobs_done=0, now=service.utcnow(), activity=busy)  # each poll carries a change
+        workers.beat(me, jobs_done=0, now=values.utcnow(), activity=busy)  # each poll carries a change
         _wait_sent(page, 1)
     assert page.evaluate("document.activeElement.closest('tr')?.dataset.thread") == "h:7:thread-1"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import read_jobs, service, workers
+from dashboard.store import actions, enqueue, read_jobs, values, workers
 from tests.factories import make_job
 
 from .conftest import ARTIFACTS
@@ -20,7 +20,7 @@ VIEWPORTS = [pytest.param((1440, 900), id="desktop"), pytest.param((390, 844), i
 
 
 def _alive(pid: int, types: tuple[str, ...]) -> workers.Identity:
-    now = service.utcnow()
+    now = values.utcnow()
     me = workers.Identity(f"h:{pid}:x", "h", pid, now, "one-job", 2, "1", 5.0, types)
     workers.beat(
         me, jobs_done=0, now=now, activity={"threads": [{"thread": "thread-1"}, {"thread": "thread-2"}]}
@@ -37,7 +37,7 @@ def test_the_banner_is_the_first_thing_on_every_page_and_in_the_title(
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
     for _ in range(3):
-        service.create_job("mail.send", {})
+        enqueue.create_job("mail.send", {})
     for path in ("/", "/jobs/", "/events/", "/workers/"):
         page.goto(dashboard_server + path)
         banner = page.locator("[data-alarm=no_worker]")
@@ -63,7 +63,7 @@ def test_gone_workers_sort_last_show_last_seen_and_can_be_removed(
 
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
-    now = service.utcnow()
+    now = values.utcnow()
     for pid, seen in ((3, now - timedelta(hours=3)), (2, now - timedelta(seconds=40)), (1, now)):
         me = workers.Identity(f"h:{pid}:x", "h", pid, now - timedelta(hours=4), "one-job", 2, "1", 5.0, ())
         workers.beat(me, jobs_done=pid, now=seen)
@@ -93,9 +93,9 @@ def test_cancelled_apart_from_failed_retry_warns_and_delete_after_a_dry_run(
 
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
-    cancelled = service.create_job("email.send", {}).job
-    service.cancel_job(cancelled.id, event_data={"actor": "olga"})
-    failed = make_job("failed", type="email.send", last_error="SMTP 451", finished_at=service.utcnow())
+    cancelled = enqueue.create_job("email.send", {}).job
+    actions.run_one("cancel", cancelled.id, event_data={"actor": "olga"})
+    failed = make_job("failed", type="email.send", last_error="SMTP 451", finished_at=values.utcnow())
     _alive(4, ("demo.success",))  # a live worker that cannot run email.send
 
     page.goto(dashboard_server + "/")
@@ -139,7 +139,7 @@ def test_layout_whole_type_names_compact_phone_rows_and_readable_times(
 ) -> None:
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
-    now = service.utcnow()
+    now = values.utcnow()
     error = "Lease expired at 2026-12-01T10:00:00.000000Z (worker h:1:thread-1:ab, attempt 3)"
     jobs = [
         make_job(
@@ -162,7 +162,7 @@ def test_layout_whole_type_names_compact_phone_rows_and_readable_times(
     assert "T10:00:00" not in last_error.inner_text()
     assert "2026-12-01 10:00:00 UTC" in last_error.inner_text()
     assert page.title().startswith(f"Job {str(jobs[0].id)[:8]} · email.send")
-    service.create_job("email.send", {})  # an event of the feed
+    enqueue.create_job("email.send", {})  # an event of the feed
     page.goto(dashboard_server + "/events/")
     assert page.locator("td[data-label='job type']").first.inner_text() == "email.send"
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")

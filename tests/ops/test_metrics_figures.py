@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.ops import web_metrics
-from dashboard.store import stats_refresh
+from dashboard.store import enqueue, stats_refresh
 from dashboard.store.read_stats import StatsPolicy
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .helpers import parse, scrape_app, value
@@ -132,7 +132,6 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
 
     from dashboard.ops import worker_metrics
     from dashboard.runtime.one_job import OneJobLoop
-    from dashboard.store import service
     from tests.worker.helpers import SETTINGS
 
     def sample(name: str, job_type: str) -> float:
@@ -140,8 +139,8 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
 
     started_other = sample("jobqueue_worker_jobs_started_total", "other")
     failed_other = sample("jobqueue_worker_jobs_failed_total", "other")
-    service.create_job("client.sent-this-type", max_attempts=1)
-    service.create_job("demo.success", {"sleep_seconds": 0})
+    enqueue.create_job("client.sent-this-type", max_attempts=1)
+    enqueue.create_job("demo.success", {"sleep_seconds": 0})
     loop = OneJobLoop(app, SETTINGS, "testhost:1:thread-1:5ca1ab1e", threading.Event())
     assert loop.step() and loop.step()
     assert sample("jobqueue_worker_jobs_started_total", "other") == started_other + 1

@@ -19,7 +19,7 @@ from flask import Flask
 from dashboard import create_app
 from dashboard.extensions import db
 from dashboard.store import read_stats, retention
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.conftest import TEST_CONFIG
 from tests.factories import make_job
 from tests.waiting import wait_until

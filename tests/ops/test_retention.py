@@ -14,9 +14,9 @@ from sqlalchemy import func, select, text
 from dashboard.config import ConfigError, Settings, parse_days
 from dashboard.extensions import db
 from dashboard.runtime.pruner import Pruner
-from dashboard.store import read_stats, retention, service, stats_refresh
+from dashboard.store import actions, read_stats, retention, stats_refresh
 from dashboard.store.models import Job, JobEvent
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.factories import make_job, seed_analysed_backlog
 
 
@@ -115,7 +115,7 @@ def test_a_second_pruner_does_not_wait_and_stops(app, libpq_url):
 
 def test_a_job_retried_meanwhile_is_not_deleted(app):
     job = old("failed", 40)
-    service.retry_job(job.id)  # failed -> queued: no longer finished, whatever finished_at said
+    actions.run_one("retry", job.id)  # failed -> queued: no longer finished, whatever finished_at said
     assert retention.prune(retention.cutoffs({"failed": 30})).total_jobs == 0
     assert counts()[0] == 1
 

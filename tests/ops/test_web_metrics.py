@@ -10,7 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.ops import web_metrics
 from dashboard.store import stats_refresh, workers
-from dashboard.store.service import utcnow
+from dashboard.store.values import utcnow
 from tests.access.secured import VIEWER_TOKEN, bearer, build
 from tests.factories import make_job, seed_analysed_backlog
 
@@ -91,7 +91,7 @@ def test_gauges_read_partial_indexes_with_a_limit(app, statement, index):
     """Where the cap matters (more rows than it), the gauges walk their index in order under
     the Limit. Planned on an analysed backlog of 20,000 jobs (rolled back) with a cap of 100:
     the real cap of 100,000 would need that many rows, and below the cap a bitmap scan of any
-    partial index on queued rows (issue 18's job_queued_type_idx) and a small sort is fine."""
+    partial index on queued rows (job_queued_type_idx) and a small sort is fine."""
     now = utcnow()
     params = {"now": now, "cap": 100}
     with app.app_context(), db.engine.connect() as conn, conn.begin() as transaction:

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.store import read_jobs, service, stats_refresh
-from dashboard.store.service import utcnow
+from dashboard.store import enqueue, read_jobs, stats_refresh
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 from tests.stack import free_port
 from tests.waiting import wait_until
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.process
 
 
 def test_worker_metrics_and_json_logs_match_the_work_done(app, start_worker):
-    ok = [service.create_job("demo.success", {"sleep_seconds": 0}).job for _ in range(3)]
-    flaky = service.create_job("demo.fail", {"error": "nope"}, max_attempts=2).job
+    ok = [enqueue.create_job("demo.success", {"sleep_seconds": 0}).job for _ in range(3)]
+    flaky = enqueue.create_job("demo.fail", {"error": "nope"}, max_attempts=2).job
     # a dead worker's attempt whose lease expired: recovered, requeued, then run
     lost = make_job("running", locked_until=utcnow() - timedelta(seconds=5), payload={"sleep_seconds": 0})
     port = free_port()

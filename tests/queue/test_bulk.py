@@ -11,8 +11,8 @@ from datetime import timedelta, timezone
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from dashboard.store import connection, enqueue, read_jobs, read_stats, service
-from dashboard.store.service import JobSpec
+from dashboard.store import connection, enqueue, find_jobs, read_jobs, read_stats
+from dashboard.store.enqueue import JobSpec
 
 from .helpers import T0, at, event_types
 
@@ -23,7 +23,7 @@ def test_bulk_create_keeps_order_fields_and_events(app):
         JobSpec("demo.fail", {"i": 2}, priority=90, max_attempts=5, available_at=at(60)),
         JobSpec("demo.slow", None, idempotency_key="bulk-a"),
     ]
-    results = service.create_jobs(specs, event_data={"source": "test"}, now=T0)
+    results = enqueue.create_jobs(specs, event_data={"source": "test"}, now=T0)
     assert [r.created for r in results] == [True, True, True]
     jobs = [r.job for r in results]
     assert [j.type for j in jobs] == ["demo.success", "demo.fail", "demo.slow"]
@@ -39,8 +39,8 @@ def test_bulk_create_keeps_order_fields_and_events(app):
 
 
 def test_bulk_create_honours_idempotency_keys_per_job(app):
-    old = service.create_job("demo.success", idempotency_key="taken", now=T0).job
-    results = service.create_jobs(
+    old = enqueue.create_job("demo.success", idempotency_key="taken", now=T0).job
+    results = enqueue.create_jobs(
         [
             JobSpec("demo.success", idempotency_key="taken"),
             JobSpec("demo.success", idempotency_key="new"),
@@ -52,22 +52,22 @@ def test_bulk_create_honours_idempotency_keys_per_job(app):
     assert [r.created for r in results] == [False, True, False, True]
     assert results[0].job == old
     assert results[2].job == results[1].job and results[2].job.type == "demo.success"
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 3
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 3
     assert len(read_jobs.list_events(limit=10, type="created").results) == 3
 
 
 def test_bulk_create_checks_everything_before_writing(app):
     with pytest.raises(ValueError, match="job 2"):
-        service.create_jobs([JobSpec("a"), JobSpec("b"), JobSpec("c", priority=99999)])
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+        enqueue.create_jobs([JobSpec("a"), JobSpec("b"), JobSpec("c", priority=99999)])
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_bulk_create_of_nothing(app):
-    assert service.create_jobs([]) == []
+    assert enqueue.create_jobs([]) == []
 
 
 def test_bulk_create_of_many(app):
-    results = service.create_jobs([JobSpec("demo.success", {"i": i}) for i in range(2500)], now=T0)
+    results = enqueue.create_jobs([JobSpec("demo.success", {"i": i}) for i in range(2500)], now=T0)
     assert len({r.job.id for r in results}) == 2500
     assert [r.job.payload["i"] for r in results] == list(range(2500))
     assert read_stats.stats(T0).by_status["queued"] == 2500
@@ -75,7 +75,7 @@ def test_bulk_create_of_many(app):
 
 def test_bulk_create_accepts_any_utc_offset(app):
     far_east = at(60).astimezone(timezone(timedelta(hours=20)))  # beyond PostgreSQL's text offsets
-    job = service.create_jobs([JobSpec("demo.success", available_at=far_east)], now=T0)[0].job
+    job = enqueue.create_jobs([JobSpec("demo.success", available_at=far_east)], now=T0)[0].job
     assert job.available_at == at(60)
 
 
@@ -87,7 +87,7 @@ def test_bulk_records_are_the_rows_written(app):
         JobSpec("demo.success", "just a string", available_at=at(90).astimezone(elsewhere)),
         JobSpec("demo.success", {"b": 1, "a": {"z": 0, "y": -1.25}}, priority=-100, max_attempts=1),
     ]
-    results = service.create_jobs(specs, now=at(5).astimezone(elsewhere))
+    results = enqueue.create_jobs(specs, now=at(5).astimezone(elsewhere))
     for result in results:
         assert result.created
         assert read_jobs.get_job(result.job.id) == result.job
@@ -101,9 +101,9 @@ def test_a_refused_bulk_statement_writes_nothing_and_leaves_the_connection_usabl
     with connection.connect() as conn:
         with pytest.raises(DBAPIError):  # jsonb refuses NaN, which json.dumps writes
             bad = [JobSpec("demo.success"), JobSpec("demo.success", {"x": math.nan})]
-            service.create_jobs(bad, conn=conn)
-        assert read_jobs.list_jobs(limit=10, offset=0).count == 0
-        results = service.create_jobs([JobSpec("demo.success", idempotency_key="after")], now=T0, conn=conn)
+            enqueue.create_jobs(bad, conn=conn)
+        assert find_jobs.list_jobs(limit=10, offset=0).count == 0
+        results = enqueue.create_jobs([JobSpec("demo.success", idempotency_key="after")], now=T0, conn=conn)
         assert results[0].created and read_jobs.get_job(results[0].job.id) == results[0].job
 
 
@@ -112,29 +112,29 @@ def test_a_key_held_by_an_earlier_chunk_returns_that_job(app):
     specs = [JobSpec("demo.success", {"i": i}) for i in range(enqueue.CREATE_CHUNK + 1)]
     specs[0] = JobSpec("demo.success", {"i": 0}, idempotency_key="early")
     specs[-1] = JobSpec("demo.fail", idempotency_key="early")  # in the second chunk
-    results = service.create_jobs(specs, now=T0)
+    results = enqueue.create_jobs(specs, now=T0)
     assert results[-1].created is False and results[-1].job == results[0].job
     assert sum(r.created for r in results) == len(specs) - 1
-    assert read_jobs.list_jobs(limit=1, offset=0).count == len(specs) - 1
+    assert find_jobs.list_jobs(limit=1, offset=0).count == len(specs) - 1
 
 
 def test_a_refused_later_chunk_writes_nothing(app):
     specs = [JobSpec("demo.success") for _ in range(enqueue.CREATE_CHUNK + 1)]
     specs[-1] = JobSpec("demo.success", {"x": math.nan})  # in the second chunk
     with pytest.raises(DBAPIError):
-        service.create_jobs(specs)
-    assert read_jobs.list_jobs(limit=1, offset=0).count == 0
+        enqueue.create_jobs(specs)
+    assert find_jobs.list_jobs(limit=1, offset=0).count == 0
     assert read_jobs.list_events(limit=1, type="created").results == []
 
 
 def test_the_callers_meanwhile_sees_every_record_as_created(app):
     """``meanwhile`` gets one record per spec, in the specs' order, as the job is if created:
     a created job's result is that record; a deduplicated one's is the job holding the key."""
-    taken = service.create_jobs([JobSpec("demo.success", idempotency_key="taken")], now=T0)[0].job
+    taken = enqueue.create_jobs([JobSpec("demo.success", idempotency_key="taken")], now=T0)[0].job
     specs = [JobSpec("demo.success", {"i": i}, idempotency_key=f"m{i}") for i in range(3)]
     specs.insert(1, JobSpec("demo.fail", idempotency_key="taken"))
     seen: list[list[object]] = []
-    results = service.create_jobs(specs, now=T0, meanwhile=seen.append)
+    results = enqueue.create_jobs(specs, now=T0, meanwhile=seen.append)
     assert len(seen) == 1 and len(seen[0]) == len(specs)
     assert [r.created for r in results] == [True, False, True, True]
     assert [job.type for job in seen[0]] == [spec.type for spec in specs]
@@ -166,12 +166,12 @@ def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
     meanwhile = new_record if where == "the caller's meanwhile" else None
     with connection.connect() as conn:
         with pytest.raises(RuntimeError, match="client failed"):
-            service.create_jobs(specs, conn=conn, meanwhile=meanwhile)
+            enqueue.create_jobs(specs, conn=conn, meanwhile=meanwhile)
         assert made  # the first chunk was built, so it went out
-        assert read_jobs.list_jobs(limit=1, offset=0).count == 0
+        assert find_jobs.list_jobs(limit=1, offset=0).count == 0
         assert read_jobs.list_events(limit=1, type="created").results == []
         monkeypatch.undo()
-        assert service.create_jobs(specs[:1], now=T0, conn=conn)[0].created  # the connection works on
+        assert enqueue.create_jobs(specs[:1], now=T0, conn=conn)[0].created  # the connection works on
 
 
 def test_concurrent_bulk_creates_sharing_keys_do_not_deadlock(app):
@@ -198,7 +198,7 @@ def test_concurrent_bulk_creates_sharing_keys_do_not_deadlock(app):
         def create(specs: list[JobSpec], start: threading.Barrier = start) -> list:
             with app.app_context():
                 start.wait()
-                return service.create_jobs(specs)
+                return enqueue.create_jobs(specs)
 
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(pool.map(create, requests))  # a deadlock would raise here

@@ -9,15 +9,15 @@ import pytest
 from flask import Flask
 
 from dashboard.runtime import handlers
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, find_jobs, read_jobs, service
+from dashboard.store.enqueue import JobSpec
 from dashboard.store.records import CreateResult
-from dashboard.store.service import JobSpec
 
 from .helpers import T0, at, event_types
 
 
 def test_create_sets_defaults_and_emits_created(app):
-    result = service.create_job("demo.success", {"sleep_seconds": 1}, now=T0)
+    result = enqueue.create_job("demo.success", {"sleep_seconds": 1}, now=T0)
     job = result.job
     assert result.created is True
     assert (job.status, job.priority, job.attempts, job.max_attempts) == ("queued", 50, 0, 3)
@@ -31,15 +31,15 @@ def test_create_sets_defaults_and_emits_created(app):
 
 
 def test_create_without_payload_stores_an_empty_object(app):
-    assert service.create_job("demo.success", now=T0).job.payload == {}
+    assert enqueue.create_job("demo.success", now=T0).job.payload == {}
 
 
 def test_idempotency_key_returns_the_existing_job(app):
-    first = service.create_job("demo.success", {"a": 1}, idempotency_key="k-1", now=T0)
-    second = service.create_job("demo.fail", {"b": 2}, idempotency_key="k-1", now=at(5))
+    first = enqueue.create_job("demo.success", {"a": 1}, idempotency_key="k-1", now=T0)
+    second = enqueue.create_job("demo.fail", {"b": 2}, idempotency_key="k-1", now=at(5))
     assert first.created is True and second.created is False
     assert second.job == first.job
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
     assert event_types(first.job.id) == ["created"]
 
 
@@ -52,7 +52,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
     def run(n: int) -> None:
         with app.app_context():
             barrier.wait()
-            result = service.create_job("demo.success", {"n": n}, idempotency_key="race")
+            result = enqueue.create_job("demo.success", {"n": n}, idempotency_key="race")
             with lock:
                 results.append(result)
 
@@ -64,7 +64,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
     assert len(results) == threads
     assert sum(r.created for r in results) == 1
     assert len({r.job.id for r in results}) == 1
-    assert read_jobs.list_jobs(limit=100, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=100, offset=0).count == 1
     assert len(read_jobs.list_events(limit=100, type="created").results) == 1
 
 
@@ -81,8 +81,8 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
 )
 def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
     with pytest.raises(ValueError):
-        service.create_job(**kwargs)
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+        enqueue.create_job(**kwargs)
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 @pytest.mark.parametrize(
@@ -90,12 +90,12 @@ def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
 )
 def test_a_type_with_a_control_or_format_character_is_refused_naming_it(app, job_type):
     with pytest.raises(ValueError, match=r"^type must not contain control or invisible formatting"):
-        service.create_job(job_type)
+        enqueue.create_job(job_type)
     with pytest.raises(ValueError, match="job 1: type must not contain"):
-        service.create_jobs([JobSpec("ok"), JobSpec(job_type)])
+        enqueue.create_jobs([JobSpec("ok"), JobSpec(job_type)])
     with pytest.raises(ValueError, match="a job type must not contain"):
         handlers.handler(job_type)
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_naive_now_is_refused(app):

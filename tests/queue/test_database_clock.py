@@ -1,8 +1,8 @@
 """Leases are measured on the database's clock, from when the statement runs.
 
 A worker-side statement without ``now=`` takes its time from PostgreSQL
-(``statement_timestamp()``, ``sql.NOW``), not from the worker. The worker's clock is moved
-here (``service.utcnow``) to stand for a claim that spent longer in the network than its lease
+(``statement_timestamp()``, see ``store/claim.sql``), not from the worker. The worker's clock
+is moved here (``service.utcnow``) to stand for a claim that spent longer in the network than its lease
 (a partition), or for a host whose clock is off: the lease still starts when the claim or the
 renewal takes effect, and lease recovery judges it on the same clock.
 """
@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, read_jobs, service, values
 
 from .helpers import BACKOFF, LEASE, event_types, fresh
 
@@ -30,7 +30,7 @@ def database_now() -> datetime:
 @pytest.fixture
 def worker_clock(monkeypatch):
     """``worker_clock(offset)``: from then on the worker's clock reads ``offset`` off."""
-    real = service.utcnow
+    real = values.utcnow
 
     def move(offset: timedelta) -> None:
         monkeypatch.setattr(service, "utcnow", lambda: real() + offset)
@@ -40,7 +40,7 @@ def worker_clock(monkeypatch):
 
 def due_job(**payload: int):
     """A job due two minutes ago, so a claim finds it whatever the worker's clock says."""
-    return service.create_job("demo.success", payload, available_at=database_now() - 2 * LATE).job
+    return enqueue.create_job("demo.success", payload, available_at=database_now() - 2 * LATE).job
 
 
 def test_a_claim_holds_a_full_lease_from_when_it_runs(app, worker_clock):
@@ -107,7 +107,7 @@ def test_a_failed_attempts_backoff_counts_from_the_database_clock(app, worker_cl
 
 def test_a_given_now_still_sets_the_time(app):
     """Tests move the clock with ``now=``: it wins over the database's."""
-    service.create_job("demo.success", now=datetime(2026, 1, 1, tzinfo=database_now().tzinfo))
+    enqueue.create_job("demo.success", now=datetime(2026, 1, 1, tzinfo=database_now().tzinfo))
     at = datetime(2026, 1, 1, 0, 1, tzinfo=database_now().tzinfo)
     job = service.claim_next_job("w1", lease_seconds=LEASE, now=at)
     assert job is not None and job.locked_until == at + timedelta(seconds=LEASE)

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import func, select, text
 
 from dashboard.extensions import db
-from dashboard.store import read_search, search
-from dashboard.store.service import utcnow
+from dashboard.store import find_jobs, search
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 ERRORS = {
@@ -42,7 +42,7 @@ def jobs(app):
 
 
 def found(q: str, **filters: str) -> set[str]:
-    page = read_search.search_jobs(search.parse_q(q), limit=100, offset=0, **filters)
+    page = find_jobs.search_jobs(search.parse_q(q), limit=100, offset=0, **filters)
     return {str(job.id) for job in page.results}
 
 
@@ -114,7 +114,7 @@ def test_the_search_reads_the_partial_gin_index(app):
     """On an analysed table of 20,000 errors, the error arm is a bitmap scan of
     job_error_fts_idx (its expression and predicate match the index's, whatever the plan)."""
     terms = search.parse_q("smtp.example.com")
-    ids = search.matching(terms, [], status=None).subquery()
+    ids = find_jobs.matching(terms, [], status=None).subquery()
     query = select(func.count()).select_from(ids)
     compiled = query.compile(db.engine)
     with db.engine.connect() as conn, conn.begin() as transaction:

@@ -8,10 +8,10 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from dashboard.store import service
-from dashboard.store.enqueue import CREATE_CHUNK
-from dashboard.store.service import JobSpec, utcnow
+from dashboard.store import actions, enqueue
+from dashboard.store.enqueue import CREATE_CHUNK, JobSpec
 from dashboard.store.sql import NOTIFY_CHANNEL
+from dashboard.store.values import utcnow
 
 from .helpers import claim, fail
 
@@ -29,36 +29,36 @@ def received(conn: psycopg.Connection) -> int:
 
 
 def test_create_announces_a_job_available_now(listener):
-    service.create_job("demo.success")
+    enqueue.create_job("demo.success")
     assert received(listener) == 1
 
 
 def test_a_delayed_job_is_not_announced(listener):
-    service.create_job("demo.success", available_at=utcnow() + timedelta(hours=1))
+    enqueue.create_job("demo.success", available_at=utcnow() + timedelta(hours=1))
     assert received(listener) == 0
 
 
 @pytest.mark.parametrize("count", [50, 2 * CREATE_CHUNK + 1])  # one chunk, three chunks
 def test_bulk_create_announces_once(listener, count):
-    service.create_jobs([JobSpec("demo.success") for _ in range(count)])
+    enqueue.create_jobs([JobSpec("demo.success") for _ in range(count)])
     assert received(listener) == 1
 
 
 def test_idempotent_repeat_announces_nothing(listener):
-    service.create_job("demo.success", idempotency_key="k")
+    enqueue.create_job("demo.success", idempotency_key="k")
     assert received(listener) == 1
-    service.create_job("demo.success", idempotency_key="k")
+    enqueue.create_job("demo.success", idempotency_key="k")
     assert received(listener) == 0
 
 
 def test_manual_retry_announces_and_backoff_requeue_does_not(listener):
     now = utcnow()
-    service.create_job("demo.fail", max_attempts=2, now=now)
+    enqueue.create_job("demo.fail", max_attempts=2, now=now)
     assert received(listener) == 1
     job = claim("w", now=now)
     fail(job, "w", now=now)  # requeued 5 s later: nothing to wake for yet
     assert received(listener) == 0
     job = claim("w", now=now + timedelta(seconds=10))
     fail(job, "w", now=now + timedelta(seconds=10))  # no attempts left: failed
-    service.retry_job(job.id)
+    actions.run_one("retry", job.id)
     assert received(listener) == 1

@@ -8,13 +8,13 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs, read_overview, service
+from dashboard.store import enqueue, read_jobs, read_overview, service, values
 from dashboard.store.read_overview import Capped
 from tests.factories import make_job, seed_analysed_backlog
 
 
 def test_queued_splits_into_ready_scheduled_and_retrying_and_the_wait_is_the_oldest_ready(app):
-    now = service.utcnow()
+    now = values.utcnow()
     make_job("queued", now=now, available_at=now - timedelta(seconds=90))  # ready 90 s
     make_job("queued", now=now, available_at=now - timedelta(seconds=30), attempts=1)  # due retry: ready
     make_job("queued", now=now - timedelta(days=2), available_at=now + timedelta(hours=24))  # scheduled
@@ -38,8 +38,8 @@ def test_a_capped_count_says_more_than():
 
 
 def test_claims_record_the_wait_and_outcomes_the_run_time(app):
-    now = service.utcnow()
-    job = service.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
+    now = values.utcnow()
+    job = enqueue.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
     claimed = service.claim_next_job("w1", lease_seconds=30, now=now + timedelta(seconds=1))
     assert claimed is not None and claimed.id == job.id
     service.complete_job(job.id, "w1", claimed.attempts, {"ok": True}, now=now + timedelta(seconds=4))
@@ -47,10 +47,10 @@ def test_claims_record_the_wait_and_outcomes_the_run_time(app):
     assert events["claimed"].data["wait_ms"] >= 3000
     assert events["succeeded"].data == {"type": "demo.success", "run_ms": 3000}
 
-    minutes = read_overview.minute_figures(now - timedelta(minutes=5), now + timedelta(minutes=5))
+    figures = read_overview.figures(now - timedelta(minutes=5), now + timedelta(minutes=5))
+    minutes, runs = figures.minutes, figures.run_times
     assert sum(m.succeeded for m in minutes.items) == 1 and not minutes.sampled
     assert any(m.wait_p50_ms and m.wait_p50_ms >= 3000 for m in minutes.items)
-    runs = read_overview.run_times(now - timedelta(minutes=5), now + timedelta(minutes=5))
     assert [(r.type, r.runs, r.p50_ms) for r in runs.items] == [("demo.success", 1, 3000)]
     assert not runs.sampled
 
@@ -59,42 +59,43 @@ def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
     """Three jobs run at t, t+1 min, t+2 min (3 events each: created, claimed, succeeded). A cap
     of 4 events reads only the newest: the last job's claim and success (and its creation)
     plus the previous job's success, and the figures say they were sampled."""
-    start = service.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    start = values.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
     for i in range(3):
         at = start + timedelta(minutes=i)
-        job = service.create_job("demo.success", {}, now=at).job
+        job = enqueue.create_job("demo.success", {}, now=at).job
         claimed = service.claim_next_job("w1", lease_seconds=30, now=at + timedelta(seconds=1))
         assert claimed is not None and claimed.id == job.id
         service.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
     since, until = start - timedelta(minutes=1), start + timedelta(minutes=5)
 
-    whole = read_overview.minute_figures(since, until)
+    whole = read_overview.figures(since, until).minutes
     assert [m.succeeded for m in whole.items] == [1, 1, 1] and not whole.sampled
-    assert read_overview.minute_figures(since, until, cap=9).sampled  # exactly the cap: said too
-    assert not read_overview.minute_figures(since, until, cap=10).sampled
+    assert read_overview.figures(since, until, cap=9).minutes.sampled  # exactly the cap: said too
+    assert not read_overview.figures(since, until, cap=10).minutes.sampled
 
-    newest = read_overview.minute_figures(since, until, cap=4)
+    newest = read_overview.figures(since, until, cap=4).minutes
     assert newest.sampled and newest.cap == 4
     assert [(m.minute, m.succeeded) for m in newest.items] == [
         (start + timedelta(minutes=1), 1),
         (start + timedelta(minutes=2), 1),
     ]
-    runs = read_overview.run_times(since, until, cap=4)
+    runs = read_overview.figures(since, until, cap=4).run_times
     assert runs.sampled and [(r.type, r.runs) for r in runs.items] == [("demo.success", 2)]
-    nothing = read_overview.run_times(since, until, cap=1)  # the newest event only: a success
+    nothing = read_overview.figures(since, until, cap=1).run_times  # the newest event only: a success
     assert nothing.sampled and [r.runs for r in nothing.items] == [1]
 
 
 def test_the_chart_queries_stop_at_the_cap(app):
-    """The hour's events are read through the created_at index under a Limit, never whole."""
-    now = service.utcnow()
-    params = {"since": now - timedelta(hours=1), "until": now, "cap": 5, "types": 30}
+    """The hour's events are read once, through the created_at index under a Limit, never whole."""
+    now = values.utcnow()
+    since = now - timedelta(hours=1)
+    params = {"since": since, "until": now, "minutes_since": since, "cap": 5, "types": 30}
     with db.engine.begin() as conn:
-        for statement in (read_overview.MINUTES_SQL, read_overview.RUN_TIMES_SQL):
-            plan = "\n".join(conn.execute(text("EXPLAIN " + str(statement)), params).scalars())
-            limit, scan = plan.split("CTE recent")[1].splitlines()[1:3]
-            assert limit.strip().startswith("->  Limit"), plan
-            assert "Index Scan Backward using jobs_jobevent_created_at_idx" in scan, plan
+        plan = "\n".join(conn.execute(text("EXPLAIN " + str(read_overview.FIGURES_SQL)), params).scalars())
+    limit, scan = plan.split("CTE recent")[1].splitlines()[1:3]
+    assert limit.strip().startswith("->  Limit"), plan
+    assert "Index Scan Backward using jobs_jobevent_created_at_idx" in scan, plan
+    assert plan.count("jobs_jobevent_created_at_idx") == 1 and plan.count("CTE recent") == 1, plan
 
 
 # Failed jobs of seven types, finished over the last two days, beside the backlog.
@@ -111,7 +112,7 @@ def test_the_live_figures_read_the_queued_and_failed_indexes(app):
     """Planned on an analysed table (a backlog and failed jobs, rolled back): on statistics an
     earlier ANALYZE left behind (say, of a table of queued jobs only, now truncated), another
     index can win on a table this small."""
-    now = service.utcnow()
+    now = values.utcnow()
     with db.engine.connect() as conn, conn.begin() as transaction:
         conn.execute(text(FAILED_ROWS_SQL), {"now": now})
         seed_analysed_backlog(conn, now)
@@ -129,12 +130,12 @@ def _claim(worker: str, at):
 
 
 def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
-    """Issue 18's event data in each of issue 20's settle statements (store/sql_settle.py):
+    """The charts' event data (type, run_ms, wait_ms) in each settle statement (store/settle.sql):
     complete, complete-and-claim (its success and the next job's claim), complete-many and
     fail (retry and for good), each with and without pending progress, progress first."""
-    t0 = service.utcnow()
+    t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
-    ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
+    ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
     report = service.progress_report("half", {"percent": 50}, now=later[1])
 
     first = _claim("w1", later[1])
@@ -170,7 +171,7 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
         assert claimed[0].data["type"] == "demo.success" and claimed[0].data["wait_ms"] >= 1000
         progress = [e.id for e in events if e.type == "progress"]
         assert len(progress) == reports[job_id], job_id
-        assert all(p < outcome[0].id for p in progress)  # progress first (issue 20)
+        assert all(p < outcome[0].id for p in progress)  # progress first
     events = read_jobs.job_events(ids[5])
     by_type = {e.type: e for e in events}
     assert by_type["retry_scheduled"].data["run_ms"] == 1000 and by_type["retry_scheduled"].data["type"]
@@ -179,12 +180,12 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
 
 
 def test_a_settle_given_the_start_computes_run_time_from_it(app):
-    """Workers pass the attempt's start (issue 20): the outcome's run_ms is computed from it,
+    """Workers pass the attempt's start: the outcome's run_ms is computed from it,
     not read from the ``claimed`` event. Here it is given 1 s earlier than the event says, so
     each statement's figure shows which one it used."""
-    t0 = service.utcnow()
+    t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
-    ids = [service.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
+    ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
     first = _claim("w1", later[1])
     service.complete_job(first.id, "w1", 1, None, started_at=later[0], now=later[2])  # COMPLETE
     second = _claim("w1", later[2])

@@ -1,6 +1,6 @@
 """A queue table that outgrew its planner statistics is analyzed, so no connection keeps
 running on plans made for a page or two (the events' foreign-key check scanned the whole
-table per event; docs/benchmarks.md, issue 20, round five)."""
+table per event; docs/benchmarks.md, "The bulk API's slow runs, explained")."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from sqlalchemy import Connection, text
 
 from dashboard.runtime.rescuer import refresh_statistics
 from dashboard.runtime.threads import ThreadRuntime
-from dashboard.store import connection, planner_stats, service
-from dashboard.store.enqueue import CREATE_CHUNK
-from dashboard.store.service import JobSpec
+from dashboard.store import connection, enqueue, planner_stats
+from dashboard.store.enqueue import CREATE_CHUNK, JobSpec
 
 from ..worker.helpers import SETTINGS
 
@@ -45,7 +44,7 @@ def inserts_leave_the_plans_alone(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def create(count: int, prefix: str, conn: Connection | None = None) -> None:
     specs = [JobSpec("demo.success", {"i": i}, idempotency_key=f"{prefix}-{i}") for i in range(count)]
-    service.create_jobs(specs, conn=conn)
+    enqueue.create_jobs(specs, conn=conn)
 
 
 def analyze_now() -> None:
@@ -131,7 +130,7 @@ def plan_on_a_tiny_table(conn: Connection) -> None:
     """Single creates on ``conn`` while ``jobs_job`` is a page: its foreign-key check's cached
     plan is a sequential scan."""
     for n in range(10):
-        service.create_job("demo.success", {"n": n}, conn=conn)
+        enqueue.create_job("demo.success", {"n": n}, conn=conn)
 
 
 def test_a_bulk_create_into_a_small_table_plans_the_check_afresh(app, no_check_yet):
@@ -169,7 +168,7 @@ def test_the_check_runs_once_per_so_many_jobs(app, no_check_yet, monkeypatch):
     monkeypatch.setattr(planner_stats, "analyze_grown", lambda conn=None: calls.append(1) or [])
     create(planner_stats.CHECK_EVERY_JOBS - 1, "almost")
     assert calls == []
-    service.create_job("demo.success")
+    enqueue.create_job("demo.success")
     assert calls == [1]
     create(10, "again")
     assert calls == [1]

@@ -4,42 +4,42 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard.store import read_jobs, read_stats, read_timeout, service
+from dashboard.store import enqueue, find_jobs, read_jobs, read_stats, read_timeout
 from tests.factories import make_job
 
 from .helpers import T0, at, claim
 
 
 def test_job_list_limit_offset_newest_first(app):
-    ids = [service.create_job("demo.success", now=at(i)).job.id for i in range(7)]
-    page1 = read_jobs.list_jobs(limit=3, offset=0)
-    page3 = read_jobs.list_jobs(limit=3, offset=6)
+    ids = [enqueue.create_job("demo.success", now=at(i)).job.id for i in range(7)]
+    page1 = find_jobs.list_jobs(limit=3, offset=0)
+    page3 = find_jobs.list_jobs(limit=3, offset=6)
     assert page1.count == 7
     assert [j.id for j in page1.results] == ids[::-1][:3]
     assert [j.id for j in page3.results] == [ids[0]]
 
 
 def test_job_list_filters_status_exactly_and_type_by_substring(app):
-    service.create_job("demo.success", now=T0)
-    service.create_job("Demo.Slow", now=T0)
-    service.create_job("mail.send", now=T0)
+    enqueue.create_job("demo.success", now=T0)
+    enqueue.create_job("Demo.Slow", now=T0)
+    enqueue.create_job("mail.send", now=T0)
     make_job("failed", type="demo.fail")
-    assert read_jobs.list_jobs(limit=10, offset=0, type="DEMO").count == 3
-    assert read_jobs.list_jobs(limit=10, offset=0, status="queued", type="demo").count == 2
-    assert read_jobs.list_jobs(limit=10, offset=0, status="failed").count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0, type="DEMO").count == 3
+    assert find_jobs.list_jobs(limit=10, offset=0, status="queued", type="demo").count == 2
+    assert find_jobs.list_jobs(limit=10, offset=0, status="failed").count == 1
     # LIKE wildcards in the filter are literal characters
-    assert read_jobs.list_jobs(limit=10, offset=0, type="%").count == 0
-    assert read_jobs.list_jobs(limit=10, offset=0, type="_").count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0, type="%").count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0, type="_").count == 0
 
 
 def test_event_feed_walk_visits_each_older_event_once_while_new_ones_arrive(app):
     for i in range(10):
-        service.create_job("demo.success", now=at(i))
+        enqueue.create_job("demo.success", now=at(i))
     seen: list[int] = []
     page = read_jobs.list_events(limit=3)
     while True:
         seen.extend(e.id for e in page.results)
-        service.create_job("demo.success", now=at(100))  # new events between pages
+        enqueue.create_job("demo.success", now=at(100))  # new events between pages
         if not page.has_older:
             break
         page = read_jobs.list_events(limit=3, before=page.results[-1].id)
@@ -47,7 +47,7 @@ def test_event_feed_walk_visits_each_older_event_once_while_new_ones_arrive(app)
 
 
 def test_event_feed_previous_page_and_filters(app):
-    jobs = [service.create_job("demo.success", now=T0).job for _ in range(3)]
+    jobs = [enqueue.create_job("demo.success", now=T0).job for _ in range(3)]
     claim("w", now=at(1))
     newer = read_jobs.list_events(limit=2, after=1)
     assert [e.id for e in newer.results] == [3, 2] and newer.has_newer is True
@@ -100,7 +100,7 @@ def test_time_limit_cancels_a_slow_read_and_leaves_the_pool_clean(app):
 def test_a_type_filter_with_many_matches_merges_per_type_and_status_ranges(app, monkeypatch):
     """Past the small-count path, a type-filtered page is merged from one index range per
     (type, status): the same rows, in the same order, for offsets and keyset positions."""
-    monkeypatch.setattr(read_jobs, "FILTERED_COUNT_CAP", 2)
+    monkeypatch.setattr(find_jobs, "FILTERED_COUNT_CAP", 2)
     made = []
     for i in range(12):
         job_type = ("demo.success", "demo.slow", "mail.send")[i % 3]
@@ -109,16 +109,16 @@ def test_a_type_filter_with_many_matches_merges_per_type_and_status_ranges(app, 
     expected = [
         j.id for j in sorted(made, key=lambda j: (j.created_at, j.id), reverse=True) if "demo" in j.type
     ]
-    first = read_jobs.list_jobs(limit=3, offset=0, type="demo")
+    first = find_jobs.list_jobs(limit=3, offset=0, type="demo")
     assert first.count == 8
     assert [j.id for j in first.results] == expected[:3]
-    assert [j.id for j in read_jobs.list_jobs(limit=3, offset=3, type="demo").results] == expected[3:6]
+    assert [j.id for j in find_jobs.list_jobs(limit=3, offset=3, type="demo").results] == expected[3:6]
     anchor = first.results[-1]
-    older = read_jobs.list_jobs(limit=3, offset=0, type="demo", before=(anchor.created_at, anchor.id))
+    older = find_jobs.list_jobs(limit=3, offset=0, type="demo", before=(anchor.created_at, anchor.id))
     assert [j.id for j in older.results] == expected[3:6]
     last = older.results[0]
-    newer = read_jobs.list_jobs(limit=2, offset=0, type="demo", after=(last.created_at, last.id))
+    newer = find_jobs.list_jobs(limit=2, offset=0, type="demo", after=(last.created_at, last.id))
     assert [j.id for j in newer.results] == expected[1:3]
     failed = [i for i in expected if next(j for j in made if j.id == i).status == "failed"]
-    page = read_jobs.list_jobs(limit=10, offset=0, type="demo", status="failed")
+    page = find_jobs.list_jobs(limit=10, offset=0, type="demo", status="failed")
     assert [j.id for j in page.results] == failed

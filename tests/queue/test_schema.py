@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import sql
+from dashboard.store.sql import query
 from tests.factories import seed_analysed_backlog
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -31,7 +31,8 @@ def test_claim_uses_the_claim_index_in_order_without_sorting(app, now):
     Planned on an analysed backlog (:func:`tests.factories.seed_analysed_backlog`, rolled back)
     with every plan type allowed; the same whether the claim's time is given or the database's."""
     params = {"now": now, "worker_ids": ["w"], "lease_seconds": 30.0, "avoid_expired": False}
-    explain = text("EXPLAIN " + sql.CLAIM.text).bindparams(*sql.CLAIM._bindparams.values())
+    claim = query("claim")
+    explain = text("EXPLAIN " + claim.text).bindparams(*claim._bindparams.values())
     with db.engine.connect() as conn, conn.begin() as transaction:
         seed_analysed_backlog(conn, NOW)
         plan = "\n".join(row[0] for row in conn.execute(explain, params))

@@ -6,14 +6,14 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.store import read_jobs, service
+from dashboard.store import actions, enqueue, read_jobs, service
 
 from .helpers import BACKOFF, LEASE, T0, at, claim, cleanup, event_types, fail, fresh
 
 
 @pytest.fixture
 def running(app):
-    service.create_job("demo.success", {"x": 1}, now=T0)
+    enqueue.create_job("demo.success", {"x": 1}, now=T0)
     job = claim("owner", now=T0)
     assert job is not None
     return job
@@ -30,7 +30,7 @@ def test_complete_by_owner(running):
 
 
 def test_failure_schedules_retry_with_exponential_backoff(app):
-    service.create_job("demo.fail", max_attempts=4, now=T0)
+    enqueue.create_job("demo.fail", max_attempts=4, now=T0)
     now = T0
     expected_delays = [5, 10, 20]
     for attempt, delay in enumerate(expected_delays, start=1):
@@ -51,7 +51,7 @@ def test_failure_schedules_retry_with_exponential_backoff(app):
 
 
 def test_exhausted_attempts_become_failed(app):
-    service.create_job("demo.fail", max_attempts=2, now=T0)
+    enqueue.create_job("demo.fail", max_attempts=2, now=T0)
     job = claim("w", now=T0)
     fail(job, "w", "first", now=T0)
     job = claim("w", now=at(5))
@@ -133,7 +133,7 @@ def test_finished_job_cannot_be_touched_by_its_former_owner(running):
 
 
 def test_stale_worker_scenario_step_by_step(app):
-    service.create_job("demo.success", max_attempts=3, now=T0)
+    enqueue.create_job("demo.success", max_attempts=3, now=T0)
     # 1. Worker A claims job attempt 1.
     a = claim("worker-A", now=T0)
     assert a is not None and a.attempts == 1
@@ -160,7 +160,7 @@ def test_stale_worker_scenario_step_by_step(app):
 
 
 def test_cleanup_fails_a_job_whose_attempts_are_exhausted(app):
-    service.create_job("demo.timeout", max_attempts=1, now=T0)
+    enqueue.create_job("demo.timeout", max_attempts=1, now=T0)
     job = claim("w", now=T0)
     result = cleanup(now=at(LEASE + 1))
     assert result.failed == [job.id] and result.requeued == []
@@ -172,7 +172,7 @@ def test_cleanup_fails_a_job_whose_attempts_are_exhausted(app):
 
 
 def test_cleanup_uses_each_jobs_own_attempt_for_backoff(app):
-    service.create_job("demo.timeout", max_attempts=5, now=T0)
+    enqueue.create_job("demo.timeout", max_attempts=5, now=T0)
     job = claim("w", now=T0)
     cleanup(now=at(31))
     job = claim("w", now=at(40))  # attempt 2
@@ -183,10 +183,10 @@ def test_cleanup_uses_each_jobs_own_attempt_for_backoff(app):
 
 def test_cleanup_is_batch_limited_and_leaves_live_leases_alone(app):
     for _ in range(5):
-        service.create_job("demo.timeout", now=T0)
+        enqueue.create_job("demo.timeout", now=T0)
     for _ in range(5):
         claim("w", now=T0)
-    service.create_job("demo.success", now=T0)
+    enqueue.create_job("demo.success", now=T0)
     live = claim("w2", now=at(20))
     first = cleanup(now=at(31), batch=3)
     second = cleanup(now=at(31), batch=3)
@@ -207,12 +207,13 @@ def test_expired_but_unrecovered_lease_still_belongs_to_its_worker(running):
 
 
 def test_manual_retry_of_a_failed_job(app):
-    service.create_job("demo.fail", max_attempts=1, now=T0)
+    enqueue.create_job("demo.fail", max_attempts=1, now=T0)
     job = claim("w", now=T0)
     fail(job, "w", "fatal", now=at(1))
-    result = service.retry_job(job.id, event_data={"actor": "test"}, now=at(10))
-    assert result.job is not None and result.reason is None
+    result = actions.run_one("retry", job.id, event_data={"actor": "test"}, now=at(10))
+    assert (result.action, result.changed, result.status) == ("retry", 1, "queued")
     retried = result.job
+    assert retried is not None
     assert retried.status == "queued"
     assert retried.attempts == 0
     assert retried.available_at == at(10)
@@ -229,8 +230,8 @@ def test_manual_retry_only_for_failed_jobs(app, status):
     from tests.factories import make_job
 
     job = make_job(status)
-    result = service.retry_job(job.id, now=at(1))
-    assert result.job is None and result.reason == "not_failed" and result.status == status
+    result = actions.run_one("retry", job.id, now=at(1))
+    assert result.changed == 0 and result.status == status and result.job == job
     assert fresh(job.id) == job
     assert read_jobs.job_events(job.id) == []
 
@@ -238,5 +239,5 @@ def test_manual_retry_only_for_failed_jobs(app, status):
 def test_manual_retry_of_unknown_job(app):
     import uuid
 
-    result = service.retry_job(uuid.uuid4(), now=at(1))
-    assert result.job is None and result.reason == "not_found"
+    result = actions.run_one("retry", uuid.uuid4(), now=at(1))
+    assert result.changed == 0 and result.status is None and result.job is None

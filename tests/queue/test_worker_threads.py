@@ -11,10 +11,10 @@ from dashboard.config import WorkerSettings
 from dashboard.runtime.attempts import RunningAttempts
 from dashboard.runtime.handlers import JobContext
 from dashboard.runtime.heartbeat import activity
-from dashboard.store import audit, capacity, service, why, workers
+from dashboard.store import audit, capacity, values, why, workers
 from tests.factories import make_job, record
 
-NOW = service.utcnow()
+NOW = values.utcnow()
 
 
 def _identity(pid: int, threads: int = 2, types: tuple[str, ...] = ("demo.timeout", "demo.success")):
@@ -102,9 +102,9 @@ def test_only_a_gone_or_stopped_row_is_removed_and_the_audit_log_says_who(app):
     workers.beat(_identity(1), jobs_done=0, now=NOW - timedelta(hours=2))
     workers.beat(_identity(2), jobs_done=0, now=NOW - timedelta(seconds=60))  # stale: may come back
     actor = {"actor": "olga", "role": "operator"}
-    assert service.remove_worker("h:2:x", event_data=actor, now=NOW) is False
-    assert service.remove_worker("no-such", event_data=actor, now=NOW) is False
-    assert service.remove_worker("h:1:x", event_data=actor, now=NOW) is True
+    assert workers.remove("h:2:x", event_data=actor, now=NOW) is False
+    assert workers.remove("no-such", event_data=actor, now=NOW) is False
+    assert workers.remove("h:1:x", event_data=actor, now=NOW) is True
     assert [w.pid for w in workers.board(NOW).workers] == [2]
     (entry,) = audit.page().entries
     assert (entry.action, entry.actor, entry.worker_id, entry.data["pid"]) == (

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from dashboard.store import service, workers
+from dashboard.store import enqueue, service, values, workers
 from tests.factories import make_job
 
 SCRIPT = "<script>alert('xss')</script>"
@@ -28,7 +28,7 @@ HX = {"HX-Request": "true"}
 @pytest.fixture
 def hostile_jobs(app) -> dict[str, uuid.UUID]:
     """A failed job and a succeeded job carrying markup in every user-controlled field."""
-    created = service.create_job(SCRIPT, {SCRIPT: [HOSTILE, {"k": BREAKOUT}]}, idempotency_key=HOSTILE).job
+    created = enqueue.create_job(SCRIPT, {SCRIPT: [HOSTILE, {"k": BREAKOUT}]}, idempotency_key=HOSTILE).job
     running = make_job(
         "running",
         type=SCRIPT,
@@ -81,7 +81,7 @@ def test_markup_from_every_field_is_shown_as_text_on_every_page(client, hostile_
 def test_each_hostile_field_is_visible_escaped_where_it_belongs(client, hostile_jobs):
     overview = _assert_text_only(client, "/", {})
     assert str(escape(HOSTILE)) in overview  # latest failures: the last error
-    now = service.utcnow()  # a worker process whose host name is markup (issue 17's heartbeats)
+    now = values.utcnow()  # a worker process whose host name is markup (its heartbeat row)
     workers.beat(
         workers.Identity("h:1:x", HOSTILE, 1, now, "one-job", 1, SCRIPT, 5.0, ()), jobs_done=0, now=now
     )

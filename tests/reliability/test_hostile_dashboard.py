@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from werkzeug.datastructures import FileStorage
 from wtforms.validators import ValidationError
 
-from dashboard.store import read_jobs, service
+from dashboard.store import enqueue, find_jobs
 from dashboard.web.forms import CreateJobForm
 from tests.factories import make_job
 
@@ -47,7 +47,7 @@ def assert_clean(response: Any, expected: int) -> str:
 @pytest.fixture
 def existing(app) -> dict[str, Any]:
     """One job of each end state, so 'unchanged' means something; the snapshot before the request."""
-    service.create_job("demo.success", {"existing": True}, idempotency_key="existing")
+    enqueue.create_job("demo.success", {"existing": True}, idempotency_key="existing")
     failed = make_job("failed", last_error="boom")
     return {"failed": failed, "before": table_snapshot()}
 
@@ -115,7 +115,7 @@ def test_an_unregistered_type_is_accepted_and_reads_back_as_text(client, existin
     """Any type of 1..120 characters is a job type (as in the reference); it reads back as text."""
     response = client.post("/jobs/new/", data=form(token, type=job_type))
     assert response.status_code == 303
-    [created] = [j for j in read_jobs.list_jobs(limit=10, offset=0).results if j.type == job_type]
+    [created] = [j for j in find_jobs.list_jobs(limit=10, offset=0).results if j.type == job_type]
     html = assert_clean(client.get(f"/jobs/{created.id}/"), 200)
     assert "not registered in the web process" in html
 
@@ -147,7 +147,7 @@ def test_fields_the_form_does_not_have_are_ignored(app, client, token):
     }
     response = client.post("/jobs/new/", data=form(token, **extra))
     assert response.status_code == 303
-    [created] = read_jobs.list_jobs(limit=10, offset=0).results
+    [created] = find_jobs.list_jobs(limit=10, offset=0).results
     assert (created.status, created.attempts, created.locked_by, created.result) == ("queued", 0, None, None)
     assert str(created.id) != extra["id"]
 
@@ -156,7 +156,7 @@ def test_naive_available_at_is_read_in_the_dashboards_time_zone(app, client, tok
     """The browser's datetime-local input sends no offset: that is the form's normal input."""
     response = client.post("/jobs/new/", data=form(token, available_at="2030-06-01T12:30:15"))
     assert response.status_code == 303
-    [created] = read_jobs.list_jobs(limit=10, offset=0).results
+    [created] = find_jobs.list_jobs(limit=10, offset=0).results
     assert created.available_at.isoformat() == "2030-06-01T12:30:15+00:00"  # TIME_ZONE is UTC in tests
 
 
@@ -234,7 +234,7 @@ def test_a_valid_form_with_hostile_but_storable_text_creates_the_job_and_shows_i
     payload = json.dumps({SCRIPT: ATTRIBUTE_BREAK, "n": 10**30})
     response = client.post("/jobs/new/", data=form(token, payload=payload, idempotency_key=SCRIPT))
     assert response.status_code == 303
-    [created] = read_jobs.list_jobs(limit=10, offset=0).results
+    [created] = find_jobs.list_jobs(limit=10, offset=0).results
     assert created.payload == {SCRIPT: ATTRIBUTE_BREAK, "n": 10**30} and created.idempotency_key == SCRIPT
     assert_clean(client.get(response.headers["Location"]), 200)
 

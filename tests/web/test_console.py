@@ -1,4 +1,4 @@
-"""Issue 17 through the dashboard: search, bulk actions, single-job actions, workers, why."""
+"""The operator console through the dashboard: search, bulk actions, single-job actions, workers, why."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs, service, workers
-from dashboard.store.service import utcnow
+from dashboard.store import enqueue, read_jobs, service, workers
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import HX, csrf_token
@@ -208,7 +208,7 @@ def test_why_not_running_texts(app, client):
 
 
 def test_failed_job_lists_each_attempts_error_with_traceback_lines(app, client):
-    job = service.create_job("demo.fail", {}, max_attempts=2).job
+    job = enqueue.create_job("demo.fail", {}, max_attempts=2).job
     for attempt in (1, 2):
         claimed = service.claim_next_job("w:1:thread-1:a", lease_seconds=30)
         trace = (

@@ -6,8 +6,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import read_jobs
-from dashboard.store.service import utcnow
+from dashboard.store import find_jobs, read_jobs
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import HX, csrf_token
@@ -125,7 +125,7 @@ def test_create_form_suggests_registered_types_and_the_default_max_attempts(app,
 def test_create_form_accepts_a_type_no_handler_is_registered_for(app, client, token):
     response = client.post("/jobs/new/", data=_form(token, type="billing.not.deployed.yet"))
     assert response.status_code == 303
-    [job] = read_jobs.list_jobs(limit=10, offset=0).results
+    [job] = find_jobs.list_jobs(limit=10, offset=0).results
     assert (job.type, job.status) == ("billing.not.deployed.yet", "queued")
     page = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "not registered in the web process" in page
@@ -137,7 +137,7 @@ def test_create_form_refuses_a_type_with_a_bidi_override_or_a_control_character(
         assert response.status_code == 400
         html = response.get_data(as_text=True)
         assert 'id="type-error"' in html and "invisible formatting characters" in html
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_create_form_in_strict_mode_refuses_an_unregistered_type(app, client, token, strict_job_types):
@@ -145,7 +145,7 @@ def test_create_form_in_strict_mode_refuses_an_unregistered_type(app, client, to
     assert response.status_code == 400
     html = response.get_data(as_text=True)
     assert 'id="type-error"' in html and "JOB_TYPES_STRICT" in html
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
     assert client.post("/jobs/new/", data=_form(token)).status_code == 303
 
 
@@ -154,7 +154,7 @@ def test_create_without_csrf_is_refused(app, client):
     del data["csrf_token"]
     response = client.post("/jobs/new/", data=data)
     assert response.status_code == 400
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
 def test_create_makes_a_queued_job_and_redirects_to_it(app, client, token):
@@ -162,7 +162,7 @@ def test_create_makes_a_queued_job_and_redirects_to_it(app, client, token):
     data = _form(token, payload=payload, priority="70", max_attempts="5", idempotency_key=" key-1 ")
     response = client.post("/jobs/new/", data=data)
     assert response.status_code == 303
-    [job] = read_jobs.list_jobs(limit=10, offset=0).results
+    [job] = find_jobs.list_jobs(limit=10, offset=0).results
     assert response.headers["Location"] == f"/jobs/{job.id}/"
     assert (job.type, job.status, job.priority, job.max_attempts) == ("demo.success", "queued", 70, 5)
     assert job.payload == {"sleep_seconds": 2, "note": "<script>x</script>"}
@@ -174,20 +174,20 @@ def test_create_makes_a_queued_job_and_redirects_to_it(app, client, token):
     # the same key again returns the same job
     again = client.post("/jobs/new/", data=data)
     assert again.headers["Location"] == f"/jobs/{job.id}/"
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
     assert "already exists" in client.get(again.headers["Location"]).get_data(as_text=True)
 
 
 def test_create_with_a_delay_or_an_available_time(app, client, token):
     before = utcnow()
     client.post("/jobs/new/", data=_form(token, delay="120"))
-    [delayed] = read_jobs.list_jobs(limit=10, offset=0).results
+    [delayed] = find_jobs.list_jobs(limit=10, offset=0).results
     assert before + timedelta(seconds=119) < delayed.available_at < utcnow() + timedelta(seconds=121)
     client.post("/jobs/new/", data=_form(token, available_at="2030-01-02T03:04"))
-    at = read_jobs.list_jobs(limit=1, offset=0).results[0].available_at
+    at = find_jobs.list_jobs(limit=1, offset=0).results[0].available_at
     assert at.isoformat() == "2030-01-02T03:04:00+00:00"  # TIME_ZONE is UTC in tests
     client.post("/jobs/new/", data=_form(token, available_at="2030-01-02T03:04:00+02:00"))
-    at = read_jobs.list_jobs(limit=1, offset=0).results[0].available_at
+    at = find_jobs.list_jobs(limit=1, offset=0).results[0].available_at
     assert at.isoformat() == "2030-01-02T01:04:00+00:00"
 
 
@@ -220,7 +220,7 @@ def test_create_shows_inline_errors_and_keeps_the_input(app, client, token):
         assert field and 'aria-invalid="true"' in field.group(0), field
         assert re.search(rf'aria-describedby="{name}-error( {name}-hint)?"', field.group(0)), field.group(0)
         assert "autofocus" in field.group(0) and html.count("autofocus") == 1
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 0
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 0
     kept = client.post("/jobs/new/", data=_form(token, payload='{"keep": "<me>"')).get_data(as_text=True)
     assert "{&#34;keep&#34;: &#34;&lt;me&gt;&#34;" in kept
 
@@ -232,5 +232,5 @@ def test_htmx_create_swaps_errors_in_place_and_redirects_on_success(app, client,
     html = bad.get_data(as_text=True)
     assert html.lstrip().startswith('<form id="job-form"') and "Not valid JSON" in html
     good = client.post("/jobs/new/", data=_form(token), headers=headers)
-    [job] = read_jobs.list_jobs(limit=10, offset=0).results
+    [job] = find_jobs.list_jobs(limit=10, offset=0).results
     assert good.headers["HX-Redirect"] == f"/jobs/{job.id}/"

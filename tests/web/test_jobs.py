@@ -7,8 +7,8 @@ import uuid
 from datetime import timedelta
 
 from dashboard.limits import JOB_OFFSET_MAX
-from dashboard.store import read_jobs, service
-from dashboard.store.service import utcnow
+from dashboard.store import enqueue, read_jobs, service
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import HX
@@ -81,7 +81,7 @@ def test_keyset_pagination_keeps_filters_and_offsets_are_capped(app, client):
 
 
 def test_a_search_pages_by_keyset_and_next_to_run_by_offset(app, client):
-    """Issue 17's q and order with issue 18's paging: a search keeps its q in the keyset
+    """Search and claim order with keyset paging: a search keeps its q in the keyset
     links; claim order has no (created_at, id) position, so it pages by offset."""
     base = utcnow()
     ids = [make_job("queued", created_at=base - timedelta(seconds=i), payload={"k": 1}).id for i in range(3)]
@@ -170,7 +170,7 @@ def test_job_type_is_escaped_in_the_list(app, client):
 
 
 def test_detail_shows_fields_payload_result_and_timeline(app, client):
-    job = service.create_job("demo.success", {"sleep_seconds": 1}, idempotency_key="k-1").job
+    job = enqueue.create_job("demo.success", {"sleep_seconds": 1}, idempotency_key="k-1").job
     claimed = service.claim_next_job("w:1:thread-1:aaaa", lease_seconds=30)
     assert claimed is not None
     service.complete_job(job.id, "w:1:thread-1:aaaa", 1, {"answer": 42})
@@ -186,7 +186,7 @@ def test_detail_shows_fields_payload_result_and_timeline(app, client):
 
 
 def test_detail_of_a_running_job_shows_owner_lease_and_progress_and_polls(app, client):
-    job = service.create_job("demo.slow").job
+    job = enqueue.create_job("demo.slow").job
     claimed = service.claim_next_job("w:1:thread-2:bbbb", lease_seconds=30)
     assert claimed is not None
     service.record_progress(job.id, "w:1:thread-2:bbbb", 1, message="halfway", data={"percent": 40})
@@ -221,7 +221,7 @@ def test_a_queued_job_polls_and_a_failed_one_offers_retry(app, client):
 
 
 def test_payload_with_script_is_shown_as_text(app, client):
-    job = service.create_job("demo.success", {"html": "<script>alert(1)</script>"}).job
+    job = enqueue.create_job("demo.success", {"html": "<script>alert(1)</script>"}).job
     html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from dashboard.store import read_jobs, service, workers
-from dashboard.store.service import utcnow
+from dashboard.store import actions, enqueue, find_jobs, read_jobs, service, workers
+from dashboard.store.values import utcnow
 from dashboard.web.rendering import breakable
 from tests.factories import make_job
 
@@ -100,7 +100,7 @@ def test_the_job_page_says_when_the_owner_stopped_and_when_recovery_comes(app, c
 
 def test_cancelled_jobs_are_shown_and_filtered_apart_from_failed(app, client):
     queued = make_job("queued", type="mail.send")
-    service.cancel_job(queued.id, event_data=ACTOR)
+    actions.run_one("cancel", queued.id, event_data=ACTOR)
     failure = make_job("failed", type="mail.send", last_error="SMTP 451")
     overview = client.get("/").get_data(as_text=True)
     assert re.search(r'data-status="failed">1<', overview) and re.search(
@@ -119,7 +119,7 @@ def test_cancelled_jobs_are_shown_and_filtered_apart_from_failed(app, client):
 
 def test_bulk_retry_leaves_cancels_out_and_warns_about_missing_handlers(app, client):
     cancelled = make_job("queued", type="mail.send")
-    service.cancel_job(cancelled.id, event_data=ACTOR)
+    actions.run_one("cancel", cancelled.id, event_data=ACTOR)
     make_job("failed", type="mail.send")
     no_worker = client.get("/jobs/bulk/retry/?status=failed").get_data(as_text=True)
     assert 'data-bulk-count="1"' in no_worker and 'data-left-out="1"' in no_worker
@@ -167,7 +167,7 @@ def test_bulk_delete_dry_run_then_confirm(app, client):
         "/jobs/bulk/delete/", data={"csrf_token": token, "type": "mail"}, follow_redirects=True
     )
     assert "Deleted 3 jobs." in done.get_data(as_text=True)
-    assert read_jobs.list_jobs(limit=10, offset=0).count == 1
+    assert find_jobs.list_jobs(limit=10, offset=0).count == 1
     assert client.get("/audit/").get_data(as_text=True).count('data-audit="job_deleted"') == 3
 
 
@@ -194,7 +194,7 @@ def test_a_payload_search_is_not_re_run_by_polls(app, client):
 
 
 def test_the_feed_shows_each_events_job_type_and_links_its_worker(app, client):
-    job = service.create_job("mail.send", {}).job
+    job = enqueue.create_job("mail.send", {}).job
     service.claim_next_job("hostA:11:thread-1:ab", lease_seconds=30)
     html = client.get("/events/").get_data(as_text=True)
     assert 'data-label="job type"' in html and "mail.<wbr>send" in html

@@ -7,8 +7,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import service, workers
-from dashboard.store.service import utcnow
+from dashboard.store import actions, enqueue, service, workers
+from dashboard.store.values import utcnow
 from tests.factories import make_job
 
 from .conftest import HX
@@ -61,7 +61,7 @@ def test_oldest_ready_wait_and_empty_queue(app, client):
 
 
 def _finish(job_type: str, error: str | None = None) -> None:
-    job = service.create_job(job_type, max_attempts=1).job
+    job = enqueue.create_job(job_type, max_attempts=1).job
     claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     if error is None:
@@ -98,6 +98,30 @@ def test_the_charts_say_when_they_read_only_the_newest_events(app, client, monke
     assert "Figures from the newest 3 events of the hour" in html
 
 
+def test_the_overview_and_the_detail_endpoint_read_the_hour_of_events_once(app, client):
+    """Both charts (finishes per minute, waits, run times) come from one read of the hour's
+    newest events, on the page and in ``/api/jobs/stats/detail/`` alike."""
+    from sqlalchemy import event
+
+    from dashboard.extensions import db
+
+    _finish("demo.success")
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        for path in ("/", "/api/jobs/stats/detail/"):
+            statements.clear()
+            assert client.get(path).status_code == 200
+            hour_reads = [s for s in statements if "FROM jobs_jobevent" in s and "created_at >=" in s]
+            assert len(hour_reads) == 1, (path, hour_reads)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
 def test_worker_panel_lists_processes_from_heartbeats_and_warns_about_orphans(app, client):
     now = utcnow()
     alive = workers.Identity("hostA:11:aa", "hostA", 11, now, "one-job", 8, "1", 5.0, ("demo.success",))
@@ -129,7 +153,7 @@ def test_latest_failures_show_the_error_escaped_and_a_retry_button(app, client):
 def test_a_retried_job_leaves_the_failure_list(app, client):
     _finish("demo.fail", "boom")
     job_id = re.search(r'id="failure-([0-9a-f-]{36})"', client.get("/").get_data(as_text=True)).group(1)
-    service.retry_job(uuid.UUID(job_id))
+    actions.run_one("retry", uuid.UUID(job_id))
     assert f'id="failure-{job_id}"' not in client.get("/").get_data(as_text=True)
 
 

@@ -1,58 +1,46 @@
-"""The reads the dashboard added to ``store.read``: chart, workers, failures, feed notice, progress."""
+"""The dashboard's smaller reads: finishes per minute, the latest failures, the feed's notice,
+and list previews cut in SQL."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 from dashboard import limits
-from dashboard.store import read_jobs, read_stats, service
-from tests.factories import make_job
+from dashboard.store import actions, enqueue, find_jobs, read_jobs, read_overview, read_stats, service
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BACKOFF = {"backoff_base_seconds": 1.0, "backoff_max_seconds": 1.0}
 
 
 def _run(job_type: str, worker: str, at: datetime, error: str | None = None, max_attempts: int = 1):
-    job = service.create_job(job_type, max_attempts=max_attempts, now=at).job
+    job = enqueue.create_job(job_type, max_attempts=max_attempts, now=at).job
     assert service.claim_next_job(worker, lease_seconds=30, now=at) is not None
     if error is None:
         return service.complete_job(job.id, worker, 1, {}, now=at)
     return service.fail_job(job.id, worker, 1, error, now=at, **BACKOFF)
 
 
-def test_finished_per_minute_counts_finishing_events_in_the_window(app):
+def test_finishes_per_minute_count_finishing_events_in_the_window(app):
     _run("a", "w1", T0 + timedelta(seconds=5))
     _run("a", "w1", T0 + timedelta(seconds=50))
     _run("a", "w1", T0 + timedelta(minutes=1, seconds=1), error="x")
     _run("a", "w1", T0 + timedelta(minutes=1, seconds=2), error="y", max_attempts=2)  # retry, not failed
     _run("a", "w1", T0 - timedelta(seconds=1))  # before the window
-    counts = read_stats.finished_per_minute(T0, T0 + timedelta(minutes=60))
-    assert [(c.minute, c.succeeded, c.failed) for c in counts] == [
+    minutes = read_overview.figures(T0, T0 + timedelta(minutes=60)).minutes.items
+    assert [(m.minute, m.succeeded, m.failed) for m in minutes] == [
         (T0, 2, 0),
         (T0 + timedelta(minutes=1), 0, 1),
     ]
-
-
-def test_recent_workers_from_events_and_locks(app):
-    _run("a", "old", T0 - timedelta(minutes=10))
-    _run("a", "w1", T0)
-    _run("a", "w2", T0 + timedelta(seconds=5))
-    make_job("running", locked_by="w2")
-    make_job("running", locked_by="silent")
-    workers = read_stats.recent_workers(T0 - timedelta(minutes=5))
-    assert [(w.worker_id, w.running) for w in workers] == [("w2", 1), ("w1", 0), ("silent", 1)]
-    assert workers[0].last_seen == T0 + timedelta(seconds=5) and workers[0].events == 2
-    assert workers[2].last_seen is None
 
 
 def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
     first = _run("a", "w", T0, error="one")
     second = _run("a", "w", T0 + timedelta(seconds=1), error="two")
     retried = _run("a", "w", T0 + timedelta(seconds=2), error="three")
-    service.retry_job(first.id, now=T0 + timedelta(seconds=3))
+    actions.run_one("retry", first.id, now=T0 + timedelta(seconds=3))
     assert service.claim_next_job("w", lease_seconds=30, now=T0 + timedelta(seconds=4)).id == first.id
     service.fail_job(first.id, "w", 1, "one again", now=T0 + timedelta(seconds=6), **BACKOFF)
-    service.retry_job(retried.id, now=T0 + timedelta(seconds=7))  # failed, but no longer
+    actions.run_one("retry", retried.id, now=T0 + timedelta(seconds=7))  # failed, but no longer
     failures = read_stats.latest_failures(10)
     assert [(f.job.id, f.job.last_error) for f in failures] == [(first.id, "one again"), (second.id, "two")]
     assert failures[0].failed_at == T0 + timedelta(seconds=6)
@@ -60,20 +48,11 @@ def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
 
 
 def test_count_events_after_is_filtered_and_capped(app):
-    jobs = [service.create_job("a", now=T0).job for _ in range(5)]
+    jobs = [enqueue.create_job("a", now=T0).job for _ in range(5)]
     assert read_jobs.count_events_after(2) == 3
     assert read_jobs.count_events_after(0, cap=4) == 4
     assert read_jobs.count_events_after(0, type="claimed") == 0
     assert read_jobs.count_events_after(0, job_id=jobs[0].id) == 1
-
-
-def test_latest_progress_is_of_the_current_attempt(app):
-    job = service.create_job("a", now=T0).job
-    service.claim_next_job("w", lease_seconds=30, now=T0)
-    service.record_progress(job.id, "w", 1, data={"percent": 10}, now=T0)
-    service.record_progress(job.id, "w", 1, data={"percent": 20}, now=T0)
-    assert read_jobs.latest_progress(job.id, 1).data == {"percent": 20}
-    assert read_jobs.latest_progress(job.id, 2) is None
 
 
 def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, client):
@@ -82,10 +61,10 @@ def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, 
     from dashboard.extensions import db
 
     big = {"blob": "x" * 1_000_000}
-    job = service.create_job("demo.success", big).job
+    job = enqueue.create_job("demo.success", big).job
     assert service.claim_next_job("w", lease_seconds=30) is not None
     service.complete_job(job.id, "w", 1, big)
-    failed = service.create_job("demo.fail", big, max_attempts=1).job
+    failed = enqueue.create_job("demo.fail", big, max_attempts=1).job
     assert service.claim_next_job("w", lease_seconds=30) is not None
     service.fail_job(failed.id, "w", 1, "boom", **BACKOFF)
 
@@ -107,7 +86,7 @@ def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, 
     reads = [s for s in statements if "jobs_job.payload" in s or "j.payload" in s]
     assert reads and all("left(" in s.lower() for s in reads), reads
 
-    page = read_jobs.list_jobs(limit=100, offset=0, preview_chars=limits.PREVIEW_CHARS)
+    page = find_jobs.list_jobs(limit=100, offset=0, preview_chars=limits.PREVIEW_CHARS)
     assert {len(j.payload) for j in page.results} == {limits.PREVIEW_CHARS}
     assert all(j.result is None or len(j.result) <= limits.PREVIEW_CHARS for j in page.results)
     assert read_stats.latest_failures(10)[0].job.payload.startswith('{"blob": "xxx')

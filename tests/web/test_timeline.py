@@ -1,7 +1,8 @@
-"""The job page's folded timeline and its small live poll (issue 18)."""
+"""The job page's folded timeline and its small live poll."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,14 +13,14 @@ from sqlalchemy import event, text
 
 from dashboard.extensions import db
 from dashboard.limits import TIMELINE_EVENTS_MAX
-from dashboard.store import read_jobs, service
+from dashboard.store import actions, enqueue, read_jobs, service
 
 HX = {"HX-Request": "true"}
 WORKER = "w:1:thread-1:aaaa"
 
 
 def _long_running_job():
-    job = service.create_job("demo.slow").job
+    job = enqueue.create_job("demo.slow").job
     claimed = service.claim_next_job(WORKER, lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     for percent in range(0, 100, 1):
@@ -48,12 +49,12 @@ def test_progress_and_renewals_fold_into_one_line_and_the_poll_sends_only_what_c
 
 def test_new_lifecycle_events_are_appended_after_the_last_shown(app, client):
     later = datetime.now(UTC) + timedelta(hours=1)
-    job = service.create_job("demo.success", available_at=later).job
+    job = enqueue.create_job("demo.success", available_at=later).job
     created = read_jobs.job_events(job.id)[0].id
     response = client.get(f"/jobs/{job.id}/live/?after={created}&status=queued", headers=HX)
     assert b"beforeend:#timeline" not in response.get_data()  # nothing new yet
 
-    assert service.run_job_now(job.id, event_data={"actor": "ops"}).changed  # queued -> queued
+    assert actions.run_one("run_now", job.id, event_data={"actor": "ops"}).changed  # queued -> queued
     rescheduled = read_jobs.job_events(job.id)[-1]
     assert rescheduled.type == "rescheduled"
     body = client.get(f"/jobs/{job.id}/live/?after={created}&status=queued", headers=HX).get_data()
@@ -97,7 +98,7 @@ def event_rows_read() -> Iterator[list[int]]:
 def test_a_job_with_many_events_is_read_as_a_window_on_its_page_and_in_its_poll(app, client):
     """3,000 progress reports: the page and each poll read at most TIMELINE_EVENTS_MAX + 1 of
     them (they read all 3,000 before); the page says where the older ones are."""
-    job = service.create_job("demo.slow").job
+    job = enqueue.create_job("demo.slow").job
     assert service.claim_next_job(WORKER, lease_seconds=30).id == job.id
     _flood(job.id, 3 * TIMELINE_EVENTS_MAX)
     with event_rows_read() as counts:
@@ -129,3 +130,26 @@ def test_a_job_within_the_window_shows_its_whole_timeline(app, client):
     page = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "data-older-events" not in page
     assert 'data-event-type="created"' in page
+
+
+def test_current_progress_is_the_newest_report_of_the_running_attempt(app):
+    """One rule for the page and its poll (``timeline.current_progress``): the newest
+    ``progress`` event of the job's current attempt, only while it runs."""
+    from dashboard.store.records import EventRecord
+    from dashboard.web.timeline import current_progress
+    from tests.factories import make_job
+
+    job = make_job("running", attempts=2, locked_by=WORKER)
+
+    def report(event_id: int, attempt: int, data: object) -> EventRecord:
+        return EventRecord(event_id, job.id, "progress", attempt, WORKER, "", data, job.created_at)
+
+    older, renewal = (
+        report(1, 1, {"percent": 90}),
+        dataclasses.replace(report(2, 2, {}), type="lease_renewed"),
+    )
+    assert current_progress(job, [older]) is None  # the last attempt's, not this one's
+    events = [older, report(3, 2, {"percent": 20}), report(4, 2, {"percent": 140}), renewal]
+    assert current_progress(job, events) == 100.0  # the newest, clamped; a renewal is no report
+    assert current_progress(job, [*events, report(5, 2, {"step": "x"})]) is None  # newest says none
+    assert current_progress(make_job("succeeded"), events) is None

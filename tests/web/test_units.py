@@ -7,8 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dashboard.store.read_overview import hour_window
-from dashboard.store.read_stats import MinuteCount
+from dashboard.store.read_overview import MinuteFigures, hour_window
 from dashboard.web import timefmt
 from dashboard.web.chart import HEIGHT, MINUTES, build_chart
 from dashboard.web.forms import parse_available_at, parse_payload
@@ -43,9 +42,11 @@ def test_chart_window_and_stacked_bars():
     assert until - start == timedelta(minutes=MINUTES)
     assert start <= NOW < until
     counts = [
-        MinuteCount(start, succeeded=3, failed=1),
-        MinuteCount(start + timedelta(minutes=59), succeeded=1, failed=0),
-        MinuteCount(start - timedelta(minutes=1), succeeded=99, failed=99),  # outside: ignored
+        MinuteFigures(start, succeeded=3, failed=1, wait_p50_ms=None, wait_p95_ms=None),
+        MinuteFigures(start + timedelta(minutes=59), succeeded=1, failed=0, wait_p50_ms=5, wait_p95_ms=9),
+        MinuteFigures(
+            start - timedelta(minutes=1), succeeded=99, failed=99, wait_p50_ms=1, wait_p95_ms=1
+        ),  # outside
     ]
     chart = build_chart(counts, start)
     assert len(chart.bars) == MINUTES

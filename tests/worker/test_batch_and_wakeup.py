@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from dashboard.store import read_jobs, read_stats, service
-from dashboard.store.service import JobSpec
+from dashboard.store import enqueue, read_jobs, read_stats, values
+from dashboard.store.enqueue import JobSpec
 
 from .helpers import event_types, events, job, wait_for_status, wait_until
 
@@ -19,11 +19,11 @@ pytestmark = pytest.mark.process
 def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, start_worker):
     specs = [JobSpec("demo.success", {"sleep_seconds": 0}, priority=p % 7) for p in range(30)]
     specs += [JobSpec("demo.flaky", {"fail_until_attempt": 2}) for _ in range(3)]
-    ids = [r.job.id for r in service.create_jobs(specs)]
+    ids = [r.job.id for r in enqueue.create_jobs(specs)]
     start_worker(JOB_WORKER_THREADS="4", JOB_WORKER_BATCH_SIZE="4")
 
     def all_succeeded() -> bool:
-        return read_stats.stats(service.utcnow()).by_status["succeeded"] == len(ids)
+        return read_stats.stats(values.utcnow()).by_status["succeeded"] == len(ids)
 
     wait_until(all_succeeded, 60, "every job succeeded")
     executors = set()
@@ -38,7 +38,7 @@ def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, s
         claimed_at[job_id] = claims[1].created_at
     assert len(executors) > 1
     assert not any(":thread-0:" in w for w in executors)  # thread-0 is the rescuer
-    assert all(re.search(r":thread-\d+:", w) for w in executors)  # its lanes' ids (issue 20)
+    assert all(re.search(r":thread-\d+:", w) for w in executors)  # its lanes' ids
     # higher priority is never claimed after lower priority (all were queued before the start)
     jobs = {job_id: read_jobs.get_job(job_id) for job_id in ids}
     for a in ids:
@@ -48,7 +48,7 @@ def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, s
 
 
 def test_batch_mode_recovers_expired_leases(app, start_worker):
-    job = service.create_job("demo.timeout", {"sleep_seconds": 3}, max_attempts=1).job
+    job = enqueue.create_job("demo.timeout", {"sleep_seconds": 3}, max_attempts=1).job
     start_worker(JOB_WORKER_THREADS="2", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="1")
 
     def failed():
@@ -69,7 +69,7 @@ def test_an_idle_worker_is_woken_by_notify_not_by_polling(app, start_worker, bat
     )
     worker.wait_for_output("listening for new jobs")
     worker.wait_for_output("nothing to claim" if batch == "1" else "started (batch mode)")
-    job = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
 
     def succeeded() -> bool:
         return read_jobs.get_job(job.id).status == "succeeded"
@@ -82,11 +82,11 @@ def test_the_rescuer_recovers_expired_leases_while_every_thread_is_busy(app, sta
 
     from tests.factories import make_job
 
-    slow = service.create_job("demo.slow", {"sleep_seconds": 6}).job
+    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 6}).job
     worker = start_worker(JOB_WORKER_THREADS="1")  # its only thread will sit in demo.slow
     wait_until(lambda: read_jobs.get_job(slow.id).status == "running", 15, "the slow job running")
     dead = make_job(  # a job whose worker died: running, lease long over
-        "running", locked_by="ghost:1:thread-1:dead", locked_until=service.utcnow() - timedelta(seconds=5)
+        "running", locked_by="ghost:1:thread-1:dead", locked_until=values.utcnow() - timedelta(seconds=5)
     )
 
     def recovered():
@@ -118,8 +118,8 @@ def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(ap
     Once that attempt is past its lease the dispatcher no longer renews the job claimed ahead
     of it, so that job is not held by a stuck process: its lease lapses, lease recovery
     requeues it, and it runs on a later attempt."""
-    stuck = service.create_job("demo.timeout", {}, priority=90, max_attempts=1).job
-    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    stuck = enqueue.create_job("demo.timeout", {}, priority=90, max_attempts=1).job
+    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     _one_thread_short_leases(start_worker)
     wait_for_status(ahead.id, "succeeded", timeout=30)
     kinds = event_types(ahead.id)
@@ -129,10 +129,10 @@ def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(ap
 
 
 def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
-    """The process holds a job claimed ahead while its one thread runs another (issue 20): the
+    """The process holds a job claimed ahead while its one thread runs another: the
     job waited past half its lease, so the lease is renewed before its handler starts."""
-    slow = service.create_job("demo.slow", {"sleep_seconds": 2.5}, priority=90).job
-    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 2.5}, priority=90).job
+    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="4")
     wait_for_status(ahead.id, "running")
     assert job(slow.id).status == "running"  # both held by the process, one thread
@@ -148,10 +148,10 @@ def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
 
 
 def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(app, start_worker):
-    """Issue 20: a process has threads + CLAIM_AHEAD (2) x batch size lanes, one attempt each.
+    """A process has threads + CLAIM_AHEAD (2) x batch size lanes, one attempt each.
     With its one thread in a long handler it claims two batches ahead (each claim statement
     at most a batch), then nothing more: the other jobs stay queued for other workers."""
-    ids = [service.create_job("demo.slow", {"sleep_seconds": 60}).job.id for _ in range(9)]
+    ids = [enqueue.create_job("demo.slow", {"sleep_seconds": 60}).job.id for _ in range(9)]
     start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2")
 
     def held() -> int:
@@ -166,11 +166,11 @@ def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(
 
 
 def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_lease(app, start_worker):
-    """Issue 20: the one thread runs a 4 s handler while a job claimed ahead waits, twice as
+    """The one thread runs a 4 s handler while a job claimed ahead waits, twice as
     long as the 2 s lease. The dispatcher keeps that lease, so the job is never recovered: it
     runs once, on its first attempt, with renewals on its timeline before it starts."""
-    slow = service.create_job("demo.slow", {"sleep_seconds": 4}, priority=90).job
-    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 4}, priority=90).job
+    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     _one_thread_short_leases(start_worker)
     wait_for_status(ahead.id, "running")
     wait_for_status(ahead.id, "succeeded", timeout=30)
@@ -186,8 +186,8 @@ def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_leas
 
 
 def test_shutdown_timeout_hands_back_a_job_claimed_ahead_with_the_running_one(app, start_worker):
-    slow = service.create_job("demo.slow", {"sleep_seconds": 60}, priority=90).job
-    ahead = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 60}, priority=90).job
+    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     worker = start_worker(
         JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5"
     )

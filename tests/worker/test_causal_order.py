@@ -1,7 +1,7 @@
-"""Events read in causal order (issue 14): a worker thread's history never shows two jobs at once.
+"""Events read in causal order: a worker thread's history never shows two jobs at once.
 
 One-job mode records a success and claims the thread's next job in one statement
-(``sql_settle.COMPLETE_AND_CLAIM``). Both events must come out of it in causal order: the success
+(``complete_and_claim`` in ``store/settle.sql``). Both events must come out of it in causal order: the success
 first, in id and in ``created_at``. Batch mode records successes in the completer's statements
 and claims in the dispatcher's, for lanes (worker ids each holding one attempt): a lane asks
 for its next job only once its last success is written, so its history reads the same way.
@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import service
+from dashboard.store import enqueue
 
 from .helpers import wait_until
 
@@ -28,7 +28,7 @@ DURING = {"progress", "lease_renewed"}
 
 @pytest.mark.parametrize("batch_size", ["1", "4", "64"], ids=["one-job", "batch", "batch-64"])
 def test_each_worker_threads_events_alternate_claim_then_settle(app, start_worker, batch_size):
-    service.create_jobs([service.JobSpec("demo.success", {"sleep_seconds": 0}) for _ in range(JOBS)])
+    enqueue.create_jobs([enqueue.JobSpec("demo.success", {"sleep_seconds": 0}) for _ in range(JOBS)])
     # Each mode whatever TEST_WORKER_BATCH_SIZE says; 64: 136 lanes per process, most claiming ahead.
     workers = [start_worker(JOB_WORKER_THREADS="8", JOB_WORKER_BATCH_SIZE=batch_size) for _ in range(2)]
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
-from dashboard.store import service
+from dashboard.store import enqueue
 from tests.open_access import OPEN_ACCESS
 
 from .helpers import job, wait_for_status
@@ -92,10 +92,10 @@ def test_worker_survives_a_database_restart_and_finishes_the_queue(
 ):
     worker = start_worker(database_url=private_database.libpq_url, JOB_WORKER_LEASE_SECONDS="1")
     with private_app.app_context():
-        before = service.create_job("demo.success", {"sleep_seconds": 0}).job
+        before = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
         wait_for_status(before.id, "succeeded")
         # a job in the middle of its run when the database goes away
-        slow = service.create_job("demo.slow", {"sleep_seconds": 3}).job
+        slow = enqueue.create_job("demo.slow", {"sleep_seconds": 3}).job
         wait_for_status(slow.id, "running")
         db.engine.dispose()
 
@@ -104,7 +104,7 @@ def test_worker_survives_a_database_restart_and_finishes_the_queue(
     private_database.start()
 
     with private_app.app_context():
-        after = [service.create_job("demo.success", {"sleep_seconds": 0.1}).job for _ in range(5)]
+        after = [enqueue.create_job("demo.success", {"sleep_seconds": 0.1}).job for _ in range(5)]
         for created in after:
             assert wait_for_status(created.id, "succeeded", "failed", timeout=30).status == "succeeded"
         # at least once: the interrupted attempt is retried (or its result recorded after all)

@@ -1,4 +1,4 @@
-"""The real ``flask worker`` reports in (issue 17): its row, busy count, stale after SIGKILL,
+"""The real ``flask worker`` reports in: its row, busy count, stale after SIGKILL,
 stopped after a clean exit."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import workers
-from dashboard.store.service import utcnow
+from dashboard.store import enqueue, workers
+from dashboard.store.values import utcnow
 from tests.worker_mode import batch_mode, worker_mode_env
 
 from .helpers import wait_until
@@ -49,11 +49,10 @@ def test_killed_worker_turns_stale(app, start_worker):
 def test_busy_counts_threads_in_handlers_and_names_their_attempts(app, start_worker):
     """Two threads hang past their lease: both are busy and stuck, whatever lease recovery does
     with their jobs; in batch mode the jobs claimed ahead for lanes are not counted as threads."""
-    from dashboard.store import service
 
-    hung = {str(service.create_job("demo.timeout", {"sleep_seconds": 30}).job.id) for _ in range(2)}
+    hung = {str(enqueue.create_job("demo.timeout", {"sleep_seconds": 30}).job.id) for _ in range(2)}
     for _ in range(6):
-        service.create_job("demo.slow", {"sleep_seconds": 30})  # claimed ahead in batch mode
+        enqueue.create_job("demo.slow", {"sleep_seconds": 30})  # claimed ahead in batch mode
     worker = start_worker(JOB_WORKER_HEARTBEAT_SECONDS="0.2", JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5")
 
     def stuck() -> list[workers.ThreadView]:

@@ -21,7 +21,7 @@ from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.threads import Backoff, make_worker_id
 from dashboard.runtime.worker import Worker
-from dashboard.store import service
+from dashboard.store import enqueue, service, values
 from tests.factories import make_job
 from tests.open_access import OPEN_ACCESS
 
@@ -43,7 +43,7 @@ def make_loop(app: Flask, handlers: dict[str, Handler] | None = None, **settings
 
 
 def run_one(app: Flask, job_type: str, payload: Any = None, handlers=None, **create: Any):
-    created = service.create_job(job_type, payload, **create).job
+    created = enqueue.create_job(job_type, payload, **create).job
     loop = make_loop(app, handlers)
     assert loop.step() is True
     return job(created.id), loop
@@ -73,7 +73,7 @@ def test_unknown_job_type_fails_the_attempt_and_the_loop_goes_on(app):
         == "UnknownJobType: job type 'no.such.type': no handler is registered in this worker"
     )
     assert event_types(failed.id) == ["created", "claimed", "retry_scheduled"]
-    following = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    following = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     assert loop.step() is True
     assert job(following.id).status == "succeeded"
 
@@ -210,13 +210,13 @@ def test_stale_attempt_learns_it_lost_the_job_and_changes_nothing(app):
         outcome["other"] = lose_to_another_worker(ctx)
         # The hang is simulated with ``now``: on the wall clock the lease is fresh, and a
         # renewal with more than half the lease left is not sent. Say the lease is over.
-        ctx.locked_until = service.utcnow()
+        ctx.locked_until = values.utcnow()
         outcome["renewed"] = ctx.renew()
         outcome["progress"] = ctx.progress(99)
         outcome["lost"] = ctx.lost
         return "stale result"
 
-    created = service.create_job("test.stale").job
+    created = enqueue.create_job("test.stale").job
     loop = make_loop(app, {"test.stale": hang_then_finish})
     claimed = loop.claim()[0]
     result = loop.execute(claimed)
@@ -230,7 +230,7 @@ def test_stale_attempt_learns_it_lost_the_job_and_changes_nothing(app):
 
 
 def test_cleanup_tick_recovers_expired_leases_once_per_interval(app):
-    past = service.utcnow() - timedelta(minutes=5)
+    past = values.utcnow() - timedelta(minutes=5)
     first = make_job("running", locked_until=past)
     loop = make_loop(app)
 
@@ -245,7 +245,7 @@ def test_cleanup_tick_recovers_expired_leases_once_per_interval(app):
 
 
 def test_a_stopping_loop_claims_nothing(app):
-    created = service.create_job("demo.success", {"sleep_seconds": 0}).job
+    created = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     loop = make_loop(app)
     loop.stopping.set()
     assert loop.step() is False
@@ -260,7 +260,7 @@ def test_backoff_doubles_up_to_its_cap():
 
 
 def test_worker_threads_share_the_queue_and_stop_on_request(app):
-    jobs = [service.create_job("demo.success", {"sleep_seconds": 0}).job for _ in range(12)]
+    jobs = [enqueue.create_job("demo.success", {"sleep_seconds": 0}).job for _ in range(12)]
     worker = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 3}))
     assert len({loop.worker_id for loop in worker.loops}) == 3
     worker.start()
@@ -332,8 +332,8 @@ def test_bad_worker_options_are_refused_with_a_usage_error(app, args, message):
 
 
 def test_a_running_loop_claims_its_next_job_with_each_success(app):
-    first = service.create_job("demo.success", {"sleep_seconds": 0}, priority=90).job
-    second = service.create_job("demo.success", {"sleep_seconds": 0}, priority=10).job
+    first = enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=90).job
+    second = enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=10).job
     loop = make_loop(app)
     thread = threading.Thread(target=loop.run)
     thread.start()
@@ -353,7 +353,7 @@ def test_a_running_loop_claims_its_next_job_with_each_success(app):
 
 def test_a_job_claimed_with_a_success_still_runs_when_the_worker_stops(app, monkeypatch):
     jobs = [
-        service.create_job("demo.success", {"sleep_seconds": 0}, priority=priority).job
+        enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=priority).job
         for priority in (90, 50, 10)
     ]
     loop = make_loop(app)

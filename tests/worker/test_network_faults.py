@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
-from dashboard.store import connection, service
+from dashboard.store import connection, enqueue, values
 from tests.netproxy import proxied_app
 
 from .helpers import SETTINGS, event_types, events, job, wait_until
@@ -52,7 +52,7 @@ def cut(libpq_url: str, conn: Connection) -> int:
 
 def renewal_due(ctx: JobContext) -> None:
     """Less than half of the lease left, as if the handler had worked that long."""
-    ctx.locked_until = service.utcnow() + timedelta(seconds=10)
+    ctx.locked_until = values.utcnow() + timedelta(seconds=10)
 
 
 def test_a_renewal_after_the_worker_connection_was_cut_connects_again(app, libpq_url):
@@ -64,7 +64,7 @@ def test_a_renewal_after_the_worker_connection_was_cut_connects_again(app, libpq
         seen["renewed"] = ctx.renew()
         return "done"
 
-    created = service.create_job("test.long").job
+    created = enqueue.create_job("test.long").job
     loop = make_loop(app, {"test.long": long_job})
     assert loop.step() is True
     assert seen["renewed"] is True
@@ -82,7 +82,7 @@ def test_a_progress_report_whose_flush_met_a_cut_connection_is_written_later(app
         )
         return "done"
 
-    created = service.create_job("test.report").job
+    created = enqueue.create_job("test.report").job
     loop = make_loop(app, {"test.report": reporting_job}, progress_flush_ms=0)
     assert loop.step() is True
     assert job(created.id).status == "succeeded"
@@ -99,7 +99,7 @@ def test_the_handlers_own_database_error_still_fails_the_attempt(app, libpq_url)
             cut(libpq_url, mine)
             mine.exec_driver_sql("SELECT 1")
 
-    created = service.create_job("test.own").job
+    created = enqueue.create_job("test.own").job
     loop = make_loop(app, {"test.own": own_query})
     assert loop.step() is True
     failed = job(created.id)
@@ -130,7 +130,7 @@ def test_a_refused_renewal_that_ends_the_handler_is_not_its_failure(app, refusin
         ctx.renew()  # raises the refusal; the handler lets it through
         return "unreachable"
 
-    created = service.create_job("test.refused").job
+    created = enqueue.create_job("test.refused").job
     loop = make_loop(app, {"test.refused": renewing})
     claimed = loop.claim()
     assert [j.id for j in claimed] == [created.id]
@@ -159,7 +159,7 @@ def test_a_reset_connection_under_a_renewal_is_retried_through_the_proxy(app, th
         seen["renewed"] = ctx.renew()
         return "done"
 
-    created = service.create_job("test.reset").job
+    created = enqueue.create_job("test.reset").job
     loop = make_loop(proxied, {"test.reset": long_job})
     with proxied.app_context():
         assert loop.step() is True
@@ -178,12 +178,12 @@ def test_a_renewal_that_cannot_reach_the_database_before_the_lease_ends_says_so(
     def long_job(ctx: JobContext) -> str:
         proxy.refuse()
         proxy.reset()
-        lease_end = service.utcnow() + timedelta(seconds=0.5)
+        lease_end = values.utcnow() + timedelta(seconds=0.5)
         ctx.locked_until = lease_end
         seen["renewed"] = ctx.renew()
         return "done"
 
-    created = service.create_job("test.unreachable").job
+    created = enqueue.create_job("test.unreachable").job
     loop = make_loop(proxied, {"test.unreachable": long_job})
     caplog.set_level(logging.WARNING, logger="dashboard")
     with proxied.app_context():

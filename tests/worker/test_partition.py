@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from dashboard.store import service
-from dashboard.store.service import JobSpec
+from dashboard.store import enqueue
+from dashboard.store.enqueue import JobSpec
 from tests.netproxy import proxied_url, proxy_to
 
 from .helpers import wait_until
@@ -73,7 +73,7 @@ def test_a_partitioned_and_a_reset_worker_lose_nothing_and_fail_nothing(
             database_url=proxied_url(database_url, proxy_b.port), PGAPPNAME="probe-b", **SETTINGS
         )
         a, b = f"{host}:{worker_a.proc.pid}:", f"{host}:{worker_b.proc.pid}:"
-        service.create_jobs(specs())
+        enqueue.create_jobs(specs())
 
         def succeeded() -> int:
             return scalar(conn, "SELECT count(*) FROM jobs_job WHERE status = 'succeeded'")

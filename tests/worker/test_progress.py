@@ -20,7 +20,7 @@ from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import flusher
-from dashboard.store import service
+from dashboard.store import enqueue, service, values
 
 from .helpers import SETTINGS, event_types, events, job, lose_to_another_worker, wait_until
 
@@ -50,7 +50,7 @@ def test_fast_handler_reports_are_coalesced_into_the_settle_statement(app, datab
         assert all(ctx.progress(percent, f"step {percent}") for percent in range(0, 101, 10))
         return "done"
 
-    created = service.create_job("test.chatty").job
+    created = enqueue.create_job("test.chatty").job
     loop = make_loop(app, {"test.chatty": chatty}, progress_flush_ms=60_000)
     assert loop.step() is True
 
@@ -73,7 +73,7 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app):
         seen["ctx"] = ctx
         return "done"
 
-    created = service.create_job("test.report").job
+    created = enqueue.create_job("test.report").job
     loop = make_loop(app, {"test.report": report}, progress_flush_ms=60_000)
     assert loop.step() is True
     assert not flusher.is_waiting(seen["ctx"])  # settled: the flusher holds nothing of it
@@ -81,15 +81,15 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app):
 
 
 def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app):
-    first = service.create_job("test.one").job
-    second = service.create_job("test.two").job
+    first = enqueue.create_job("test.one").job
+    second = enqueue.create_job("test.two").job
     claimed = service.claim_next_job("w1", lease_seconds=30)
     assert claimed is not None and claimed.id == first.id
     report = service.progress_report("half", {"percent": 50})
     completed, nxt = service.complete_and_claim(first.id, "w1", 1, "ok", lease_seconds=30, progress=[report])
     assert completed and nxt is not None and nxt.id == second.id
     assert event_types(first.id) == ["created", "claimed", "progress", "succeeded"]
-    # One statement, causal order (issues 14 and 20): the finished job's progress, its success,
+    # One statement, causal order: the finished job's progress, its success,
     # then the next job's claim, in id and in created_at (the claim 1 µs after the success).
     written = [e for e in events(first.id) if e.type in ("progress", "succeeded")] + events(second.id)[1:2]
     assert [e.type for e in written] == ["progress", "succeeded", "claimed"]
@@ -109,7 +109,7 @@ def test_failure_writes_pending_progress_before_the_retry(app):
         ctx.progress(50, "half")
         raise RuntimeError("boom")
 
-    created = service.create_job("test.half").job
+    created = enqueue.create_job("test.half").job
     loop = make_loop(app, {"test.half": half_then_fail}, progress_flush_ms=60_000)
     assert loop.step() is True
     timeline = events(created.id)
@@ -128,7 +128,7 @@ def test_slow_handler_report_is_flushed_on_the_timer(app):
         )[0]
         return "done"
 
-    created = service.create_job("test.slow").job
+    created = enqueue.create_job("test.slow").job
     loop = make_loop(app, {"test.slow": slow}, progress_flush_ms=20)
     assert loop.step() is True
     assert seen["event"].data == {"percent": 25} and seen["event"].message == "quarter"
@@ -144,7 +144,7 @@ def test_reports_after_a_flush_are_flushed_again_in_order(app):
         wait_until(lambda: event_types(ctx.job_id).count("progress") == 2, 15, "the second flush")
         return "done"
 
-    created = service.create_job("test.twice").job
+    created = enqueue.create_job("test.twice").job
     loop = make_loop(app, {"test.twice": two_reports}, progress_flush_ms=20)
     assert loop.step() is True
     timeline = events(created.id)
@@ -155,8 +155,8 @@ def test_reports_after_a_flush_are_flushed_again_in_order(app):
 def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app):
     """A context due in a minute puts the flusher to sleep for a minute; one due at once
     must still be written without waiting for it."""
-    first = service.create_job("test.later").job
-    second = service.create_job("test.sooner").job
+    first = enqueue.create_job("test.later").job
+    second = enqueue.create_job("test.sooner").job
     later = service.claim_next_job(WORKER_ID, lease_seconds=30)
     sooner = service.claim_next_job(WORKER_ID, lease_seconds=30)
     assert later is not None and sooner is not None and {later.id, sooner.id} == {first.id, second.id}
@@ -180,7 +180,7 @@ def test_a_lost_attempt_writes_no_progress_at_settle(app):
         outcome["other"] = lose_to_another_worker(ctx)
         return "stale"
 
-    created = service.create_job("test.lose").job
+    created = enqueue.create_job("test.lose").job
     loop = make_loop(app, {"test.lose": report_then_lose}, progress_flush_ms=60_000)
     assert loop.step() is True
     assert outcome["progress"] is True  # nothing was known lost when it was called
@@ -199,7 +199,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app):
         outcome["progress"] = ctx.progress(20)
         return "stale"
 
-    created = service.create_job("test.late").job
+    created = enqueue.create_job("test.late").job
     loop = make_loop(app, {"test.late": lose_then_report}, progress_flush_ms=20)
     assert loop.step() is True
     assert outcome["progress"] is False
@@ -207,7 +207,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app):
 
 
 def test_renewal_is_sent_only_with_half_the_lease_or_less_left(app):
-    created = service.create_job("test.renew").job
+    created = enqueue.create_job("test.renew").job
     claimed = service.claim_next_job(WORKER_ID, lease_seconds=30)
     assert claimed is not None and claimed.id == created.id
     ctx = JobContext(claimed, worker_id=WORKER_ID, lease_seconds=30)
@@ -216,19 +216,19 @@ def test_renewal_is_sent_only_with_half_the_lease_or_less_left(app):
     assert ctx.locked_until == claimed.locked_until
     assert "lease_renewed" not in event_types(created.id)
 
-    ctx.locked_until = service.utcnow() + timedelta(seconds=14)  # less than half of 30 s left
+    ctx.locked_until = values.utcnow() + timedelta(seconds=14)  # less than half of 30 s left
     assert ctx.renew() is True
     assert ctx.locked_until > claimed.locked_until
     assert event_types(created.id) == ["created", "claimed", "lease_renewed"]
 
 
 def test_a_sent_renewal_writes_the_pending_report_first(app):
-    created = service.create_job("test.order").job
+    created = enqueue.create_job("test.order").job
     claimed = service.claim_next_job(WORKER_ID, lease_seconds=30)
     assert claimed is not None
     ctx = JobContext(claimed, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000)
     ctx.progress(30)
-    ctx.locked_until = service.utcnow()
+    ctx.locked_until = values.utcnow()
     assert ctx.renew() is True
     timeline = events(created.id)
     assert [e.type for e in timeline] == ["created", "claimed", "progress", "lease_renewed"]

@@ -1,7 +1,9 @@
-"""Operator actions on many jobs at once, and on one: retry, cancel, run now, delete.
+"""Operator actions on one job or on many at once: retry, cancel, run now, delete.
 
-- *retry*: failed -> queued, attempts reset, available now (event ``manual_retry``, as a single
-  retry);
+Each action is one statement (``actions.sql``), the same for one job (:func:`run_one`) and for
+each chunk of a bulk action (:func:`run`), and both answer with one :class:`Outcome`.
+
+- *retry*: failed -> queued, attempts reset, available now (event ``manual_retry``);
 - *cancel*: queued -> failed, ``last_error`` "Cancelled by <actor>" (event ``cancelled``);
 - *run now*: a queued job waiting for a later ``available_at`` (scheduled, or backing off) gets
   ``available_at = now`` (event ``rescheduled``, with the time it was waiting for);
@@ -42,93 +44,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, func, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.types import Uuid
+from sqlalchemy import ColumnElement, Connection, func, select, text
 
 from ..extensions import db
-from .read_jobs import cancelled_clause, events, types_matching
+from .find_jobs import cancelled_clause, filters, matching, types_matching
+from .list_columns import jobs
+from .models import JobEvent
 from .read_timeout import reading
-from .search import Terms, filters, jobs, matching
+from .records import JobRecord
+from .search import Terms
+from .sql import query
 from .values import aware, pg_safe, utcnow
 
 CHUNK = 500
-ACTIONS = ("retry", "cancel", "run_now", "delete")
+# The status each action takes (delete: either finished one, FINISHED): a live job is never deleted.
 ACTION_STATUS = {"retry": "failed", "cancel": "queued", "run_now": "queued", "delete": None}
-FINISHED = ("succeeded", "failed")  # what delete takes: a live job is never deleted
+FINISHED = ("succeeded", "failed")
 
-_IDS = bindparam("ids", type_=ARRAY(Uuid))
-_DATA = bindparam("event_data", type_=JSONB)
-_WAKE = "wake AS (SELECT pg_notify('jobqueue_jobs', '') WHERE EXISTS (SELECT 1 FROM changed))"
-
+events = JobEvent.__table__
 STATEMENTS = {
-    "retry": text(
-        f"""
-        WITH changed AS (
-            UPDATE jobs_job
-            SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
-                locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
-                cancelled_at = NULL, updated_at = :now
-            WHERE id = ANY(:ids) AND status = 'failed'
-            RETURNING id
-        ), ev AS (
-            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-            SELECT id, 'manual_retry', 0, NULL, 'Manual retry', :event_data, :now FROM changed
-        ), {_WAKE}
-        SELECT (SELECT count(*) FROM changed) AS changed, (SELECT count(*) FROM wake) AS woke
-        """
-    ).bindparams(_IDS, _DATA),
-    "cancel": text(
-        """
-        WITH changed AS (
-            UPDATE jobs_job
-            SET status = 'failed', finished_at = :now, cancelled_at = :now, last_error = :message,
-                updated_at = :now
-            WHERE id = ANY(:ids) AND status = 'queued'
-            RETURNING id, attempts
-        ), ev AS (
-            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-            SELECT id, 'cancelled', attempts, NULL, :message, :event_data, :now FROM changed
-        )
-        SELECT (SELECT count(*) FROM changed) AS changed, 0 AS woke
-        """
-    ).bindparams(_IDS, _DATA),
-    "run_now": text(
-        f"""
-        WITH waiting AS (
-            SELECT id, available_at FROM jobs_job
-            WHERE id = ANY(:ids) AND status = 'queued' AND available_at > :now
-        ), changed AS (
-            UPDATE jobs_job AS j SET available_at = :now, updated_at = :now
-            FROM waiting WHERE j.id = waiting.id
-            RETURNING j.id, j.attempts, waiting.available_at AS was
-        ), ev AS (
-            INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-            SELECT id, 'rescheduled', attempts, NULL, :message,
-                   :event_data || jsonb_build_object('was_available_at', was), :now
-            FROM changed
-        ), {_WAKE}
-        SELECT (SELECT count(*) FROM changed) AS changed, (SELECT count(*) FROM wake) AS woke
-        """
-    ).bindparams(_IDS, _DATA),
-    # The events go with the job (ON DELETE CASCADE); the audit row stays.
-    "delete": text(
-        """
-        WITH changed AS (
-            DELETE FROM jobs_job
-            WHERE id = ANY(:ids) AND status IN ('succeeded', 'failed')
-            RETURNING id, type, status, attempts, created_at, finished_at, cancelled_at
-        ), audit AS (
-            INSERT INTO jobs_audit (created_at, action, actor, job_id, job_type, job_status, data)
-            SELECT :now, 'job_deleted', COALESCE(:event_data ->> 'actor', ''), id, type, status,
-                   :event_data || jsonb_build_object('attempts', attempts, 'created_at', created_at,
-                                                     'finished_at', finished_at,
-                                                     'cancelled', cancelled_at IS NOT NULL)
-            FROM changed
-        )
-        SELECT (SELECT count(*) FROM changed) AS changed, 0 AS woke
-        """
-    ).bindparams(_IDS, _DATA),
+    "retry": query("retry"),
+    "cancel": query("cancel"),
+    "run_now": query("run_now"),
+    "delete": query("delete"),
 }
 
 
@@ -149,10 +87,25 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class BulkOutcome:
+class Outcome:
+    """What an action changed: ``changed`` jobs, in ``chunks`` transactions.
+
+    An action on one job (:func:`run_one`) also says what became of it: ``status``, its status
+    now (a deleted job: the status it had; ``None``: there is no such job), and ``job``, the
+    job now (``None`` once deleted, or when there is none).
+    """
+
     action: str
     changed: int
-    chunks: int
+    chunks: int = 1
+    status: str | None = None
+    job: JobRecord | None = None
+
+
+def _statement(action: str) -> Any:
+    if action not in STATEMENTS:
+        raise ValueError(f"action must be one of {', '.join(STATEMENTS)}, not {action!r}")
+    return STATEMENTS[action]
 
 
 def _message(action: str, event_data: dict[str, Any]) -> str:
@@ -181,6 +134,7 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
 
 def count(action: str, selection: Selection, *, now: datetime | None = None) -> int:
     """The dry run: how many jobs :func:`run` would change if nothing changed meanwhile."""
+    _statement(action)
     now = aware(now or utcnow(), "now")
     with reading() as conn:  # a read: under the caller's statement timeout, if it set one
         where = _where(conn, action, selection, now)
@@ -206,12 +160,14 @@ def run(
     event_data: dict[str, Any],
     chunk: int = CHUNK,
     now: datetime | Clock | None = None,
-) -> BulkOutcome:
+) -> Outcome:
     """Apply ``action`` to every selected job, ``chunk`` jobs per transaction.
 
     ``now``: the time of every chunk, or a clock read once per chunk (default: the system's).
-    Ends in a bounded number of chunks (see the module's docstring); returns the jobs changed.
+    Ends in a bounded number of chunks (see the module's docstring). ``ValueError`` for an
+    unknown ``action``.
     """
+    statement = _statement(action)
     clock = _clock(now)
     data = {**pg_safe(event_data), "bulk": True}
     message = pg_safe(_message(action, event_data))
@@ -231,35 +187,39 @@ def run(
             if not ids:
                 break
             params = {"ids": ids, "now": moment, "event_data": data, "message": message}
-            done = conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
+            done = len(conn.execute(statement, params).all())
         chunks += 1
         changed += done
         if not done:
             break
-    return BulkOutcome(action=action, changed=changed, chunks=chunks)
-
-
-@dataclass(frozen=True)
-class OneOutcome:
-    changed: bool
-    status: str | None  # the job's status now; None: no such job
+    return Outcome(action=action, changed=changed, chunks=chunks)
 
 
 def run_one(
-    action: str, job_id: uuid.UUID, *, event_data: dict[str, Any], now: datetime | None = None
-) -> OneOutcome:
-    """``action`` on one job, in one transaction with its event (a delete: its audit row); the
-    status fences it. A deleted job's outcome has the status it had."""
+    action: str,
+    job_id: uuid.UUID,
+    *,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Outcome:
+    """``action`` on one job, in one transaction with its event (a delete: its audit row),
+    fenced by the status the action takes: a job in another status is left as it is
+    (``changed`` 0, ``status`` saying which). ``ValueError`` for an unknown ``action``."""
+    statement = _statement(action)
     moment = aware(now or utcnow(), "now")
-    data = pg_safe(event_data)
+    data = pg_safe(event_data or {})
     params = {"ids": [job_id], "now": moment, "event_data": data, "message": pg_safe(_message(action, data))}
-    status_of = select(jobs.c.status).where(jobs.c.id == job_id)
+    the_job = select(jobs).where(jobs.c.id == job_id)
     with db.engine.begin() as conn:
-        deleting = action == "delete"
-        before = conn.execute(status_of.with_for_update()).scalar_one_or_none() if deleting else None
-        changed = conn.execute(STATEMENTS[action], params).mappings().one()["changed"]
-        status = before if deleting else conn.execute(status_of).scalar_one_or_none()
-    return OneOutcome(changed=bool(changed), status=status)
+        if action == "delete":  # nothing is left to read after it: the row, read first, locked
+            row = conn.execute(the_job.with_for_update()).mappings().first()
+            changed = len(conn.execute(statement, params).all())
+        else:
+            changed = len(conn.execute(statement, params).all())
+            row = conn.execute(the_job).mappings().first()
+    job = JobRecord.from_row(row) if row is not None else None
+    status = job.status if job is not None else None
+    return Outcome(action, changed, status=status, job=None if action == "delete" and changed else job)
 
 
 TYPES_WITH_SQL = text(

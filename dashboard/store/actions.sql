@@ -1,0 +1,78 @@
+-- Operator actions, one statement each, for one job or a chunk of a bulk action
+-- (actions.py): :ids are the jobs, each fenced by the status the action takes, so a job that
+-- moved on meanwhile is left alone. Every statement returns the ids it changed. :now is the
+-- operator's time; :event_data says who acted (and for a bulk action, that it was one);
+-- :message is the event's message, "Cancelled by <actor>" or "Run now by <actor>".
+
+-- name: retry
+-- failed -> queued with a fresh set of attempts, available now (event `manual_retry`).
+-- Clears what the failure (or a cancel) left: last_error, result, finished_at, cancelled_at.
+-- Wakes idle workers: the jobs are due at once.
+WITH changed AS (
+    UPDATE jobs_job
+    SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
+        locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
+        cancelled_at = NULL, updated_at = :now
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'failed'
+    RETURNING id
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT id, 'manual_retry', 0, NULL, 'Manual retry', CAST(:event_data AS jsonb), :now FROM changed
+), wake AS (
+    SELECT pg_notify(:notify_channel, '') WHERE EXISTS (SELECT 1 FROM changed)
+)
+SELECT changed.id FROM changed LEFT JOIN wake ON true
+
+-- name: cancel
+-- queued -> failed, marked cancelled (cancelled_at), last_error :message (event `cancelled`).
+WITH changed AS (
+    UPDATE jobs_job
+    SET status = 'failed', finished_at = :now, cancelled_at = :now, last_error = :message,
+        updated_at = :now
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'queued'
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT id, 'cancelled', attempts, NULL, :message, CAST(:event_data AS jsonb), :now FROM changed
+)
+SELECT id FROM changed
+
+-- name: run_now
+-- A queued job waiting for a later available_at becomes due now (event `rescheduled`).
+-- The event's data keeps the time it was waiting for (`was_available_at`). The UPDATE repeats
+-- the fence, so a job claimed between the read of `waiting` and the update is left alone.
+WITH waiting AS (
+    SELECT id, available_at FROM jobs_job
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'queued' AND available_at > :now
+), changed AS (
+    UPDATE jobs_job AS j SET available_at = :now, updated_at = :now
+    FROM waiting
+    WHERE j.id = waiting.id AND j.status = 'queued' AND j.available_at > :now
+    RETURNING j.id, j.attempts, waiting.available_at AS was
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT id, 'rescheduled', attempts, NULL, :message,
+           CAST(:event_data AS jsonb) || jsonb_build_object('was_available_at', was), :now
+    FROM changed
+), wake AS (
+    SELECT pg_notify(:notify_channel, '') WHERE EXISTS (SELECT 1 FROM changed)
+)
+SELECT changed.id FROM changed LEFT JOIN wake ON true
+
+-- name: delete
+-- A finished job (succeeded or failed) is deleted with its events, one `jobs_audit` row each.
+-- The events go with the job (ON DELETE CASCADE); the audit row, which names the actor from
+-- :event_data, stays (audit.py).
+WITH changed AS (
+    DELETE FROM jobs_job
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('succeeded', 'failed')
+    RETURNING id, type, status, attempts, created_at, finished_at, cancelled_at
+), audit AS (
+    INSERT INTO jobs_audit (created_at, action, actor, job_id, job_type, job_status, data)
+    SELECT :now, 'job_deleted', COALESCE(CAST(:event_data AS jsonb) ->> 'actor', ''), id, type, status,
+           CAST(:event_data AS jsonb) || jsonb_build_object('attempts', attempts, 'created_at', created_at,
+                                                            'finished_at', finished_at,
+                                                            'cancelled', cancelled_at IS NOT NULL)
+    FROM changed
+)
+SELECT id FROM changed

@@ -1,0 +1,334 @@
+"""Finding jobs for a list: the filters, the search, keyset paging and claim order.
+
+Every job list reads through here, the dashboard's and the API's, and so does a bulk action's
+selection (``actions.py``), so that a dry run counts exactly the jobs the list shows:
+
+- :func:`list_jobs`: newest first, by status, type (a case-insensitive substring, resolved to
+  the types that contain it: :func:`types_matching`) and whether an operator cancelled it;
+- :func:`search_jobs`: what ``q`` finds (``search.parse_q`` reads it into ``Terms``;
+  :func:`matching` turns those into one index lookup per kind, each stopped at
+  :data:`ARM_CAP`), with the same filters;
+- :func:`next_to_run`: due queued jobs in claim order.
+
+Pages are newest first by (created_at, id), positioned by ``offset`` (the API) or by a key
+(``before`` / ``after``: the dashboard's keyset paging). Counts stay bounded on a large table.
+What each row carries is ``list_columns.py``'s. Each read names the index it relies on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+    text,
+    tuple_,
+    union,
+    union_all,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from .list_columns import JobPage, jobs, list_columns, page_of
+from .models import ERROR_VECTOR_SQL
+from .read_stats import DEFAULT_POLICY, JOB_TYPES_SQL, StatsPolicy, is_large
+from .read_timeout import reading
+from .search import PAYLOAD_SCAN_ROWS, Terms
+from .states import STATUSES
+
+FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
+# A type-filtered page with many matches is merged from one newest-first range of
+# job_type_created_idx per (type, status), each read up to offset + limit rows: bounded while
+# there are at most this many ranges and this deep a page (beyond, the planner's own plan).
+MERGED_RANGES_MAX = 64
+MERGED_DEPTH_MAX = 10_000
+ARM_CAP = 10_000  # matches one kind of search contributes at most
+
+# The error text as job_error_fts_idx holds it (models.ERROR_VECTOR_SQL), and the index's
+# predicate: SQL text, not bound parameters, so that the planner matches the index's expression
+# and predicate whatever plan it caches.
+ERROR_VECTOR = literal_column(ERROR_VECTOR_SQL)
+HAS_ERROR = text("last_error <> ''")
+
+Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of the list
+
+
+def cancelled_clause(cancelled: bool) -> Any:
+    """Jobs an operator cancelled (``True``), or the others (``False``)."""
+    return jobs.c.cancelled_at.is_not(None) if cancelled else jobs.c.cancelled_at.is_(None)
+
+
+def types_matching(conn: Connection, fragment: str) -> list[str]:
+    """The job types that contain ``fragment``, case-insensitively (the ``type`` filter)."""
+    wanted = fragment.lower()
+    return [name for name in conn.execute(JOB_TYPES_SQL).scalars() if wanted in name.lower()]
+
+
+def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[bool]]:
+    """The status filter (exact) and the type filter (``types``: :func:`types_matching`'s
+    answer; ``None``: no type filter) as WHERE clauses."""
+    where: list[ColumnElement[bool]] = []
+    if status:
+        where.append(jobs.c.status == status)
+    if types is not None:
+        where.append(jobs.c.type.in_(types))
+    return where
+
+
+def list_jobs(
+    *,
+    limit: int,
+    offset: int,
+    status: str | None = None,
+    type: str | None = None,
+    policy: StatsPolicy = DEFAULT_POLICY,
+    preview_chars: int | None = None,
+    before: Keyset | None = None,
+    after: Keyset | None = None,
+    cancelled: bool | None = None,
+) -> JobPage:
+    """Newest first. ``status`` exact, ``type`` a case-insensitive substring.
+
+    ``cancelled``: ``True`` only the jobs an operator cancelled (failed, ``cancelled_at`` set:
+    job_cancelled_idx), ``False`` none of them, ``None`` either.
+
+    ``preview_chars``: the columns as ``list_columns.list_columns`` gives them (the dashboard's
+    lists pass ``limits.PREVIEW_CHARS``; the API leaves it unset and gets payloads whole).
+
+    ``before`` / ``after`` (the dashboard's keyset paging) give the page of rows older / newer
+    than that (created_at, id), whatever ``offset`` says; the API pages by ``offset``.
+
+    On a large table (``policy``) every count is exact only up to :data:`FILTERED_COUNT_CAP`
+    (an index range read up to the cap), past it the planner's estimate: a list never counts
+    millions of rows, nor computes the overview's figures, to show its own count.
+
+    The substring is first resolved to the job types that contain it (:func:`types_matching`),
+    so the filter is ``type IN (...)`` and uses job_type_created_idx (type, status,
+    created_at DESC, id DESC) instead of testing every row. Index: jobs_job_created_at_idx for
+    the unfiltered order; jobs_job_status_idx for the status filter.
+    """
+    where = []
+    if status:
+        where.append(jobs.c.status == status)
+    if cancelled is not None:
+        where.append(cancelled_clause(cancelled))
+    with reading() as conn:
+        types = types_matching(conn, type) if type else []
+        if type:
+            where.append(jobs.c.type.in_(types))
+        count, exact = _filtered_count(conn, where, policy)
+        columns = list_columns(preview_chars)
+        source: Any = jobs
+        if type and exact and count <= FILTERED_COUNT_CAP:
+            # Few matches: read them all through the type index and sort them. Left to itself
+            # the planner may walk the created_at index instead, expecting matches to be
+            # common (it multiplies the status and type frequencies), and for a rare
+            # combination reads the whole table.
+            source = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
+            columns, where = list(source.c), []
+        merged = (
+            None
+            if source is not jobs or not type or cancelled is not None
+            else merged_ranges(types, status, limit + offset, before, after)
+        )
+        if merged is not None:
+            # The page's keys from the merged ranges, then only those rows from the table.
+            keys = newest_first(
+                select(merged.c.id, merged.c.created_at), merged.c, limit, offset, before, after
+            )
+            page = keys.subquery()
+            ascending = after is not None and before is None
+            order = (
+                (jobs.c.created_at, jobs.c.id) if ascending else (jobs.c.created_at.desc(), jobs.c.id.desc())
+            )
+            query = select(*columns).select_from(jobs.join(page, jobs.c.id == page.c.id)).order_by(*order)
+        else:
+            query = newest_first(select(*columns).where(*where), source.c, limit, offset, before, after)
+        nothing = bool(type) and exact and count == 0  # a live count: no page to read
+        rows = [] if nothing else read_page(conn, query, after is not None and before is None)
+    return page_of(rows, count, exact=exact)
+
+
+def search_jobs(
+    terms: Terms,
+    *,
+    limit: int,
+    offset: int,
+    status: str | None = None,
+    type: str | None = None,
+    preview_chars: int | None = None,
+    before: Keyset | None = None,
+    after: Keyset | None = None,
+    cancelled: bool | None = None,
+) -> JobPage:
+    """The jobs ``terms`` finds (with the status, type and ``cancelled`` filters), newest first.
+    ``preview_chars``, ``before`` / ``after`` (keyset paging): as in :func:`list_jobs`.
+
+    The count is exact: each kind of search contributes at most :data:`ARM_CAP` ids, read
+    through its index, and the page sorts only those. One statement finds them once (a CTE that
+    the count and the page share: an error word in a million errors is one bitmap scan of its
+    GIN entries, not two), picks the page's ids by (created_at, id) from it, and fetches only
+    those rows; a page past the last match counts them in a second statement.
+    """
+    with reading() as conn:
+        types = types_matching(conn, type) if type else None
+        found_jobs = matching(terms, filters(status, types), status=status, types=types)
+        if cancelled is not None:  # on the jobs found (each arm capped), so still bounded
+            raw = found_jobs.subquery()
+            found_jobs = select(jobs.c.id, jobs.c.created_at).where(
+                jobs.c.id.in_(select(raw.c.id)), cancelled_clause(cancelled)
+            )
+        found = found_jobs.cte("found")
+        total = select(func.count()).select_from(found).scalar_subquery().label("search_total")
+        keys = newest_first(select(found.c.id, found.c.created_at), found.c, limit, offset, before, after)
+        page = select(*list_columns(preview_chars), total).where(jobs.c.id.in_(select(keys.subquery().c.id)))
+        query = newest_first(page, jobs.c, limit, 0, before, after)
+        rows = read_page(conn, query, after is not None and before is None)
+        if rows:
+            count = rows[0]["search_total"]
+        else:
+            count = conn.execute(select(func.count()).select_from(found_jobs.subquery())).scalar_one()
+    return page_of(rows, count)
+
+
+def next_to_run(
+    *, limit: int, offset: int, now: datetime, type: str | None = None, preview_chars: int | None = None
+) -> JobPage:
+    """Queued jobs that are due, in claim order (priority highest first, then available_at,
+    created_at, id): the order the next claims take them. Jobs scheduled for later or backing
+    off are not listed (the status filter ``queued`` shows them). Index: job_claim_idx, read in
+    order; the count is exact up to ``FILTERED_COUNT_CAP``."""
+    where = [jobs.c.status == "queued", jobs.c.available_at <= now, jobs.c.attempts < jobs.c.max_attempts]
+    with reading() as conn:
+        if type:
+            where.append(jobs.c.type.in_(types_matching(conn, type)))
+        capped = select(jobs.c.id).where(*where).limit(FILTERED_COUNT_CAP + 1).subquery()
+        count = conn.execute(select(func.count()).select_from(capped)).scalar_one()
+        query = (
+            select(*list_columns(preview_chars))
+            .where(*where)
+            .order_by(jobs.c.priority.desc(), jobs.c.available_at, jobs.c.created_at, jobs.c.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        rows = conn.execute(query).mappings().all()
+    return page_of(rows, count, exact=count <= FILTERED_COUNT_CAP)
+
+
+def matching(
+    terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
+) -> Select[Any]:
+    """The jobs ``terms`` finds among those ``where`` selects: a SELECT of ``id`` and
+    ``created_at`` (read with the row each arm already visits, so a page can pick its newest
+    without fetching every match again). ``types``: the type filter's types (already in
+    ``where``), so that a payload search reads the filter's newest jobs as one index range per
+    (type, status)."""
+    if terms.payload is not None:
+        merged = None
+        if types:
+            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None)  # = where's filters
+        if merged is not None:
+            keys = (
+                select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
+            )
+            newest = (
+                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
+                .join(keys, jobs.c.id == keys.c.id)
+                .subquery()
+            )
+        else:
+            newest = (
+                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
+                .where(*where)
+                .order_by(jobs.c.created_at.desc())
+                .limit(PAYLOAD_SCAN_ROWS)
+                .subquery()
+            )
+        return select(newest.c.id, newest.c.created_at).where(
+            newest.c.payload.op("@>")(cast(literal(terms.payload, JSONB), JSONB))
+        )
+    found = (jobs.c.id, jobs.c.created_at)
+    arms: list[Select[Any]] = []
+    if terms.id_range is not None:
+        low, high = terms.id_range
+        arms.append(select(*found).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
+    if terms.idempotency_key is not None:
+        arms.append(select(*found).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
+    if terms.error_query is not None:  # any status: a job backing off has its error too
+        tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
+        matched = ERROR_VECTOR.op("@@")(tsquery)
+        arms.append(select(*found).where(HAS_ERROR, matched, *where).limit(ARM_CAP))
+    subqueries = [arm.subquery() for arm in arms]
+    if len(subqueries) == 1:
+        return select(subqueries[0].c.id, subqueries[0].c.created_at)
+    return union(*[select(s.c.id, s.c.created_at) for s in subqueries])
+
+
+def merged_ranges(
+    types: Sequence[str],
+    status: str | None,
+    depth: int,
+    before: Keyset | None,
+    after: Keyset | None,
+) -> Any:
+    """The keys (id, created_at) a type-filtered page can come from, as a subquery: for each
+    (type, status), its ``depth`` newest rows (or oldest after ``after``), read as one range of
+    job_type_created_idx (index only).
+    A page of common types never walks the created_at index past rows of other types (a recent
+    burst of another type would be read row by row). ``None`` when unbounded (too many ranges,
+    or too deep an offset)."""
+    statuses = [status] if status else list(STATUSES)
+    if len(types) * len(statuses) > MERGED_RANGES_MAX or depth > MERGED_DEPTH_MAX or not types:
+        return None
+    branches = []
+    for job_type in types:
+        for each in statuses:
+            branch = select(jobs.c.id, jobs.c.created_at).where(
+                jobs.c.type == job_type, jobs.c.status == each
+            )
+            branches.append(newest_first(branch, jobs.c, depth, 0, before, after).subquery().select())
+    return union_all(*branches).subquery()
+
+
+def newest_first(
+    query: Select[Any], cols: Any, limit: int, offset: int, before: Keyset | None, after: Keyset | None
+) -> Select[Any]:
+    """``query`` paged newest first by (created_at, id): the rows older than ``before``, or the
+    ``limit`` oldest newer than ``after`` (in ascending order: :func:`read_page` turns them),
+    else at ``offset``. Index: the created_at index (or job_type_created_idx) read from the key."""
+    key, newest = tuple_(cols.created_at, cols.id), (cols.created_at.desc(), cols.id.desc())
+    if before is not None:
+        return query.where(key < tuple_(*before)).order_by(*newest).limit(limit)
+    if after is not None:
+        return query.where(key > tuple_(*after)).order_by(cols.created_at, cols.id).limit(limit)
+    return query.order_by(*newest).limit(limit).offset(offset)
+
+
+def read_page(conn: Connection, query: Select[Any], ascending: bool) -> list[Any]:
+    rows = list(conn.execute(query).mappings().all())
+    return rows[::-1] if ascending else rows
+
+
+def _filtered_count(conn: Connection, where: list[Any], policy: StatsPolicy) -> tuple[int, bool]:
+    """(count, exact) of a type-filtered list. On a large table, counted exactly up to
+    :data:`FILTERED_COUNT_CAP` rows; past it, the planner's estimate (counting millions of
+    matching rows would cost seconds on every page)."""
+    if not is_large(conn, policy):
+        return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one(), True
+    capped = select(text("1")).select_from(jobs).where(*where).limit(FILTERED_COUNT_CAP + 1).subquery()
+    count = conn.execute(select(func.count()).select_from(capped)).scalar_one()
+    if count <= FILTERED_COUNT_CAP:
+        return count, True
+    probe = select(text("1")).select_from(jobs).where(*where)
+    compiled = probe.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {compiled}", compiled.params).scalar_one()
+    return max(int(plan[0]["Plan"]["Plan Rows"]), count), False

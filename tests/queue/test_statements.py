@@ -1,0 +1,88 @@
+"""The statements of ``dashboard/store/*.sql``: each one used, each name used defined, and the
+rules the loader (``store/sql.py``) holds them to."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from psycopg.types.json import Jsonb
+from sqlalchemy import exc as sa_exc
+
+from dashboard.extensions import db
+from dashboard.store import connection, sql
+
+DASHBOARD = Path(sql.__file__).resolve().parents[1]
+USE = re.compile(r"""\bquery\(\s*["']([^"']+)["']\s*\)""")
+
+
+def names_used() -> set[str]:
+    return {name for path in DASHBOARD.rglob("*.py") for name in USE.findall(path.read_text())}
+
+
+def test_every_statement_is_used_and_every_name_used_is_defined():
+    defined = set(sql.STATEMENTS)
+    used = names_used()
+    assert used - defined == set(), "used, but in no .sql file"
+    assert defined - used == set(), "defined, but never used"
+    with pytest.raises(KeyError, match="no statement named 'clam'"):
+        sql.query("clam")
+
+
+def test_each_statement_reads_whole_with_its_description():
+    for statement in sql.STATEMENTS.values():
+        assert statement.description and statement.source.endswith(".sql")
+        assert "--" not in statement.sql  # the reader's comments are not sent
+        assert statement.sql.lstrip().split()[0] in {"WITH", "SELECT"}, statement.name
+
+
+def test_a_statement_without_its_description_is_refused():
+    with pytest.raises(sql.StatementError, match=r"t\.sql, statement 'x': the line under the name"):
+        sql.parse("-- name: x\nSELECT 1\n", "t.sql")
+    with pytest.raises(sql.StatementError, match="no SQL under the description"):
+        sql.parse("-- name: x\n-- Nothing.\n", "t.sql")
+    with pytest.raises(sql.StatementError, match="SQL before the first"):
+        sql.parse("SELECT 1\n-- name: x\n-- One.\nSELECT 1\n", "t.sql")
+
+
+def test_a_name_given_twice_is_refused_across_files():
+    one = "-- name: x\n-- One.\nSELECT 1\n"
+    with pytest.raises(sql.StatementError, match=r"b\.sql: 'x' is already named in a\.sql"):
+        sql.collect([("a.sql", one), ("b.sql", one)])
+
+
+def test_events_are_inserted_with_the_one_column_list():
+    assert sql.EVENT_COLUMNS == ("job_id", "type", "attempt", "worker_id", "message", "data", "created_at")
+    for columns in ("(job_id, type, attempt, message, data, created_at)", ""):
+        text = f"-- name: x\n-- One.\nINSERT INTO jobs_jobevent {columns} SELECT 1\n"
+        with pytest.raises(sql.StatementError, match="events are inserted as"):
+            sql.parse(text, "t.sql")
+
+
+def test_jsonb_parameters_are_read_from_their_casts_and_constants_bound_by_the_store(app):
+    (statement,) = sql.parse(
+        "-- name: x\n-- One.\n"
+        "SELECT CAST(:doc AS jsonb) -> 'a' AS a, :plain AS plain, :notify_channel AS channel,\n"
+        "       :lease_expired_prefix AS prefix\n",
+        "t.sql",
+    )
+    assert statement.jsonb == {"doc"}
+    expected = {"a": 1, "plain": "p", "channel": sql.NOTIFY_CHANNEL, "prefix": sql.LEASE_EXPIRED_PREFIX}
+    with connection.connect() as conn:  # the workers' path: psycopg, compiled once
+        assert connection.fetch_rows(conn, statement.clause, {"doc": {"a": 1}, "plain": "p"}) == [expected]
+    with db.engine.connect() as conn:  # SQLAlchemy's
+        row = conn.execute(statement.clause, {"doc": {"a": 1}, "plain": "p"}).mappings().one()
+        assert dict(row) == expected
+    assert sql.STATEMENTS["create"].jsonb == {"payload", "event_data"}
+    assert sql.STATEMENTS["claim"].jsonb == frozenset()
+
+
+def test_a_dict_for_a_parameter_not_cast_to_jsonb_is_not_sent_as_one(app):
+    """The rule cuts both ways: only a CAST makes a parameter jsonb."""
+    (statement,) = sql.parse("-- name: x\n-- One.\nSELECT :doc AS doc\n", "t.sql")
+    refused = pytest.raises(sa_exc.ProgrammingError, match="cannot adapt type 'dict'")
+    with connection.connect() as conn, refused:
+        connection.fetch_rows(conn, statement.clause, {"doc": {"a": 1}})
+    create = connection._compile(sql.query("create"))
+    assert isinstance(connection._args(create, {"payload": {}})["payload"], Jsonb)
