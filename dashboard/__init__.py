@@ -59,7 +59,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
     _escape_logged_values()
-    init_ops(app, settings)  # issue 19: log format first, request ids, /metrics, flask prune
+    init_ops(app, settings)  # log format first, request ids, the metrics collector, flask prune
     refuse_unsafe_production(app, settings)
     warn_debug_with_credentials(app, settings)
     # Never with a credential configured: the toolbar is for a local, open development start.
@@ -85,6 +85,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(api.bp, url_prefix=API_PREFIX)
     app.register_blueprint(web.bp)
+    web.metrics.init_app(app)  # GET /metrics, at the root beside the blueprints
     # Templates read the shared value rules and the event types of an attempt's activity.
     app.context_processor(lambda: {"limits": limits, "activity_events": ACTIVITY_EVENTS})
     cli.init_app(app)
@@ -155,7 +156,7 @@ def upgrade_database(app: Flask) -> None:
     A waiting process therefore holds no snapshot: a ``CREATE INDEX CONCURRENTLY`` run by the
     process holding the lock (migration 0004) waits for every open transaction, and a process
     blocked inside ``SELECT pg_advisory_lock(...)`` is one, so the two waited for each other
-    forever, through the client, where PostgreSQL's deadlock detector cannot see it (issue 14).
+    forever, through the client, where PostgreSQL's deadlock detector cannot see it.
     Every waiter then runs the upgrade itself, which finds the schema at head and does nothing.
     """
     from flask_migrate import upgrade

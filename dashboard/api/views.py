@@ -16,9 +16,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
+from ..ops import recount
 from ..runtime.failures import first_line
 from ..runtime.handlers import registered_types
-from ..store import read_jobs, read_search, read_stats, search, service, stats_refresh
+from ..store import read_jobs, read_search, read_stats, search, service
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
@@ -204,8 +205,8 @@ def job_list(query: JobListQuery) -> Response:
     """Limit-offset pages, newest first. `limit` defaults to ``JOB_PAGE_SIZE``; a larger `limit`
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
-    policy = stats_refresh.policy_of(settings_of(current_app))
-    terms = search.parse_api_q(query.q) if query.q else None  # extension (issue 17)
+    policy = recount.policy_of(settings_of(current_app))
+    terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference's list
     if terms is not None:
         page = read_search.search_jobs(
             terms, limit=limit, offset=offset, status=query.status, type=query.type, cancelled=query.cancelled
@@ -244,7 +245,7 @@ def job_stats() -> Response:
     oldest queued job's creation time."""
     return json_response(
         Stats.model_validate(
-            read_stats.stats(service.utcnow(), stats_refresh.policy_of(settings_of(current_app))).as_dict()
+            read_stats.stats(service.utcnow(), recount.policy_of(settings_of(current_app))).as_dict()
         )
     )
 

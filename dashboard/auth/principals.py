@@ -30,17 +30,15 @@ class Actor:
     role: Role | None
     credential: str  # "password", "token", or "none" when sign-in is off
 
-    def event_data(self, source: str) -> dict[str, Any]:
-        """The audit fields of an event: the door (``source``), the actor and their role, and the
-        request's id (``ops.logs``) when there is a request."""
-        from ..ops.logs import event_fields  # issue 19
-
+    def event_data(self, source: str, **request: str) -> dict[str, Any]:
+        """The audit fields of an event: the door (``source``), the actor and their role, then
+        what the door knows of the request (``request_id=``, from ``ops.logs``)."""
         return {
             "source": source,
             "actor": self.name,
             "role": self.role,
             "credential": self.credential,
-            **event_fields(),
+            **request,
         }
 
     def may(self, needed: Role) -> bool:

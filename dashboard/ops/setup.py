@@ -1,4 +1,4 @@
-"""The two hooks of :mod:`dashboard.ops` (issue 19): the app factory's and ``flask worker``'s."""
+"""The two hooks of :mod:`dashboard.ops`: the app factory's and ``flask worker``'s."""
 
 from __future__ import annotations
 

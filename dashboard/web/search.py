@@ -19,7 +19,8 @@ from flask import current_app
 
 from ..config import settings_of
 from ..limits import PREVIEW_CHARS  # the pages show neither payload nor result: never load them whole
-from ..store import read_jobs, read_search, read_timeout, search, stats_refresh
+from ..ops import recount
+from ..store import read_jobs, read_search, read_timeout, search
 from .params import JobFilters
 from .rendering import now
 
@@ -62,7 +63,7 @@ def list_page(filters: JobFilters) -> ListRead:
         )
         return ListRead(page, [])
     if not filters.q:
-        policy = stats_refresh.policy_of(settings)
+        policy = recount.policy_of(settings)
 
         def read(limit: int, before: object, after: object) -> read_jobs.JobPage:
             return read_jobs.list_jobs(

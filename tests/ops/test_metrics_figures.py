@@ -12,9 +12,10 @@ import pytest
 import yaml
 from sqlalchemy import text
 
+from dashboard.config import settings_of
 from dashboard.extensions import db
-from dashboard.ops import web_metrics
-from dashboard.store import stats_refresh
+from dashboard.ops import recount
+from dashboard.store import read_metrics, stats_refresh
 from dashboard.store.read_stats import StatsPolicy
 from dashboard.store.service import utcnow
 from tests.factories import make_job
@@ -42,7 +43,7 @@ def test_the_first_scrape_after_an_idle_spell_counts_the_finished_jobs(app):
     """The cached totals were counted while nothing had finished (as at installation, or before
     an idle spell); jobs finished since. The scrape must say how many, not the old zeros."""
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)  # counted: 0 and 0
+        stats_refresh.refresh_finished_counts()  # counted: 0 and 0
     for _ in range(3):
         make_job("succeeded")
     make_job("failed")
@@ -57,17 +58,17 @@ def test_on_a_large_table_cached_totals_too_old_are_left_out_and_recounted(app):
     recount starts. The clock is moved with ``now``."""
     make_job("succeeded")
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)
+        stats_refresh.refresh_finished_counts()
         with db.engine.connect() as conn:
             counted_at = conn.execute(text("SELECT counted_at FROM jobs_finished_counts")).scalar_one()
             recounts: list[int] = []
             large = StatsPolicy(exact_below_rows=0, refresh_seconds=30, on_stale=lambda: recounts.append(1))
 
-            fresh = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=10), large)
+            fresh = read_metrics.finished_totals(conn, counted_at + timedelta(seconds=10), large)
             assert fresh == ({"succeeded": 1, "failed": 0, "cancelled": 0}, counted_at) and recounts == []
-            aging = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=45), large)
+            aging = read_metrics.finished_totals(conn, counted_at + timedelta(seconds=45), large)
             assert aging == ({"succeeded": 1, "failed": 0, "cancelled": 0}, counted_at) and recounts == [1]
-            stale = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=61), large)
+            stale = read_metrics.finished_totals(conn, counted_at + timedelta(seconds=61), large)
             assert stale == ({}, counted_at) and recounts == [1, 1]
 
 
@@ -75,10 +76,11 @@ def test_a_scrape_leaves_out_totals_it_did_not_compute(app, settings):
     make_job("succeeded")
     settings(stats_exact_below_rows=0)  # a large table, as far as the policy goes
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)
+        stats_refresh.refresh_finished_counts()
         with db.engine.connect() as conn:
             counted_at = conn.execute(text("SELECT counted_at FROM jobs_finished_counts")).scalar_one()
-        snap = web_metrics.read_snapshot(now=counted_at + timedelta(days=1))  # a day later
+        policy = recount.policy_of(settings_of(app))
+        snap = read_metrics.read_snapshot(policy, now=counted_at + timedelta(days=1))  # a day later
     assert snap.finished == {}
     assert snap.finished_counted_at == counted_at  # the age gauge still says how old they are
 

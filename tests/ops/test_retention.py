@@ -95,7 +95,7 @@ def test_zero_keeps_forever(app):
 def test_the_stats_view_is_recounted_after_a_pass(app):
     for _ in range(3):
         old("succeeded", 10)
-    stats_refresh.refresh_finished_counts(wait=True)
+    stats_refresh.refresh_finished_counts()
     with db.engine.connect() as conn:
         assert conn.execute(text("SELECT succeeded FROM jobs_finished_counts")).scalar_one() == 3
     retention.prune(retention.cutoffs({"succeeded": 7}))
