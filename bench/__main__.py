@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs_s(rate),
             f"{rate / base:.2f}",
         )
-        # Issue 20: a larger batch is also more jobs claimed ahead of the threads (batch.py lanes).
+        # A larger batch is also more jobs claimed ahead of the threads (runtime/dispatcher.py lanes).
         rate = median_of(
             runs, lambda: drain.throughput(url, jobs=sizes.drain_jobs, threads=threads, **BATCH_LARGE)
         )
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         results["pages_ms"] = measured
         for path, (p50, p95, status) in measured.items():
             row(f"GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")
-        # The backlog scenario (issue 18): the same pages with a queue that has fallen behind,
+        # The backlog scenario: the same pages with a queue that has fallen behind,
         # added to the large database in place and removed afterwards.
         seed_backlog(large_url, sizes.backlog_queued, sizes.backlog_running)
         try:

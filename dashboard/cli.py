@@ -66,12 +66,12 @@ def configure_logging(level: str) -> None:
     "--cleanup-interval-seconds",
     type=click.FloatRange(min=0),
     callback=_finite,
-    help="How often each thread recovers expired leases [JOB_WORKER_CLEANUP_INTERVAL_SECONDS].",
+    help="How often each thread rescues expired leases [JOB_WORKER_CLEANUP_INTERVAL_SECONDS].",
 )
 @click.option(
     "--cleanup-batch-size",
     type=click.IntRange(min=1),
-    help="Expired leases recovered per pass at most [JOB_WORKER_CLEANUP_BATCH_SIZE].",
+    help="Expired leases rescued per pass at most [JOB_WORKER_CLEANUP_BATCH_SIZE].",
 )
 @click.option(
     "--backoff-base-seconds",
@@ -115,29 +115,30 @@ def worker_command(**options: Any) -> None:
     """
     from .config import settings_of
     from .extensions import db
+    from .ops import schema
     from .ops.logs import install as install_logs
-    from .ops.setup import init_worker
     from .runtime.handlers import registered_types
-    from .runtime.pruner import start_retention
     from .runtime.worker import Worker, settings_banner
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    metrics_port = options.pop("metrics_port")  # issue 19: not a WorkerSettings field
+    metrics_port = options.pop("metrics_port")  # an operations setting (OpsSettings), not a worker one
     overrides = {name: value for name, value in options.items() if value is not None}
     if "log_level" in overrides:
         overrides["log_level"] = overrides["log_level"].upper()
     settings = dataclasses.replace(settings_of(app).worker, **overrides)
+    ops = settings_of(app).ops
+    if metrics_port is not None:
+        ops = dataclasses.replace(ops, worker_metrics_port=metrics_port)
     _check_pool(app, settings.threads)
 
     configure_logging(settings.log_level)
-    install_logs(settings_of(app).ops.log_format, project_level=settings.log_level)  # issue 19
+    install_logs(ops.log_format, project_level=settings.log_level)
     log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
 
-    worker = Worker(app, settings)
-    init_worker(app, worker, metrics_port)  # issue 19: schema check, metrics
-    start_retention(app, worker.stopping)  # issue 19: JOB_RETENTION_* passes on their own thread
+    schema.require_current(app)  # an older schema: refuse to start, naming the command to run
+    worker = Worker(app, settings, ops=ops)  # its services: metrics, retention, heartbeat, ...
     sys.exit(worker.run_until_signalled())
 
 

@@ -130,12 +130,9 @@ def test_the_alert_rules_include_a_metrics_endpoint_that_stops_answering():
 def test_a_workers_counters_label_only_the_types_it_handles(app):
     """A worker runs whatever type is queued; one it has no handler for (it can only fail it)
     is counted under ``type="other"``, so clients cannot add series to a worker either."""
-    import threading
-
     from dashboard.ops import worker_metrics
-    from dashboard.runtime.one_job import OneJobLoop
     from dashboard.store import service
-    from tests.worker.helpers import SETTINGS
+    from tests.worker.helpers import SETTINGS, one_job_loop
 
     def sample(name: str, job_type: str) -> float:
         return worker_metrics.REGISTRY.get_sample_value(name, {"type": job_type}) or 0.0
@@ -144,7 +141,7 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
     failed_other = sample("jobqueue_worker_jobs_failed_total", "other")
     service.create_job("client.sent-this-type", max_attempts=1)
     service.create_job("demo.success", {"sleep_seconds": 0})
-    loop = OneJobLoop(app, SETTINGS, "testhost:1:thread-1:5ca1ab1e", threading.Event())
+    loop = one_job_loop(app, SETTINGS, "testhost:1:thread-1:5ca1ab1e")
     assert loop.step() and loop.step()
     assert sample("jobqueue_worker_jobs_started_total", "other") == started_other + 1
     assert sample("jobqueue_worker_jobs_failed_total", "other") == failed_other + 1

@@ -169,14 +169,16 @@ def test_prune_command_dry_run_then_for_real(app):
 def test_the_workers_retention_thread_prunes(app):
     old("succeeded", 10)
     stopping = threading.Event()
-    thread = Pruner(app, {"succeeded": 7, "failed": 0}, 1.0, stopping).start()
+    pruner = Pruner(app, {"succeeded": 7, "failed": 0}, 1.0, stopping)
+    pruner.start()
     try:
         from tests.waiting import wait_until
 
         wait_until(lambda: counts() == (0, 0), 15, "the retention thread to prune")
     finally:
-        stopping.set()
-        thread.join(10)
+        pruner.stop()
+        assert pruner.thread is not None
+        pruner.thread.join(10)
 
 
 def _script_info(app):
