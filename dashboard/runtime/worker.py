@@ -169,7 +169,7 @@ class Worker:
         self.services += [self.rescuer, Pruner.from_settings(app, self.ops, self.stopping), self.heartbeat]
 
         self.threads: list[threading.Thread] = []
-        self._services_up = False
+        self._started: list[Service] = []  # the services started, in order
         self._forced_by: int | None = None
         self._give_up_at: float | None = None  # monotonic; set by the first signal
 
@@ -191,7 +191,7 @@ class Worker:
         process exits without waiting for them)."""
         for part in self.services:
             part.start()
-        self._services_up = True
+            self._started.append(part)
         targets: list[Callable[[], None]] = [loop.run for loop in self.loops]
         if self.dispatcher is not None and self.completer is not None:
             targets += [self.dispatcher.run, self.completer.run]
@@ -218,12 +218,13 @@ class Worker:
         self.doorbell.ring()  # idle loops stop waiting at once
 
     def stop_services(self) -> None:
-        """Stop every service, the last started first (once; a second call does nothing)."""
-        if not self._services_up:
+        """Stop every service started, the last started first (once: a second call, or one
+        before :meth:`start`, does nothing)."""
+        started, self._started = self._started, []
+        if not started:
             return
-        self._services_up = False
         self.stopping.set()
-        for part in reversed(self.services):
+        for part in reversed(started):
             try:
                 part.stop()
             except Exception:  # one service's failure must not keep the others running
