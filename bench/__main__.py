@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs_s(rate),
             f"{rate / base:.2f}",
         )
-        # A larger batch is also more jobs claimed ahead of the threads (batch.py lanes).
+        # A larger batch is also more jobs claimed ahead of the threads (runtime/dispatcher.py lanes).
         rate = median_of(
             runs, lambda: drain.throughput(url, jobs=sizes.drain_jobs, threads=threads, **BATCH_LARGE)
         )

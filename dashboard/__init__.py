@@ -11,6 +11,7 @@ from flask import Flask
 from sqlalchemy import text
 
 from . import limits
+from .auth.principals import Directory
 from .config import ConfigError, Settings
 from .database import (
     MIGRATION_LOCK_KEY,
@@ -30,18 +31,20 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app.
 
     ``config`` overrides the environment: keys named like environment variables
-    (``DATABASE_URL``, ``JOB_WORKER_THREADS``, ...) feed :class:`Settings`; every key is also
-    set on ``app.config`` (``TESTING``, ``WTF_CSRF_ENABLED``, ...).
+    (``DATABASE_URL``, ``JOB_WORKER_THREADS``, ``AUTO_MIGRATE``, ...) feed :class:`Settings`;
+    every key is also set on ``app.config`` (``TESTING``, ``WTF_CSRF_ENABLED``, ...).
+    A malformed setting, users and tokens included, raises :class:`ConfigError` first.
     """
     overrides = dict(config or {})
     env = {**os.environ, **{k: str(v) for k, v in overrides.items() if isinstance(v, str | int | float)}}
     settings = Settings.from_env(env)
+    directory = Directory(settings)  # the users and tokens parsed and checked (auth/credentials.py)
 
     app = Flask(
         __name__,
         template_folder=os.path.join(PROJECT_ROOT, "templates"),
         static_folder=os.path.join(PROJECT_ROOT, "static"),
-        instance_path=os.environ.get("INSTANCE_PATH") or os.path.join(PROJECT_ROOT, "instance"),
+        instance_path=settings.instance_path,
     )
     url, embedded = resolve_url(settings, app.instance_path)
     app.config.from_mapping(
@@ -59,7 +62,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(DEBUG=settings.debug, SECRET_KEY=settings.secret_key)
     app.extensions["jobqueue.settings"] = settings
     _escape_logged_values()
-    init_ops(app, settings)  # issue 19: log format first, request ids, /metrics, flask prune
+    init_ops(app, settings)  # log format first, request ids, the metrics collector, flask prune
     refuse_unsafe_production(app, settings)
     warn_debug_with_credentials(app, settings)
     # Never with a credential configured: the toolbar is for a local, open development start.
@@ -85,15 +88,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(api.bp, url_prefix=API_PREFIX)
     app.register_blueprint(web.bp)
+    web.metrics.init_app(app)  # GET /metrics, at the root beside the blueprints
     # Templates read the shared value rules and the event types of an attempt's activity.
     app.context_processor(lambda: {"limits": limits, "activity_events": ACTIVITY_EVENTS})
     cli.init_app(app)
-    auth.init_app(app, settings, debug_toolbar=debug_toolbar)
+    auth.init_app(app, settings, directory, debug_toolbar=debug_toolbar)
     app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
     load_handler_modules(settings.worker.handler_modules)
 
-    auto_migrate = app.config.get("AUTO_MIGRATE", env.get("AUTO_MIGRATE"))
-    if (embedded and auto_migrate is None) or str(auto_migrate).lower() in {"1", "true", "yes"}:
+    if settings.migrates_at_start:
         upgrade_database(app)
     if debug_toolbar:
         _init_debug_toolbar(app, settings)
@@ -155,7 +158,7 @@ def upgrade_database(app: Flask) -> None:
     A waiting process therefore holds no snapshot: a ``CREATE INDEX CONCURRENTLY`` run by the
     process holding the lock (migration 0004) waits for every open transaction, and a process
     blocked inside ``SELECT pg_advisory_lock(...)`` is one, so the two waited for each other
-    forever, through the client, where PostgreSQL's deadlock detector cannot see it (issue 14).
+    forever, through the client, where PostgreSQL's deadlock detector cannot see it.
     Every waiter then runs the upgrade itself, which finds the schema at head and does nothing.
     """
     from flask_migrate import upgrade

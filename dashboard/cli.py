@@ -1,4 +1,11 @@
-"""CLI commands: ``flask --app wsgi worker``."""
+"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings.
+
+Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) whose
+metadata has an ``option`` help becomes an option of ``flask worker`` that overrides its
+environment variable: the name from the field (``poll_interval_ms`` -> ``--poll-interval-ms``,
+or its ``flag``), the type and range from its parser and bounds, the variable in the help.
+A boolean is a ``--name/--no-name`` pair, the log level a choice of :data:`LOG_LEVELS`.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +20,10 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 from flask.logging import default_handler
 
+from .config import OpsSettings, WorkerSettings
+from .config_parsers import LOG_LEVELS, read_bool, read_int, read_log_level, read_number
 from .logsafe import SafeFormatter
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
 
@@ -28,6 +36,41 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number, got {value!r}")
     return value
+
+
+def _upper(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else value.upper()
+
+
+def setting_option(spec: dataclasses.Field[Any]) -> click.Option:
+    """The command-line option of one settings field (its metadata has an ``option`` help).
+
+    Unset options stay ``None``: the environment's value (or the default) holds.
+    """
+    meta = spec.metadata
+    flag = "--" + (meta["flag"] or spec.name.replace("_", "-"))
+    bounds = meta["options"]
+    help_text = f"{meta['option']} [{meta['env']}]."
+    parser = meta["parser"]
+    if parser is read_bool:
+        return click.Option([f"{flag}/--no-{flag[2:]}", spec.name], default=None, help=help_text)
+    if parser is read_int:
+        kind: click.ParamType = click.IntRange(bounds.get("minimum"), bounds.get("maximum"))
+        return click.Option([flag, spec.name], type=kind, help=help_text)
+    if parser is read_number:
+        kind = click.FloatRange(bounds.get("minimum"), bounds.get("maximum"))
+        return click.Option([flag, spec.name], type=kind, callback=_finite, help=help_text)
+    if parser is read_log_level:
+        kind = click.Choice(LOG_LEVELS, case_sensitive=False)
+        return click.Option([flag, spec.name], type=kind, callback=_upper, help=help_text)
+    raise TypeError(f"{meta['env']}: no command-line option for settings read by {parser.__name__}")
+
+
+def setting_options(settings_class: type[Any]) -> list[click.Option]:
+    """The options of every field of ``settings_class`` that has one, in field order."""
+    return [
+        setting_option(spec) for spec in dataclasses.fields(settings_class) if spec.metadata.get("option")
+    ]
 
 
 def configure_logging(level: str) -> None:
@@ -49,63 +92,6 @@ def configure_logging(level: str) -> None:
 
 
 @click.command("worker")
-@click.option("--threads", type=click.IntRange(min=1), help="Worker threads [JOB_WORKER_THREADS].")
-@click.option(
-    "--poll-interval-ms",
-    type=click.FloatRange(min=0),
-    callback=_finite,
-    help="Sleep when nothing is claimable [JOB_WORKER_POLL_INTERVAL_MS].",
-)
-@click.option(
-    "--lease-seconds",
-    type=click.FloatRange(min=0.01),
-    callback=_finite,
-    help="Lease of a running attempt [JOB_WORKER_LEASE_SECONDS].",
-)
-@click.option(
-    "--cleanup-interval-seconds",
-    type=click.FloatRange(min=0),
-    callback=_finite,
-    help="How often each thread recovers expired leases [JOB_WORKER_CLEANUP_INTERVAL_SECONDS].",
-)
-@click.option(
-    "--cleanup-batch-size",
-    type=click.IntRange(min=1),
-    help="Expired leases recovered per pass at most [JOB_WORKER_CLEANUP_BATCH_SIZE].",
-)
-@click.option(
-    "--backoff-base-seconds",
-    type=click.FloatRange(min=0),
-    callback=_finite,
-    help="Retry delay after the first failed attempt [JOB_WORKER_BACKOFF_BASE_SECONDS].",
-)
-@click.option(
-    "--backoff-max-seconds",
-    type=click.FloatRange(min=0),
-    callback=_finite,
-    help="Longest retry delay [JOB_WORKER_BACKOFF_MAX_SECONDS].",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    help="Jobs claimed in one statement; at most twice this many held claimed ahead of the threads; "
-    "1 claims per thread [JOB_WORKER_BATCH_SIZE].",
-)
-@click.option(
-    "--listen/--no-listen",
-    default=None,
-    help="Wake idle threads on NOTIFY instead of waiting for the next poll [JOB_WORKER_LISTEN].",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    help="DEBUG logs every poll, claim and execution [JOB_WORKER_LOG_LEVEL].",
-)
-@click.option(
-    "--metrics-port",
-    type=click.IntRange(0, 65535),
-    help="Serve this worker's Prometheus metrics on this port; 0 = off [JOB_WORKER_METRICS_PORT].",
-)
 @with_appcontext
 def worker_command(**options: Any) -> None:
     """Run job worker threads until SIGINT/SIGTERM.
@@ -115,30 +101,35 @@ def worker_command(**options: Any) -> None:
     """
     from .config import settings_of
     from .extensions import db
+    from .ops import schema
     from .ops.logs import install as install_logs
-    from .ops.setup import init_worker
     from .runtime.handlers import registered_types
-    from .runtime.pruner import start_retention
     from .runtime.worker import Worker, settings_banner
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    metrics_port = options.pop("metrics_port")  # issue 19: not a WorkerSettings field
-    overrides = {name: value for name, value in options.items() if value is not None}
-    if "log_level" in overrides:
-        overrides["log_level"] = overrides["log_level"].upper()
-    settings = dataclasses.replace(settings_of(app).worker, **overrides)
+    given = {name: value for name, value in options.items() if value is not None}
+    ops_fields = {spec.name for spec in dataclasses.fields(OpsSettings)}
+    app_settings = settings_of(app)
+    settings = dataclasses.replace(
+        app_settings.worker, **{name: value for name, value in given.items() if name not in ops_fields}
+    )
+    ops = dataclasses.replace(
+        app_settings.ops, **{name: value for name, value in given.items() if name in ops_fields}
+    )
     _check_pool(app, settings.threads)
 
     configure_logging(settings.log_level)
-    install_logs(settings_of(app).ops.log_format, project_level=settings.log_level)  # issue 19
+    install_logs(ops.log_format, project_level=settings.log_level)
     log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
 
-    worker = Worker(app, settings)
-    init_worker(app, worker, metrics_port)  # issue 19: schema check, metrics
-    start_retention(app, worker.stopping)  # issue 19: JOB_RETENTION_* passes on their own thread
+    schema.require_current(app)  # an older schema: refuse to start, naming the command to run
+    worker = Worker(app, settings, ops=ops)
     sys.exit(worker.run_until_signalled())
+
+
+worker_command.params.extend(setting_options(WorkerSettings) + setting_options(OpsSettings))
 
 
 def _check_pool(app: Flask, threads: int) -> None:

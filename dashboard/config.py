@@ -2,12 +2,16 @@
 
 Each setting is one dataclass field whose metadata names its environment variable and its
 parser (:func:`env`, parsers in :mod:`.config_parsers`); the default is written once, as the
-field's default. The operations settings (issue 19) are :class:`OpsSettings`
-(:mod:`.config_ops`, ``Settings.ops``). The README's Configuration table lists them. Nothing
-else in the project reads ``os.environ``: the app factory builds one :class:`Settings` and
-everything downstream receives it (:func:`settings_of`).
+field's default. The operations settings are :class:`OpsSettings` (:mod:`.config_ops`,
+``Settings.ops``). The README's Configuration table lists them. Nothing else in the project
+reads ``os.environ``: the app factory builds one :class:`Settings` and everything downstream
+receives it (:func:`settings_of`).
 
-A malformed value is a start-up error naming the variable, never a silent default.
+A malformed value is a start-up error naming the variable, never a silent default. The
+credentials (``DASHBOARD_USERS``, ``API_TOKENS`` and their ``_FILE``) are read here as entries
+and parsed by ``auth/credentials.py``, which knows what a user and a token are; the app
+factory parses them before anything else, so a malformed one stops the start too. This module
+imports nothing of ``auth``: everything reads the settings, so they sit below every package.
 """
 
 from __future__ import annotations
@@ -16,22 +20,24 @@ import math
 import os
 import re
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .config_ops import OpsSettings
 from .config_parsers import (
-    TOKEN_MIN_LENGTH,
     ConfigError,
+    Entry,
     env,
     parse_days,
     read_bool,
+    read_entries,
     read_int,
     read_list,
     read_log_level,
     read_networks,
     read_number,
+    read_optional_bool,
     read_optional_str,
     read_secret,
     read_str,
@@ -39,117 +45,19 @@ from .config_parsers import (
     values_from_env,
 )
 from .limits import API_OFFSET_MAX, BIGINT_MAX
-from .roles import Role
 
 if TYPE_CHECKING:
     from flask import Flask
 
 __all__ = ["ConfigError", "OpsSettings", "Settings", "WorkerSettings", "env", "parse_days", "settings_of"]
 
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY_MIN_LENGTH = 32
 SECRET_KEY_MIN_DISTINCT = 12  # distinct characters: 32 x "a" is long, not random
 SECRET_KEY_MIN_BITS = 128  # estimated from its length and alphabet (see secret_key_bits)
 # The origins the API answers CORS requests from in development: localhost on any port.
 DEV_CORS_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?\Z", re.IGNORECASE)
-ROLES = tuple(role.value for role in Role)
-PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-def _entries(env: Mapping[str, str], name: str) -> list[tuple[str, str]]:
-    """``(where, entry)`` pairs from ``name`` (comma or newline separated) and ``name_FILE``
-    (one entry per line, ``#`` comments), so secrets can live in a mounted file."""
-    parts = [part.strip() for part in re.split(r"[,\n]", env.get(name, "")) if part.strip()]
-    found = [(f"{name} entry {number}", part) for number, part in enumerate(parts, 1)]
-    path = (env.get(f"{name}_FILE") or "").strip()
-    if path:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{name}_FILE cannot be read: {path!r} ({exc})") from None
-        for number, line in enumerate(lines, 1):
-            line = line.strip()
-            if line and not line.startswith("#"):
-                found.append((f"{name}_FILE line {number}", line))
-    return found
-
-
-def _principal(where: str, entry: str) -> tuple[str, str, str]:
-    """``name:role:secret`` split and checked; the secret is returned as given.
-
-    Errors never quote the entry's values: with the fields in the wrong order, any of them
-    may be the secret, and the message goes to the start-up log.
-    """
-    parts = entry.split(":", 2)
-    if len(parts) != 3 or not all(parts):
-        raise ConfigError(f"{where}: each entry is name:role:secret, got one with {len(parts)} part(s)")
-    name, role, secret = parts
-    if not NAME_PATTERN.fullmatch(name):
-        raise ConfigError(f"{where}: the name is not valid (letters, digits, _ . @ + -, up to 64 characters)")
-    if role not in ROLES:
-        raise ConfigError(f"{where}: the role (second field) must be viewer or operator")
-    return name, role, secret
-
-
-@dataclass(frozen=True)
-class UserEntry:
-    """A dashboard user: a name, a role and a password hash (never the password)."""
-
-    name: str
-    role: str
-    password_hash: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class TokenEntry:
-    """An API token: a name (for the audit trail), a role, and the token or its SHA-256."""
-
-    name: str
-    role: str
-    secret: str = field(repr=False)  # the token itself, or "sha256:<hex>" of it
-
-
-def _principals(
-    env: Mapping[str, str], variable: str, check_secret: Callable[[str, str, str], None]
-) -> list[tuple[str, str, str]]:
-    """The ``name:role:secret`` entries of ``variable`` (and its ``_FILE``), each name once."""
-    found: dict[str, tuple[str, str, str]] = {}
-    for where, entry in _entries(env, variable):
-        name, role, secret = _principal(where, entry)
-        check_secret(where, name, secret)
-        if name in found:
-            raise ConfigError(f"{where}: {name!r} is listed twice")
-        found[name] = (name, role, secret)
-    return list(found.values())
-
-
-def _check_password_hash(where: str, name: str, password_hash: str) -> None:
-    if not password_hash.startswith(PASSWORD_HASH_METHODS) or password_hash.count("$") != 2:
-        raise ConfigError(
-            f"{where}: the password of {name!r} is not a werkzeug hash; "
-            "make one with `flask --app wsgi hash-password`"
-        )
-
-
-def _check_token(where: str, name: str, secret: str) -> None:
-    if secret.startswith("sha256:") and not _SHA256.fullmatch(secret):
-        raise ConfigError(f"{where}: the digest of {name!r} must be sha256: and 64 lowercase hex digits")
-    if not _SHA256.fullmatch(secret) and len(secret) < TOKEN_MIN_LENGTH:
-        raise ConfigError(
-            f"{where}: the token of {name!r} is shorter than {TOKEN_MIN_LENGTH} characters; "
-            "make one with `flask --app wsgi new-token`"
-        )
-
-
-def _users(env: Mapping[str, str], name: str = "DASHBOARD_USERS", default: Any = ()) -> tuple[UserEntry, ...]:
-    return tuple(UserEntry(*found) for found in _principals(env, "DASHBOARD_USERS", _check_password_hash))
-
-
-def _tokens(env: Mapping[str, str], name: str = "API_TOKENS", default: Any = ()) -> tuple[TokenEntry, ...]:
-    return tuple(TokenEntry(*found) for found in _principals(env, "API_TOKENS", _check_token))
 
 
 def read_bool_following(env: Mapping[str, str], name: str, default: bool, *, follows: str) -> bool:
@@ -163,32 +71,80 @@ def read_bool_following(env: Mapping[str, str], name: str, default: bool, *, fol
 class WorkerSettings:
     """The ``JOB_WORKER_*`` settings; ``flask worker`` options may override them."""
 
-    threads: int = field(default=4, metadata=env("JOB_WORKER_THREADS", read_int, minimum=1))
+    threads: int = field(
+        default=4, metadata=env("JOB_WORKER_THREADS", read_int, minimum=1, option="Worker threads")
+    )
     poll_interval_ms: float = field(
-        default=500.0, metadata=env("JOB_WORKER_POLL_INTERVAL_MS", read_number, minimum=0)
+        default=500.0,
+        metadata=env(
+            "JOB_WORKER_POLL_INTERVAL_MS", read_number, minimum=0, option="Sleep when nothing is claimable"
+        ),
     )
     lease_seconds: float = field(
-        default=30.0, metadata=env("JOB_WORKER_LEASE_SECONDS", read_number, minimum=0.01)
+        default=30.0,
+        metadata=env(
+            "JOB_WORKER_LEASE_SECONDS", read_number, minimum=0.01, option="Lease of a running attempt"
+        ),
     )
     cleanup_interval_seconds: float = field(
-        default=5.0, metadata=env("JOB_WORKER_CLEANUP_INTERVAL_SECONDS", read_number, minimum=0)
+        default=5.0,
+        metadata=env(
+            "JOB_WORKER_CLEANUP_INTERVAL_SECONDS",
+            read_number,
+            minimum=0,
+            option="How often each thread rescues expired leases",
+        ),
     )
     cleanup_batch_size: int = field(
-        default=100, metadata=env("JOB_WORKER_CLEANUP_BATCH_SIZE", read_int, minimum=1)
+        default=100,
+        metadata=env(
+            "JOB_WORKER_CLEANUP_BATCH_SIZE",
+            read_int,
+            minimum=1,
+            option="Expired leases rescued per pass at most",
+        ),
     )
     backoff_base_seconds: float = field(
-        default=5.0, metadata=env("JOB_WORKER_BACKOFF_BASE_SECONDS", read_number, minimum=0)
+        default=5.0,
+        metadata=env(
+            "JOB_WORKER_BACKOFF_BASE_SECONDS",
+            read_number,
+            minimum=0,
+            option="Retry delay after the first failed attempt",
+        ),
     )
     backoff_max_seconds: float = field(
-        default=300.0, metadata=env("JOB_WORKER_BACKOFF_MAX_SECONDS", read_number, minimum=0)
+        default=300.0,
+        metadata=env("JOB_WORKER_BACKOFF_MAX_SECONDS", read_number, minimum=0, option="Longest retry delay"),
     )
     max_attempts_default: int = field(
         default=3, metadata=env("JOB_WORKER_MAX_ATTEMPTS_DEFAULT", read_int, minimum=1)
     )
-    log_level: str = field(default="INFO", metadata=env("JOB_WORKER_LOG_LEVEL", read_log_level))
+    log_level: str = field(
+        default="INFO",
+        metadata=env(
+            "JOB_WORKER_LOG_LEVEL", read_log_level, option="DEBUG logs every poll, claim and execution"
+        ),
+    )
     handler_modules: tuple[str, ...] = field(default=(), metadata=env("JOB_HANDLER_MODULES", read_list))
-    batch_size: int = field(default=1, metadata=env("JOB_WORKER_BATCH_SIZE", read_int, minimum=1))
-    listen: bool = field(default=True, metadata=env("JOB_WORKER_LISTEN", read_bool))
+    batch_size: int = field(
+        default=1,
+        metadata=env(
+            "JOB_WORKER_BATCH_SIZE",
+            read_int,
+            minimum=1,
+            option="Jobs claimed in one statement; at most twice this many held claimed ahead of the "
+            "threads; 1 claims per thread",
+        ),
+    )
+    listen: bool = field(
+        default=True,
+        metadata=env(
+            "JOB_WORKER_LISTEN",
+            read_bool,
+            option="Wake idle threads on NOTIFY instead of waiting for the next poll",
+        ),
+    )
     # Register the demo.* types; unset: follows DEBUG (on in development, off in production).
     demo_handlers: bool = field(
         default=False,
@@ -201,11 +157,11 @@ class WorkerSettings:
     shutdown_timeout_seconds: float = field(
         default=3.0, metadata=env("JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS", read_number, minimum=0)
     )
-    # Issue 17: each worker process upserts its jobs_worker row this often (3 missed: stale).
+    # Each worker process upserts its jobs_worker row this often (3 missed: stale).
     heartbeat_seconds: float = field(
         default=5.0, metadata=env("JOB_WORKER_HEARTBEAT_SECONDS", read_number, minimum=0.05)
     )
-    # Issue 20: a handler's pending progress report is written within this long (else with its settle).
+    # A handler's pending progress report is written within this long (else with its settle).
     progress_flush_ms: float = field(
         default=250.0, metadata=env("JOB_WORKER_PROGRESS_FLUSH_MS", read_number, minimum=0)
     )
@@ -271,8 +227,9 @@ class Settings:
         default=API_OFFSET_MAX, metadata=env("API_OFFSET_MAX", read_int, minimum=0, maximum=BIGINT_MAX)
     )
     auth_disabled: bool = field(default=False, metadata=env("AUTH_DISABLED", read_bool))
-    users: tuple[UserEntry, ...] = field(default=(), metadata=env("DASHBOARD_USERS", _users))
-    api_tokens: tuple[TokenEntry, ...] = field(default=(), metadata=env("API_TOKENS", _tokens))
+    # The credentials as configured, each entry unparsed (auth/credentials.py parses them).
+    user_entries: tuple[Entry, ...] = field(default=(), metadata=env("DASHBOARD_USERS", read_entries))
+    token_entries: tuple[Entry, ...] = field(default=(), metadata=env("API_TOKENS", read_entries))
     session_lifetime_hours: float = field(
         default=12.0, metadata=env("SESSION_LIFETIME_HOURS", read_number, minimum=0.01)
     )
@@ -298,8 +255,14 @@ class Settings:
     # False: any type of 1..TYPE_MAX_LENGTH characters is accepted (a worker without a handler
     # fails its attempts); True: only the types registered in this process.
     job_types_strict: bool = field(default=False, metadata=env("JOB_TYPES_STRICT", read_bool))
+    # The Flask instance folder (the embedded database's data lives in it).
+    instance_path: str = field(
+        default=os.path.join(PROJECT_ROOT, "instance"), metadata=env("INSTANCE_PATH", read_optional_str)
+    )
+    # Apply migrations at start; unset: on for the embedded database only (migrates_at_start).
+    auto_migrate: bool | None = field(default=None, metadata=env("AUTO_MIGRATE", read_optional_bool))
     worker: WorkerSettings = field(default_factory=WorkerSettings)
-    ops: OpsSettings = field(default_factory=OpsSettings)  # issue 19
+    ops: OpsSettings = field(default_factory=OpsSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -320,7 +283,7 @@ class Settings:
         """
         if self.auth_disabled:
             return False
-        return bool(self.users or self.api_tokens) or not self.debug
+        return self.has_credentials or not self.debug
 
     def production_problems(self) -> list[str]:
         """What stops this configuration from serving in production (``DEBUG=false``)."""
@@ -333,7 +296,7 @@ class Settings:
                 f"{SECRET_KEY_MIN_DISTINCT} of them different, about {SECRET_KEY_MIN_BITS} bits "
                 "(for example the output of `python -c 'import secrets; print(secrets.token_urlsafe(48))'`)"
             )
-        if not self.auth_disabled and not (self.users or self.api_tokens):
+        if not self.auth_disabled and not self.has_credentials:
             problems.append(
                 "configure at least one credential: DASHBOARD_USERS (name:role:hash, hash from "
                 "`flask --app wsgi hash-password`) or API_TOKENS (name:role:token, token from "
@@ -344,8 +307,21 @@ class Settings:
 
     @property
     def has_credentials(self) -> bool:
-        """Whether any dashboard user or API token is configured."""
-        return bool(self.users or self.api_tokens)
+        """Whether any dashboard user or API token is configured (each entry is one, or a
+        start-up error: ``auth/credentials.py``)."""
+        return bool(self.user_entries or self.token_entries)
+
+    @property
+    def embedded_database(self) -> bool:
+        """Whether the app runs on the embedded PostgreSQL: neither ``DATABASE_URL`` nor
+        ``POSTGRES_HOST`` is set (``database.resolve_url``)."""
+        return not self.database_url and not self.postgres_host
+
+    @property
+    def migrates_at_start(self) -> bool:
+        """``AUTO_MIGRATE``, or when unset whether the database is the embedded one (a
+        newcomer's start migrates it; a real database is migrated by its deploy)."""
+        return self.embedded_database if self.auto_migrate is None else self.auto_migrate
 
     @property
     def tz(self) -> zoneinfo.ZoneInfo:

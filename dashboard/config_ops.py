@@ -1,4 +1,4 @@
-"""Operations settings (issue 19): metrics, logs, retention, the pooler, dead connections.
+"""Operations settings: metrics, logs, retention, the pooler, dead connections.
 
 ``LOG_FORMAT``, ``METRICS_TOKEN``, ``METRICS_TYPE_LABELS``, ``JOB_RETENTION_*``,
 ``JOB_WORKER_METRICS_*``, ``DATABASE_DIRECT_URL``, ``DATABASE_POOLED`` and the TCP settings of
@@ -42,7 +42,15 @@ class OpsSettings:
         default=60.0, metadata=env("JOB_RETENTION_INTERVAL_SECONDS", read_number, minimum=1)
     )
     worker_metrics_port: int = field(  # 0: off
-        default=0, metadata=env("JOB_WORKER_METRICS_PORT", read_int, minimum=0)
+        default=0,
+        metadata=env(
+            "JOB_WORKER_METRICS_PORT",
+            read_int,
+            minimum=0,
+            maximum=65535,
+            option="Serve this worker's Prometheus metrics on this port; 0 = off",
+            flag="metrics-port",
+        ),
     )
     worker_metrics_host: str = field(
         default="127.0.0.1", metadata=env("JOB_WORKER_METRICS_HOST", read_optional_str)

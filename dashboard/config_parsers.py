@@ -13,14 +13,23 @@ import math
 import re
 import zoneinfo
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class ConfigError(ValueError):
     """A setting has a value the application cannot use."""
+
+
+def read_optional_bool(env: Mapping[str, str], name: str, default: bool | None) -> bool | None:
+    """A boolean, or ``default`` (``None``: unset, decided elsewhere) when blank or unset."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return read_bool(env, name, False)
 
 
 def read_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -108,19 +117,60 @@ def read_time_zone(env: Mapping[str, str], name: str, default: str) -> str:
 
 
 def read_log_level(env: Mapping[str, str], name: str, default: str) -> str:
+    """One of :data:`LOG_LEVELS`, case-insensitive."""
     log_level = env.get(name, default).strip().upper() or default
-    if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    if log_level not in LOG_LEVELS:
         raise ConfigError(f"{name} must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}")
     return log_level
 
 
-def env(name: str, parser: Callable[..., Any], *, shown: bool = True, **options: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a list setting that may hold secrets, and where it came from."""
+
+    where: str  # "NAME entry 2", "NAME_FILE line 7": for error messages, which never quote it
+    text: str = field(repr=False)
+
+
+def read_entries(env: Mapping[str, str], name: str, default: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    """The entries of ``name`` (comma or newline separated), then those of the file that
+    ``name_FILE`` names (one per line, ``#`` comments), so secrets can live in a mounted file.
+    A file that cannot be read is a :class:`ConfigError`. What an entry means is its reader's
+    business (``auth/credentials.py`` for users and tokens)."""
+    parts = [part.strip() for part in re.split(r"[,\n]", env.get(name, "")) if part.strip()]
+    found = [Entry(f"{name} entry {number}", part) for number, part in enumerate(parts, 1)]
+    path = (env.get(f"{name}_FILE") or "").strip()
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{name}_FILE cannot be read: {path!r} ({exc})") from None
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                found.append(Entry(f"{name}_FILE line {number}", line))
+    return tuple(found) or default
+
+
+def env(
+    name: str,
+    parser: Callable[..., Any],
+    *,
+    shown: bool = True,
+    option: str | None = None,
+    flag: str | None = None,
+    **options: Any,
+) -> dict[str, Any]:
     """A field's metadata: read ``name`` with ``parser(env, name, default, **options)``.
 
     ``default_from="other_field"`` makes the default the value read for that earlier field.
     ``shown=False`` leaves the setting out of ``WorkerSettings.as_dict`` (``/api/config/``).
+    ``option``: the help of the command-line option that overrides it (``flask worker``
+    generates its options from the fields that have one: ``cli.py``); ``flag``: the option's
+    name when it is not the field's (``--metrics-port`` for ``worker_metrics_port``).
     """
-    return {"env": name, "parser": parser, "options": options, "shown": shown}
+    return {"env": name, "parser": parser, "options": options, "shown": shown, "option": option, "flag": flag}
 
 
 def values_from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]:
@@ -142,7 +192,7 @@ def values_from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]
     return values
 
 
-# --- Durations in days (issue 19: retention) --------------------------------------------------
+# --- Durations in days (retention) --------------------------------------------------
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
 

@@ -25,7 +25,7 @@ import psycopg
 from sqlalchemy import Engine, event
 from sqlalchemy import exc as sa_exc
 
-from .config import OpsSettings, Settings
+from .config import PROJECT_ROOT, OpsSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
 
 
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIGRATIONS_DIR = os.path.join(PROJECT_ROOT, "migrations")
 
 
@@ -142,12 +141,14 @@ def ensure_runtime_dir() -> str:
 
 
 def resolve_url(settings: Settings, instance_path: str) -> tuple[str, bool]:
-    """Return ``(sqlalchemy_url, embedded)``."""
+    """Return ``(sqlalchemy_url, embedded)``: ``DATABASE_URL``, else the ``POSTGRES_*``
+    variables when ``POSTGRES_HOST`` is set, else the embedded server
+    (``Settings.embedded_database``)."""
+    if settings.embedded_database:
+        return embedded_url(instance_path), True
     if settings.database_url:
         return normalise_url(settings.database_url), False
-    if settings.postgres_host:
-        return postgres_url(settings), False
-    return embedded_url(instance_path), True
+    return postgres_url(settings), False
 
 
 def engine_options(settings: Settings) -> dict[str, object]:
@@ -169,7 +170,7 @@ def engine_options(settings: Settings) -> dict[str, object]:
         "connect_args": {
             "connect_timeout": CONNECT_TIMEOUT_SECONDS,
             **tcp_connect_args(settings.ops),
-            **pooled_connect_args(settings.ops),  # issue 19
+            **pooled_connect_args(settings.ops),  # behind a pooler: no server-side prepares
         },
     }
     if settings.conn_max_age > 0:
@@ -266,7 +267,7 @@ def _has_input(dbapi_connection: Any) -> bool:
     the session (shutdown, restart, ``pg_terminate_backend``) said so or closed it. A system
     call, no round trip; then the connection is pinged like a suspect one.
 
-    Through PgBouncer (``DATABASE_POOLED``, issue 19) the socket is the pooler's: it turns
+    Through PgBouncer (``DATABASE_POOLED``) the socket is the pooler's: it turns
     readable when PgBouncer closes the client connection (restart, ``client_idle_timeout``),
     and then the ping finds it dead. A server session ended behind PgBouncer leaves the client
     connection healthy (the pooler takes another server connection for the next transaction),

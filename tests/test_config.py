@@ -1,5 +1,7 @@
 """Settings: the reference's defaults, parsing, and clear errors for bad values."""
 
+import dataclasses
+
 import pytest
 
 from dashboard.config import DEV_SECRET_KEY, ConfigError, Settings, WorkerSettings
@@ -115,3 +117,74 @@ def test_secret_key_strength_needs_variety_not_only_length():
     assert not secret_key_is_strong("0123456789" * 4)  # digits only: 10 distinct
     assert secret_key_is_strong(secrets.token_urlsafe(48))
     assert secret_key_is_strong(secrets.token_hex(32))
+
+
+@pytest.mark.parametrize(
+    ("env", "migrates"),
+    [
+        ({}, True),  # the embedded database: a newcomer's start migrates it
+        ({"DATABASE_URL": "postgresql://db/x"}, False),  # a real database: its deploy migrates it
+        ({"POSTGRES_HOST": "db"}, False),
+        ({"DATABASE_URL": "postgresql://db/x", "AUTO_MIGRATE": "true"}, True),
+        ({"AUTO_MIGRATE": "false"}, False),
+        ({"AUTO_MIGRATE": "off"}, False),
+        ({"AUTO_MIGRATE": ""}, True),  # blank is unset
+    ],
+)
+def test_auto_migrate_is_a_setting_on_by_default_only_for_the_embedded_database(env, migrates):
+    assert Settings.from_env(env).migrates_at_start is migrates
+
+
+def test_auto_migrate_and_the_instance_path_are_read_like_every_setting(tmp_path):
+    with pytest.raises(ConfigError, match="AUTO_MIGRATE must be true or false"):
+        Settings.from_env({"AUTO_MIGRATE": "sometimes"})
+    assert Settings.from_env({"INSTANCE_PATH": str(tmp_path)}).instance_path == str(tmp_path)
+    default = Settings.from_env({"INSTANCE_PATH": " "}).instance_path  # blank is unset
+    assert default.endswith("/instance") and default == Settings().instance_path
+
+
+def test_create_app_takes_the_instance_path_and_auto_migrate_from_its_config_too(tmp_path):
+    from dashboard import create_app
+
+    unused = "postgresql://unused.invalid/unused"  # building the app never connects
+    app = create_app({"DATABASE_URL": unused, "AUTO_MIGRATE": False, "INSTANCE_PATH": str(tmp_path)})
+    assert app.instance_path == str(tmp_path)
+    assert app.extensions["jobqueue.settings"].migrates_at_start is False
+
+
+def test_the_worker_options_are_generated_from_the_settings_fields():
+    """Each field with an ``option`` help is an option: its name, its variable in the help, its
+    range from the parser's bounds; the others are not options."""
+    import click
+
+    from dashboard.cli import worker_command
+    from dashboard.config import OpsSettings
+
+    options = {p.name: p for p in worker_command.params if isinstance(p, click.Option)}
+    assert set(options) == {
+        "threads",
+        "poll_interval_ms",
+        "lease_seconds",
+        "cleanup_interval_seconds",
+        "cleanup_batch_size",
+        "backoff_base_seconds",
+        "backoff_max_seconds",
+        "log_level",
+        "batch_size",
+        "listen",
+        "worker_metrics_port",
+    }
+    fields = {f.name: f for f in (*dataclasses.fields(WorkerSettings), *dataclasses.fields(OpsSettings))}
+    for name, option in options.items():
+        assert f"[{fields[name].metadata['env']}]" in (option.help or ""), name
+    assert options["threads"].opts == ["--threads"] and options["threads"].type.min == 1
+    assert options["lease_seconds"].type.min == 0.01
+    assert options["worker_metrics_port"].opts == ["--metrics-port"]
+    assert (options["worker_metrics_port"].type.min, options["worker_metrics_port"].type.max) == (0, 65535)
+    assert options["listen"].opts == ["--listen"] and options["listen"].secondary_opts == ["--no-listen"]
+    assert list(options["log_level"].type.choices) == ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def test_the_metrics_port_is_a_port_in_the_environment_too():
+    with pytest.raises(ConfigError, match="JOB_WORKER_METRICS_PORT must be <= 65535"):
+        Settings.from_env({"JOB_WORKER_METRICS_PORT": "70000"})

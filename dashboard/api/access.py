@@ -15,8 +15,10 @@ from __future__ import annotations
 from flask import current_app, g, request
 
 from ..auth import ANONYMOUS, Actor, Role
+from ..auth.bearer import BearerError, bearer_token
 from ..auth.session import directory_of
 from ..config import settings_of
+from ..ops import logs
 from .errors import ApiError
 
 SOURCE = "api"
@@ -31,16 +33,17 @@ def unauthorized(detail: str, error: str | None = None) -> ApiError:
 
 
 def presented_token() -> str:
-    header = request.headers.get("Authorization")
-    if header is None:
-        raise unauthorized("Authentication required: send the header Authorization: Bearer <token>.")
-    scheme, _, token = header.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token or " " in token:
+    """The request's bearer token (``auth.bearer``), or a 401 saying what is wrong."""
+    try:
+        return bearer_token(request.headers.get("Authorization"))
+    except BearerError as problem:
+        if problem.missing:
+            raise unauthorized(
+                "Authentication required: send the header Authorization: Bearer <token>."
+            ) from None
         raise unauthorized(
             "Malformed Authorization header: expected Bearer <token>.", error="invalid_request"
-        )
-    return token
+        ) from None
 
 
 def authenticate() -> None:
@@ -77,5 +80,6 @@ def current_actor() -> Actor:
 
 
 def audit_data() -> dict[str, object]:
-    """Audit fields for the events an API write records: the door and the token's name."""
-    return current_actor().event_data(SOURCE)
+    """Audit fields for the events an API write records: the door, the token's name and the
+    request's id."""
+    return current_actor().event_data(SOURCE, **logs.event_fields())

@@ -16,9 +16,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
+from ..ops import recount
 from ..runtime.failures import first_line
 from ..runtime.handlers import registered_types
-from ..store import actions, enqueue, find_jobs, read_jobs, read_stats, search, stats_refresh
+from ..store import actions, enqueue, find_jobs, read_jobs, read_stats, search
 from ..store.values import utcnow
 from .access import audit_data
 from .blueprint import routes
@@ -205,8 +206,8 @@ def job_list(query: JobListQuery) -> Response:
     """Limit-offset pages, newest first. `limit` defaults to ``JOB_PAGE_SIZE``; a larger `limit`
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
-    policy = stats_refresh.policy_of(settings_of(current_app))
-    terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference
+    policy = recount.policy_of(settings_of(current_app))
+    terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference's list
     if terms is not None:
         page = find_jobs.search_jobs(
             terms, limit=limit, offset=offset, status=query.status, type=query.type, cancelled=query.cancelled
@@ -245,7 +246,7 @@ def job_stats() -> Response:
     oldest queued job's creation time."""
     return json_response(
         Stats.model_validate(
-            read_stats.stats(utcnow(), stats_refresh.policy_of(settings_of(current_app))).as_dict()
+            read_stats.stats(utcnow(), recount.policy_of(settings_of(current_app))).as_dict()
         )
     )
 

@@ -1,6 +1,8 @@
 """Access control: who may read, who may change jobs, and the headers that keep a browser safe.
 
-- :mod:`.principals`: roles, configured users and API tokens, the actor recorded in events;
+- :mod:`.credentials`: the configured users and API tokens, parsed and checked;
+- :mod:`.principals`: roles, the directory of users and tokens, the actor recorded in events;
+- :mod:`.bearer`: ``Authorization: Bearer <token>``, read once for the API and ``/metrics``;
 - :mod:`.session`: dashboard sign-in sessions (Flask-Login) and their cookie flags;
 - :mod:`.headers`: Content-Security-Policy and the other security headers;
 - :mod:`.commands`: ``flask hash-password`` and ``flask new-token``;
@@ -21,8 +23,11 @@ from .principals import ANONYMOUS, Actor, Directory, Role
 from .throttle import Throttle, parse_trusted
 
 
-def init_app(app: Flask, settings: Settings, *, debug_toolbar: bool) -> None:
-    app.extensions["jobqueue.directory"] = Directory(settings)
+def init_app(app: Flask, settings: Settings, directory: Directory, *, debug_toolbar: bool) -> None:
+    """Access control on ``app``: the ``directory`` of users and tokens (built from
+    ``settings`` first by the app factory, so a malformed entry stops the start), the sign-in
+    throttle, sessions, security headers and the credential commands."""
+    app.extensions["jobqueue.directory"] = directory
     app.extensions["jobqueue.throttle"] = Throttle(
         max_per_user=settings.signin_max_failures_per_user,
         max_per_address=settings.signin_max_failures_per_address,

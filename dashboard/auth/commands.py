@@ -8,7 +8,7 @@ import sys
 import click
 from flask import Flask
 
-from ..config import NAME_PATTERN
+from .credentials import NAME_PATTERN
 from .principals import Role, hash_password, new_token, token_digest
 
 ROLE_CHOICE = click.Choice([role.value for role in Role])

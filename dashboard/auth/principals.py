@@ -1,10 +1,10 @@
 """Who may do what: roles, configured users and API tokens, and the actor an action is
 recorded under.
 
-This module knows nothing about HTTP. Users and tokens come from configuration (``Settings``),
-not from the queue's schema: the job tables know nothing of users, and access is an operator's
-setting like any other. Passwords are kept only as werkzeug hashes; tokens only as SHA-256
-digests, compared in constant time.
+This module knows nothing about HTTP. Users and tokens come from configuration
+(``credentials.py`` parses them from the settings), not from the queue's schema: the job
+tables know nothing of users, and access is an operator's setting like any other. Passwords
+are kept only as werkzeug hashes; tokens only as SHA-256 digests, compared in constant time.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..config import Settings
-from ..roles import Role  # defined beside the settings, which validate role names too
+from ..roles import Role  # defined below the settings and auth, which both name roles
+from .credentials import configured_tokens, configured_users
 
 
 @dataclass(frozen=True)
@@ -30,17 +31,15 @@ class Actor:
     role: Role | None
     credential: str  # "password", "token", or "none" when sign-in is off
 
-    def event_data(self, source: str) -> dict[str, Any]:
-        """The audit fields of an event: the door (``source``), the actor and their role, and the
-        request's id (``ops.logs``) when there is a request."""
-        from ..ops.logs import event_fields  # issue 19
-
+    def event_data(self, source: str, **request: str) -> dict[str, Any]:
+        """The audit fields of an event: the door (``source``), the actor and their role, then
+        what the door knows of the request (``request_id=``, from ``ops.logs``)."""
         return {
             "source": source,
             "actor": self.name,
             "role": self.role,
             "credential": self.credential,
-            **event_fields(),
+            **request,
         }
 
     def may(self, needed: Role) -> bool:
@@ -106,17 +105,21 @@ def new_token() -> str:
 
 
 class Directory:
-    """The configured users and tokens, looked up without leaking which part was wrong."""
+    """The configured users and tokens, looked up without leaking which part was wrong.
+
+    Built from the settings' entries, parsed and checked (``credentials.py``): a malformed
+    entry raises ``ConfigError`` here, which is why the app factory builds it first.
+    """
 
     def __init__(self, settings: Settings) -> None:
-        self.users = {u.name: User(u.name, Role(u.role), u.password_hash) for u in settings.users}
+        self.users = {u.name: User(u.name, Role(u.role), u.password_hash) for u in configured_users(settings)}
         self.tokens = tuple(
             ApiToken(
                 t.name,
                 Role(t.role),
                 bytes.fromhex(t.secret[7:]) if t.secret.startswith("sha256:") else token_digest(t.secret),
             )
-            for t in settings.api_tokens
+            for t in configured_tokens(settings)
         )
         self._dummy_hash = self._make_dummy_hash()
 

@@ -1,141 +1,34 @@
-"""``GET /metrics`` on the web process: queue gauges in the Prometheus exposition format.
+"""The web process's queue gauges: a cached snapshot turned into Prometheus metric families.
 
-Cost at 10M jobs: every figure is read through a partial index and bounded.
+:class:`QueueCollector` reads a snapshot of the queue (``store/read_metrics.py``: every figure
+through a partial index and bounded, see there for the cost at 10M jobs) at most once per
+:data:`CACHE_SECONDS`, shared by every thread of the process, so a scrape every 5 s costs the
+database a few index walks per 5 s whatever the number of scrapers. When a walk reaches its
+cap, its figures are lower bounds and ``jobqueue_queue_capped{status}`` is 1. The per-type
+gauges keep the ``METRICS_TYPE_LABELS`` types with the most live jobs under their own ``type``
+label and sum the rest (and a type actually named ``other``) under ``type="other"``
+(:func:`capped_types`), so the number of series stays bounded whatever types clients send.
 
-- queued jobs: one walk of ``job_claim_idx`` (queued rows only, in claim order), at most
-  :data:`COUNT_CAP` entries, grouped by type into ready now / scheduled later / oldest ready;
-- running jobs: one walk of ``job_timeout_idx`` (running rows only), at most
-  :data:`COUNT_CAP`, grouped by type into running / overdue (lease expired);
-- succeeded and failed totals, by the stats' policy (:func:`finished_totals`): counted exactly
-  below ``STATS_EXACT_BELOW_ROWS``; above it, the one-row ``jobs_finished_counts`` view,
-  recounted in the background (``store.stats_refresh.refresh_finished_counts``) once older than
-  ``STATS_REFRESH_SECONDS``, and left out of a scrape once older than twice that: a scrape
-  never publishes a figure it has not computed (a view last counted before an idle spell
-  would say 0 finished jobs);
-- worker processes alive: the recent rows of the small ``jobs_worker`` heartbeat table (issue 17).
-
-When a walk reaches the cap, its figures are lower bounds taken over the first jobs in claim
-(or lease) order, and ``jobqueue_queue_capped{status}`` is 1. The per-type gauges keep the
-``METRICS_TYPE_LABELS`` types with the most live jobs under their own ``type`` label and sum the
-rest (and a type actually named ``other``) under ``type="other"`` (:func:`capped_types`), so
-the number of series stays bounded whatever types clients send. One snapshot is cached for
-:data:`CACHE_SECONDS` and shared by every thread of the process, so a scrape every 5 s costs
-the database a few index walks per 5 s whatever the number of scrapers.
-
-Access (:func:`allowed`): open while sign-in is off (development); otherwise
-``Authorization: Bearer`` with ``METRICS_TOKEN`` or any ``API_TOKENS`` token (viewer or
-operator). Refusals answer 401 and log the path, never a token.
+The HTTP view, ``GET /metrics`` with its access rule, is a door: ``web/metrics.py``.
 """
 
 from __future__ import annotations
 
-import hmac
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Iterator
 
-from flask import Flask, Response, current_app, request
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import Connection, text
+from flask import Flask
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from ..config import settings_of
-from ..store.read_overview import RUNNING_SQL
-from ..store.read_stats import StatsPolicy, is_large
+from ..store.read_metrics import COUNT_CAP, FINISHED, Snapshot, read_snapshot
+from . import recount
 
-COUNT_CAP = 100_000
 CACHE_SECONDS = 5.0
-
-# Index: job_claim_idx (partial, status = 'queued'), walked in its own order, at most :cap.
-QUEUED_SQL = text(
-    """
-    SELECT type,
-           count(*) FILTER (WHERE available_at <= :now) AS ready,
-           count(*) FILTER (WHERE available_at > :now) AS scheduled,
-           min(available_at) FILTER (WHERE available_at <= :now) AS oldest_ready
-    FROM (SELECT type, available_at FROM jobs_job WHERE status = 'queued'
-          ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q
-    GROUP BY type
-    """
-)
-# Index: job_timeout_idx (partial, status = 'running'), at most :cap.
-# failed: failed for good; cancelled: failed because an operator cancelled them (apart, so a
-# failure alert never counts a cancel).
-FINISHED_SQL = text("SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts")
-# A small table (below the stats' exact-count size): its finished jobs counted now.
-FINISHED_EXACT_SQL = text(
-    "SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded, "
-    "count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NULL) AS failed, "
-    "count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled FROM jobs_job"
-)
-FINISHED = ("succeeded", "failed", "cancelled")
 OTHER = "other"  # the type label of the types past METRICS_TYPE_LABELS
-
-
-@dataclass
-class Snapshot:
-    taken_at: datetime
-    by_type: dict[str, dict[str, float]] = field(default_factory=dict)
-    capped: dict[str, bool] = field(default_factory=dict)
-    finished: dict[str, int] = field(default_factory=dict)
-    finished_counted_at: datetime | None = None
-    workers_alive: int | None = None
-
-    def total(self, figure: str) -> float:
-        return sum(row.get(figure, 0) for row in self.by_type.values())
-
-
-def read_snapshot(now: datetime | None = None, cap: int = COUNT_CAP) -> Snapshot:
-    """Read the figures now (app context needed); see the module's notes on cost."""
-    from ..extensions import db
-    from ..store import stats_refresh, workers
-
-    now = now or datetime.now(UTC)
-    snap = Snapshot(taken_at=now)
-    with db.engine.connect() as conn:
-        queued_total = running_total = 0
-        for row in conn.execute(QUEUED_SQL, {"now": now, "cap": cap}).mappings():
-            figures = snap.by_type.setdefault(row["type"], {})
-            figures.update(ready=row["ready"], scheduled=row["scheduled"])
-            if row["oldest_ready"] is not None:
-                figures["oldest_ready_age"] = max(0.0, (now - row["oldest_ready"]).total_seconds())
-            queued_total += row["ready"] + row["scheduled"]
-        for row in conn.execute(RUNNING_SQL, {"now": now, "cap": cap}).mappings():
-            figures = snap.by_type.setdefault(row["type"], {})
-            figures.update(running=row["running"], overdue=row["overdue"])
-            running_total += row["running"]
-        snap.capped = {"queued": queued_total >= cap, "running": running_total >= cap}
-        policy = stats_refresh.policy_of(settings_of(current_app))
-        snap.finished, snap.finished_counted_at = finished_totals(conn, now, policy)
-    snap.workers_alive, _types = workers.live_job_types(now)
-    return snap
-
-
-def finished_totals(
-    conn: Connection, now: datetime, policy: StatsPolicy
-) -> tuple[dict[str, int], datetime | None]:
-    """The succeeded, failed and cancelled totals a scrape may publish, and when they were counted.
-
-    Below ``policy.exact_below_rows`` (the planner's estimate, as for the stats): counted now.
-    Above: the cached ``jobs_finished_counts``; once older than ``policy.refresh_seconds`` a
-    recount starts in the background (``policy.on_stale``), and once older than twice that they
-    are not returned (an empty dict): such a scrape leaves those series out instead of
-    publishing what was counted before an idle spell. The time is returned either way, so the
-    age gauge says how old the cached totals are.
-    """
-    if not is_large(conn, policy):
-        row = conn.execute(FINISHED_EXACT_SQL).mappings().one()
-        return {status: row[status] for status in FINISHED}, now
-    cached = conn.execute(FINISHED_SQL).mappings().one_or_none()
-    if cached is None:
-        return {}, None
-    age = (now - cached["counted_at"]).total_seconds()
-    if age > policy.refresh_seconds and policy.on_stale is not None:
-        policy.on_stale()
-    if age > 2 * policy.refresh_seconds:
-        return {}, cached["counted_at"]
-    return {status: cached[status] for status in FINISHED}, cached["counted_at"]
+EXTENSION = "jobqueue.metrics"
 
 
 def capped_types(by_type: dict[str, dict[str, float]], keep: int) -> dict[str, dict[str, float]]:
@@ -164,27 +57,36 @@ def capped_types(by_type: dict[str, dict[str, float]], keep: int) -> dict[str, d
 
 
 class QueueCollector:
-    """Turns the cached :class:`Snapshot` into metric families at each scrape."""
+    """Turns the cached :class:`Snapshot` into metric families at each scrape, in a registry
+    of its own (one per app)."""
 
     def __init__(self, app: Flask) -> None:
         self.app = app
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._read_at = 0.0
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
 
     def snapshot(self) -> Snapshot:
+        """The cached snapshot, read again once older than :data:`CACHE_SECONDS`."""
         with self._lock:  # one reader at a time; the others wait for its answer
             if self._snapshot is None or time.monotonic() - self._read_at >= CACHE_SECONDS:
                 with self.app.app_context():
-                    self._snapshot = read_snapshot()
+                    self._snapshot = read_snapshot(recount.policy_of(settings_of(self.app)))
                 self._read_at = time.monotonic()
             return self._snapshot
 
     def clear(self) -> None:
+        """Forget the cached snapshot: the next scrape reads the database."""
         with self._lock:
             self._snapshot = None
 
-    def collect(self):
+    def exposition(self) -> bytes:
+        """Every metric in the Prometheus text format (reads a snapshot if the cache is old)."""
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Metric]:
         snap = self.snapshot()
         by_type = capped_types(snap.by_type, settings_of(self.app).ops.metrics_type_labels)
         jobs = GaugeMetricFamily(
@@ -244,43 +146,11 @@ class QueueCollector:
             )
 
 
-def allowed(app: Flask) -> bool:
-    """The API's rule: open while sign-in is off; else METRICS_TOKEN or any API token."""
-    from ..auth.session import directory_of
-
-    settings = settings_of(app)
-    if not settings.auth_required:
-        return True
-    scheme, _, token = (request.headers.get("Authorization") or "").strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return False
-    expected = settings.ops.metrics_token
-    if expected and hmac.compare_digest(token.encode(), expected.encode()):
-        return True
-    return directory_of(app).token_owner(token) is not None
-
-
 def init_app(app: Flask) -> None:
-    """Register ``/metrics`` with its own registry (one per app, one cache per process)."""
-    registry = CollectorRegistry(auto_describe=False)
-    collector = QueueCollector(app)
-    registry.register(collector)
-    app.extensions["jobqueue.metrics"] = collector
+    """Give the app its collector (one registry and one cache per app)."""
+    app.extensions[EXTENSION] = QueueCollector(app)
 
-    def metrics() -> Response:
-        if not allowed(app):
-            app.logger.warning("metrics request refused: %s from %s", request.path, request.remote_addr)
-            return Response(
-                "Unauthorized: send Authorization: Bearer <METRICS_TOKEN or an API token>.\n",
-                401,
-                {"WWW-Authenticate": 'Bearer realm="job-queue"', "Content-Type": "text/plain"},
-            )
-        try:
-            body = generate_latest(registry)
-        except Exception as error:  # the database is down: say so, scrape fails as it should
-            app.logger.warning("metrics unavailable: %s", type(error).__name__)
-            return Response("metrics unavailable: database error\n", 503, {"Content-Type": "text/plain"})
-        return Response(body, 200, {"Content-Type": CONTENT_TYPE_LATEST})
 
-    app.add_url_rule("/metrics", "metrics", metrics, methods=["GET"])
+def collector_of(app: Flask) -> QueueCollector:
+    collector: QueueCollector = app.extensions[EXTENSION]
+    return collector

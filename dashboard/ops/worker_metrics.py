@@ -1,32 +1,34 @@
 """A ``flask worker`` process's own metrics, served on ``JOB_WORKER_METRICS_PORT``.
 
-The worker calls four hooks (one line each in ``runtime/``: ``execution.py``, ``one_job.py``,
-``batch.py``, ``rescuer.py``):
+The worker's runtime calls four hooks (``runtime/runner.py``, the claims of ``one_job.py``,
+``completers.py`` and ``dispatcher.py``, and ``rescuer.py``):
 
 - :func:`attempt` around running one claimed job: ``jobqueue_worker_jobs_started_total``,
   the busy-threads gauge, and the log context of the attempt (``logs.job_scope``);
+- :func:`finished` when an attempt's end is known: succeeded / retried / failed / lost
+  (a stale write refused) / abandoned (left to the rescuer), per type, and the attempt's
+  duration (handler and recording its end) in ``jobqueue_worker_job_duration_seconds``;
+- :func:`claimed` with the round trip of each claim statement, and :func:`rescued` with the
+  expired leases each rescue pass gave back (``jobqueue_worker_leases_recovered_total``).
 
 The ``type`` label is the job's type when this worker has a handler for it, else ``other``
 (:data:`OTHER`): the registered types are bounded by the deployed code, while the types a client
 may send (which such a worker only fails) are not.
-- :func:`finished` when an attempt's end is known: succeeded / retried / failed / lost
-  (a stale write refused) / abandoned (left to lease recovery), per type, and the attempt's
-  duration (handler and recording its end) in ``jobqueue_worker_job_duration_seconds``;
-- :func:`claimed` with the round trip of each claim statement, and :func:`recovered` with the
-  leases each cleanup pass recovered.
 
-:func:`serve` starts the HTTP endpoint (prometheus_client's, on a daemon thread) and adds the
-gauges read at scrape time: the LISTEN connection's state and the configured threads.
-Metrics live in this module's :data:`REGISTRY` (one per process), not the global default.
+:class:`MetricsServer` is the worker service that serves them (prometheus_client's HTTP
+endpoint, on a daemon thread), with the gauges read at scrape time: the LISTEN connection's
+state and the configured threads. Metrics live in this module's :data:`REGISTRY` (one per
+process), not the global default.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -36,7 +38,6 @@ log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 OTHER = "other"  # the type label of a job type this worker has no handler for
-OUTCOMES = {"succeeded": "succeeded", "queued": "retried", "failed": "failed", "lost": "lost"}
 
 STARTED = Counter("jobqueue_worker_jobs_started_total", "Attempts started", ["type"], registry=REGISTRY)
 SUCCEEDED = Counter("jobqueue_worker_jobs_succeeded_total", "Attempts succeeded", ["type"], registry=REGISTRY)
@@ -71,13 +72,20 @@ CLAIM = Histogram(
     registry=REGISTRY,
 )
 BUSY = Gauge("jobqueue_worker_busy_threads", "Threads running a job now", registry=REGISTRY)
-RECOVERED = Counter(
+RESCUED = Counter(
     "jobqueue_worker_leases_recovered_total",
-    "Expired leases this process recovered, by what became of the job",
+    "Expired leases this process rescued, by what became of the job",
     ["outcome"],
     registry=REGISTRY,
 )
-_COUNTERS = {"succeeded": SUCCEEDED, "retried": RETRIED, "failed": FAILED, "lost": LOST}
+# An attempt's end (the runtime's ``End`` values) -> its counter.
+_COUNTERS = {
+    "succeeded": SUCCEEDED,
+    "retried": RETRIED,
+    "failed": FAILED,
+    "lost": LOST,
+    "abandoned": ABANDONED,
+}
 
 
 def type_label(job_type: str, handled: bool) -> str:
@@ -87,7 +95,7 @@ def type_label(job_type: str, handled: bool) -> str:
 
 @contextmanager
 def attempt(job: Any, worker_id: str, label: str | None = None) -> Iterator[None]:
-    """Around one claimed job's run and settle: counts it started and busy, sets the log ids.
+    """Wraps one claimed job's run and settle: counts it started and busy, sets the log ids.
     ``label``: its ``type`` label (:func:`type_label`; the job's type when not given)."""
     STARTED.labels(label or job.type).inc()
     BUSY.inc()
@@ -98,12 +106,11 @@ def attempt(job: Any, worker_id: str, label: str | None = None) -> Iterator[None
         BUSY.dec()
 
 
-def finished(job_type: str, status: str, seconds: float) -> None:
-    """An attempt ended as ``status`` (the worker's ``Outcome.status``) after ``seconds``;
-    ``job_type`` is its ``type`` label (:func:`type_label`)."""
-    counter = _COUNTERS.get(OUTCOMES.get(status, ""))
-    if counter is None and status == "abandoned":
-        counter = ABANDONED
+def finished(job_type: str, end: str, seconds: float) -> None:
+    """An attempt ended as ``end`` (``succeeded``, ``retried``, ``failed``, ``lost`` or
+    ``abandoned``: the runtime's ``End``) after ``seconds``; ``job_type`` is its ``type``
+    label (:func:`type_label`)."""
+    counter = _COUNTERS.get(end)
     if counter is not None:
         counter.labels(job_type).inc()
         DURATION.labels(job_type).observe(seconds)
@@ -114,25 +121,44 @@ def claimed(kind: str, started: float) -> None:
     CLAIM.labels(kind).observe(time.monotonic() - started)
 
 
-def recovered(result: Any) -> None:
-    """A cleanup pass's :class:`CleanupResult`."""
+def rescued(result: Any) -> None:
+    """A rescue pass's :class:`CleanupResult`."""
     if result.requeued:
-        RECOVERED.labels("requeued").inc(len(result.requeued))
+        RESCUED.labels("requeued").inc(len(result.requeued))
     if result.failed:
-        RECOVERED.labels("failed").inc(len(result.failed))
+        RESCUED.labels("failed").inc(len(result.failed))
 
 
-def serve(port: int, host: str, worker: Any) -> None:
-    """Serve :data:`REGISTRY` on ``host:port`` (0 = off), with the worker's scrape-time gauges."""
-    if not port:
-        return
-    listening = Gauge(
-        "jobqueue_worker_listen_connected",
-        "1 while the LISTEN connection is up; 0 while polling (lost, off, or behind a pooler)",
-        registry=REGISTRY,
-    )
-    listening.set_function(lambda: float(worker.listener is not None and worker.listener.connected.is_set()))
-    threads = Gauge("jobqueue_worker_threads", "Worker threads configured", registry=REGISTRY)
-    threads.set(worker.settings.threads)
-    start_http_server(port, addr=host, registry=REGISTRY)
-    log.info("metrics on http://%s:%d/metrics", host, port)
+class MetricsServer:
+    """A worker service: :data:`REGISTRY` over HTTP on ``host:port``, with the worker's
+    scrape-time gauges (``listening()``: whether the LISTEN connection is up; ``threads``)."""
+
+    name = "metrics"
+
+    def __init__(self, port: int, host: str, *, listening: Callable[[], bool], threads: int) -> None:
+        self.port, self.host, self.listening, self.threads = port, host, listening, threads
+        self._server: WSGIServer | None = None
+        self._gauges: list[Gauge] = []
+
+    def start(self) -> None:
+        listening = Gauge(
+            "jobqueue_worker_listen_connected",
+            "1 while the LISTEN connection is up; 0 while polling (lost, off, or behind a pooler)",
+            registry=REGISTRY,
+        )
+        listening.set_function(lambda: float(self.listening()))
+        threads = Gauge("jobqueue_worker_threads", "Worker threads configured", registry=REGISTRY)
+        threads.set(self.threads)
+        self._gauges = [listening, threads]
+        self._server, _thread = start_http_server(self.port, addr=self.host, registry=REGISTRY)
+        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+
+    def stop(self) -> None:
+        """Close the endpoint and take the scrape-time gauges out of the registry."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        for gauge in self._gauges:
+            REGISTRY.unregister(gauge)
+        self._gauges = []

@@ -1,13 +1,13 @@
 """The attempts a worker process is running, and whether one has run past its lease.
 
 A handler that sleeps past its lease without renewing (``demo.timeout``, a hung call) keeps its
-thread while lease recovery requeues its job; the next claim would hand that job to another
+thread while the rescuer requeues its job; the next claim would hand that job to another
 thread, which hangs the same way, until every thread of every worker is captured. So:
 
 **While any thread of a process runs an attempt past its lease, that process claims no job
 whose last attempt's lease expired** (``store/sql.py _CLAIM_ROWS``, ``avoid_expired``). A job whose
 attempts keep expiring then holds at most one thread per worker process; other jobs keep
-flowing on the rest. Jobs requeued by lease recovery for other reasons (a crashed worker) are
+flowing on the rest. Jobs rescued for other reasons (a crashed worker) are
 still claimed by processes without an overdue thread, and by this one once its overdue
 attempt ends.
 
@@ -61,4 +61,4 @@ class RunningAttempts:
         return any(end is not None and end < now for end in ends)
 
 
-PROCESS = RunningAttempts()  # one per worker process: every JobRunner and the dispatcher share it
+PROCESS = RunningAttempts()  # one per worker process: every runner and the dispatcher share it

@@ -114,7 +114,7 @@ def demo_slow(ctx: JobContext) -> dict[str, Any]:
 
 @handler("demo.timeout", demo=True)
 def demo_timeout(ctx: JobContext) -> dict[str, Any]:
-    """Sleep past the lease without renewing, so cleanup recovers the job.
+    """Sleep past the lease without renewing, so the rescuer requeues the job.
 
     One progress event, then a single sleep: the handler cannot learn that it lost the job
     until the worker tries to complete it, which is exactly the stale-worker case.

@@ -32,7 +32,7 @@ from ..limits import TYPE_MAX_LENGTH, type_problem
 from ..store import service
 from ..store.records import JobRecord
 from .failures import check_report, first_line, is_connection_error
-from .progress import flusher
+from .progress import Flusher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,13 +116,14 @@ class JobContext:
 
     ``renew()`` and ``progress()`` are guarded like every worker-side transition (this job,
     running, locked by this worker, this attempt). Once a guarded write finds the attempt no
-    longer ours (the lease expired and cleanup requeued the job, maybe another worker runs it
+    longer ours (the lease expired and a rescue requeued the job, maybe another worker runs it
     now), :attr:`lost` turns true for good and both return ``False`` without touching the
     database: the handler should stop, since whatever it returns will be discarded.
 
     Neither costs a round trip every time. ``progress()`` keeps the latest report pending
     (``runtime/progress.py``): the attempt's settle statement writes it before the terminal
-    event, or the flusher writes it after ``progress_flush_ms`` if the handler still runs; so
+    event, or the worker's ``flusher`` writes it after ``progress_flush_ms`` if the handler
+    still runs (without a flusher, the next renewal or the settle does); so
     its return value is the last known ownership, not the answer of a write. ``renew()``
     with more than half of the lease left sends nothing and returns ``True``.
 
@@ -132,7 +133,7 @@ class JobContext:
     retried, at once and then with a capped backoff, while the lease lasts: the write is fenced,
     so repeating it is safe (a report whose first write committed but whose answer was lost
     appears twice on the timeline). If the lease runs out first, ``renew()`` returns ``False`` (the
-    attempt must be presumed lost; lease recovery takes it) and a report stays pending. So no
+    attempt must be presumed lost; the rescuer takes it) and a report stays pending. So no
     connection error of the worker's reaches the handler. Any other database error of these
     writes (a refusal, which the worker's own statements should never meet) does, and is
     remembered (:meth:`raised_by_worker`): if it ends the handler, the worker does not count it
@@ -148,8 +149,10 @@ class JobContext:
         stopping: threading.Event | None = None,
         thread: WorkerConnection | None = None,
         progress_flush_ms: float = 250.0,
+        flusher: Flusher | None = None,
     ) -> None:
         self.job = job
+        self._flusher = flusher  # the worker's timer for reports of handlers still running
         self.started_at = service.utcnow()  # the attempt's start here: its outcome's run_ms
         self._thread = thread  # whose connection the writes use (None: a pooled one each time)
         self.worker_id = worker_id
@@ -268,12 +271,12 @@ class JobContext:
         if percent is not None:
             event_data["percent"] = percent
         with self._lock:
-            schedule = self._pending is None and self._settled is None
+            schedule = self._pending is None and self._settled is None and self._flusher is not None
             if self._settled is None:
                 self._pending = (service.utcnow(), message, event_data)
-        if schedule:
+        if schedule and self._flusher is not None:
             self._scheduled = True
-            flusher.schedule(self, self._flush_seconds)
+            self._flusher.schedule(self, self._flush_seconds)
         return not self._lost
 
     def flush(self) -> bool:
@@ -344,7 +347,7 @@ class JobContext:
                 what_job = f"job {self.job.id} attempt {self.job.attempts}"
                 if left <= 0:
                     log.warning(
-                        "%s: cannot %s of %s (%s) and its lease is over; leaving it to lease recovery",
+                        "%s: cannot %s of %s (%s) and its lease is over; leaving it to the rescuer",
                         self.worker_id,
                         what,
                         what_job,
@@ -375,6 +378,6 @@ class JobContext:
             self._settled = (
                 [] if pending is None else [service.progress_report(pending[1], pending[2], now=pending[0])]
             )
-        if self._scheduled:
-            flusher.cancel(self)
+        if self._scheduled and self._flusher is not None:
+            self._flusher.cancel(self)
         return self._settled

@@ -78,7 +78,7 @@ def thread_name(worker_id: str) -> str:
 
 def _attempt(name: str, ctx: JobContext, now: datetime) -> dict[str, Any]:
     """A busy thread: its attempt, and whether that attempt is past its lease by this process's
-    clock (lost to lease recovery, still in its handler)."""
+    clock (lost to a rescue, still in its handler)."""
     return {
         "thread": name,
         "job_id": str(ctx.job_id),
@@ -94,7 +94,7 @@ def activity(
     settings: WorkerSettings, attempts: RunningAttempts, now: datetime | None = None
 ) -> dict[str, Any]:
     """What the row says each thread does: ``thread-1`` to ``thread-N`` (the handler threads),
-    idle or running an attempt, and the rescuer's interval (the job page's recovery estimate)."""
+    idle or running an attempt, and the rescuer's interval (the job page's estimate of the rescue)."""
     now = now or utcnow()
     running = {thread_name(thread or ctx.worker_id): ctx for thread, ctx in attempts.by_thread()}
     threads = []
@@ -107,7 +107,9 @@ def activity(
 
 
 class Heartbeat:
-    """``run()`` beats until ``stop()``; the row is marked stopped when it ends."""
+    """A worker service: ``run()`` beats until ``stop()``, which marks the row stopped."""
+
+    name = "heartbeat"
 
     def __init__(self, app: Flask, settings: WorkerSettings, attempts: RunningAttempts | None = None) -> None:
         self.app = app
@@ -135,12 +137,15 @@ class Heartbeat:
                 return
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self.run, name="heartbeat", daemon=True)
+        self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
         self.thread.start()
         log.info("heartbeat every %gs as %s", self.interval, self.me.id)
 
     def stop(self) -> None:
-        """End the beats and mark the row stopped (a clean exit)."""
+        """End the beats and mark the row stopped (a clean exit, or one after a second signal);
+        waits for a beat under way at most 10 s."""
+        if self.done.is_set():
+            return
         self.done.set()
         if self.thread is not None:
             self.thread.join(10)

@@ -2,128 +2,129 @@
 
 One :meth:`OneJobLoop.step`:
 
-1. the **cleanup tick**: every ``cleanup_interval_seconds``, recover up to
+1. the **rescue tick**: every ``cleanup_interval_seconds``, rescue up to
    ``cleanup_batch_size`` expired leases (any worker's);
 2. the **claim**: one short transaction (``FOR UPDATE SKIP LOCKED``) takes the next job;
-3. the **run** and the **settle** (:class:`~.execution.JobRunner`): ``complete_job`` or
-   ``fail_job``, both fenced by ownership, so an attempt whose lease was recovered meanwhile
-   changes nothing.
+3. the **run** (:class:`~.runner.Runner`): the handler, then ``complete_job`` or ``fail_job``,
+   both fenced by ownership, so an attempt whose lease was rescued meanwhile changes nothing.
 
 Inside :meth:`OneJobLoop.run` a success also claims the thread's next job in the same
-statement (``service.complete_and_claim``), and the next step runs that job instead of
-claiming. Nothing a job or the database does ends the thread: handler errors fail the
-attempt; database errors are logged and the loop waits (capped backoff) and tries again.
+statement (the runner's :class:`~.completers.CarryingCompleter`), and the next step runs that
+job instead of claiming. Nothing a job or the database does ends the thread: handler errors
+fail the attempt; database errors are logged and the loop waits (capped backoff) and tries
+again.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
 
-from ..ops import worker_metrics  # issue 19: claim round trips
+from ..ops import worker_metrics
 from ..store import service
 from ..store.records import CleanupResult, JobRecord
-from .execution import JobRunner
-from .handlers import JobContext
-from .rescuer import recover_expired
+from .completers import CarryingCompleter
+from .handlers import Handler, get_handler
+from .progress import Flusher
+from .rescuer import rescue
+from .runner import Runner, log_claim
+from .threads import ThreadRuntime
 from .wakeup import Doorbell
 
 log = logging.getLogger(__name__)
 
 
-class OneJobLoop(JobRunner):
-    """One worker thread of one-job mode: cleanup tick, claim, run, settle, and again."""
+class OneJobLoop:
+    """One worker thread of one-job mode: rescue tick, claim, run, settle, and again."""
 
-    def __init__(self, *args: Any, doorbell: Doorbell | None = None, **kwargs: Any) -> None:
-        """``JobRunner``'s arguments, and ``doorbell``: what wakes the thread when jobs arrive."""
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        runtime: ThreadRuntime,
+        *,
+        lookup: Callable[[str], Handler | None] = get_handler,
+        doorbell: Doorbell | None = None,
+        flusher: Flusher | None = None,
+    ) -> None:
+        """``runtime``: the thread's id, settings, connection and outage backoff; ``lookup``:
+        the handler registry; ``doorbell``: what wakes the thread when jobs arrive; ``flusher``:
+        the worker's progress timer."""
+        self.runtime = runtime
+        self.carry = CarryingCompleter()
+        self.runner = Runner(runtime, self.carry, lookup=lookup, flusher=flusher)
         self.doorbell = doorbell or Doorbell()
-        self._next_cleanup = 0.0  # monotonic time; 0 = clean up on the first step
-        self._carried: JobRecord | None = None  # claimed with the last success, not yet run
+        self._next_rescue = 0.0  # monotonic time; 0 = rescue on the first step
+
+    @property
+    def worker_id(self) -> str:
+        return self.runtime.worker_id
 
     def run(self) -> None:
         """Loop until the worker stops; survive every error by waiting and trying again."""
-        log.debug("%s: started", self.worker_id)
-        with self.holding_connection():
-            while not self.stopping.is_set() or self._carried is not None:
+        runtime = self.runtime
+        log.debug("%s: started", runtime.worker_id)
+        with runtime.holding_connection():
+            while not runtime.stopping.is_set() or self.carry.carried is not None:
                 seen = self.doorbell.rings
                 try:
                     worked = self.step()
                 except Exception as error:
-                    self.recover(error)
+                    runtime.back_off(error)
                     continue
-                self.backoff.reset()
+                runtime.backoff.reset()
                 if not worked:
                     log.debug(
-                        "%s: nothing to claim, sleeping %g ms", self.worker_id, self.settings.poll_interval_ms
+                        "%s: nothing to claim, sleeping %g ms",
+                        runtime.worker_id,
+                        runtime.settings.poll_interval_ms,
                     )
-                    self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
-        log.debug("%s: stopped", self.worker_id)
+                    self.doorbell.wait(seen, runtime.settings.poll_interval_ms / 1000)
+        log.debug("%s: stopped", runtime.worker_id)
 
     def step(self) -> bool:
-        """One pass: the cleanup tick if due, then claim and run at most one job.
+        """One pass: the rescue tick if due, then claim and run at most one job.
 
         The job may already be claimed: inside :meth:`run`, recording a success claims the
         loop's next job in the same statement, and that job runs on the next pass, even once
         the worker is stopping, since it is already ours. Returns whether a job was run.
         Needs an application context.
         """
+        runtime = self.runtime
         try:
-            if time.monotonic() >= self._next_cleanup:
-                self.cleanup()
-            if self._carried is not None:
-                jobs, self._carried = [self._carried], None
-            elif self.stopping.is_set():
+            if time.monotonic() >= self._next_rescue:
+                self.rescue()
+            carried = self.carry.take()
+            if carried is not None:
+                jobs = [carried]
+            elif runtime.stopping.is_set():
                 return False
             else:
                 jobs = self.claim(limit=1)
             for job in jobs:
-                self.execute(job)
+                self.runner.run(job)
             return bool(jobs)
         finally:
-            if not self.holding:  # a single step from outside run(): give the connection back
-                self.close()
+            if not runtime.holding:  # a single step from outside run(): give the connection back
+                runtime.close()
 
-    def cleanup(self) -> CleanupResult:
-        """Recover expired leases (the cleanup tick); schedules the next tick."""
-        self._next_cleanup = time.monotonic() + self.settings.cleanup_interval_seconds
-        return recover_expired(self)
+    def rescue(self) -> CleanupResult:
+        """Rescue expired leases (the rescue tick); schedules the next tick."""
+        self._next_rescue = time.monotonic() + self.runtime.settings.cleanup_interval_seconds
+        return rescue(self.runtime)
 
     def claim(self, limit: int = 1) -> list[JobRecord]:
+        """Claim up to ``limit`` jobs for this thread (none past its lease while one of this
+        process's attempts is overdue: ``attempts.py``)."""
+        runtime = self.runtime
         started = time.monotonic()
         jobs = service.claim_jobs(
-            self.worker_id,
-            lease_seconds=self.settings.lease_seconds,
+            runtime.worker_id,
+            lease_seconds=runtime.settings.lease_seconds,
             limit=limit,
-            conn=self.connection,
-            avoid_expired=self.attempts.any_overdue(),
+            conn=runtime.connection,
+            avoid_expired=runtime.attempts.any_overdue(),
         )
         worker_metrics.claimed("claim", started)
         for job in jobs:
-            self.log_claim(job)
+            log_claim(runtime.worker_id, job)
         return jobs
-
-    def complete_once(self, ctx: JobContext, result: Any, first_try: bool) -> object | None:
-        """Inside :meth:`run` (until the worker stops) the first try also claims this loop's
-        next job, one round trip for both. A retry after an outage only completes: whether the
-        first try's claim committed is unknown, and a job claimed but never run is left to
-        lease recovery, like any claim whose answer was lost."""
-        if not (first_try and self.holding and not self.stopping.is_set()):
-            return super().complete_once(ctx, result, first_try)
-        claim_started = time.monotonic()
-        completed, self._carried = service.complete_and_claim(
-            ctx.job_id,
-            ctx.worker_id,
-            ctx.attempt,
-            result,
-            lease_seconds=self.settings.lease_seconds,
-            progress=ctx.settle_progress(),
-            started_at=ctx.started_at,
-            conn=self.connection,
-            avoid_expired=self.attempts.any_overdue(),
-        )
-        worker_metrics.claimed("complete_and_claim", claim_started)
-        if self._carried is not None:
-            self.log_claim(self._carried)
-        return completed or None

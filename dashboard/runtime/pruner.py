@@ -1,7 +1,7 @@
-"""A worker process's retention thread: a pass of ``store.retention.prune`` on schedule.
+"""A worker process's retention service: a pass of ``store.retention.prune`` on schedule.
 
-``JOB_RETENTION_INTERVAL_SECONDS`` apart, until the worker stops; an outage only delays the
-next pass. ``flask worker`` starts it (``ops.init_worker``'s caller, ``cli.py``); the SQL,
+``JOB_RETENTION_INTERVAL_SECONDS`` apart, until the worker stops claiming; an outage only
+delays the next pass. The worker starts it with its other services (``worker.py``); the SQL,
 the batches, the pauses and the one-pruner-at-a-time lock are :mod:`dashboard.store.retention`.
 """
 
@@ -12,27 +12,41 @@ import threading
 
 from flask import Flask
 
-from ..config import settings_of
+from ..config import OpsSettings
 from ..store.retention import cutoffs, prune
 
 log = logging.getLogger(__name__)
 
 
 class Pruner:
-    """A worker process's retention thread: a pass every ``interval`` seconds until stopped."""
+    """A pass every ``interval`` seconds until ``stopping`` (the worker's stop signal) is set."""
+
+    name = "retention"
 
     def __init__(
         self, app: Flask, retention_days: dict[str, float], interval: float, stopping: threading.Event
     ) -> None:
         self.app, self.retention_days, self.interval, self.stopping = app, retention_days, interval, stopping
+        self.thread: threading.Thread | None = None
 
-    def start(self) -> threading.Thread | None:
+    @classmethod
+    def from_settings(cls, app: Flask, ops: OpsSettings, stopping: threading.Event) -> Pruner:
+        """The ``JOB_RETENTION_*`` passes of these settings."""
+        days = {"succeeded": ops.retention_succeeded_days, "failed": ops.retention_failed_days}
+        return cls(app, days, ops.retention_interval_seconds, stopping)
+
+    def start(self) -> None:
+        """Start the thread, unless retention is off (both retentions 0: nothing to prune)."""
         if not cutoffs(self.retention_days):
             log.info("retention off (JOB_RETENTION_SUCCEEDED and JOB_RETENTION_FAILED are 0)")
-            return None
-        thread = threading.Thread(target=self.run, name="retention", daemon=True)
-        thread.start()
-        return thread
+            return
+        self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """End after the batch under way (``prune`` checks the signal between batches); not
+        waited for: its deletes are batches of their own, each committed or rolled back."""
+        self.stopping.set()
 
     def run(self) -> None:
         while not self.stopping.is_set():
@@ -49,10 +63,3 @@ class Pruner:
                     self.interval,
                 )
             self.stopping.wait(self.interval)
-
-
-def start_retention(app: Flask, stopping: threading.Event) -> threading.Thread | None:
-    """The app's ``JOB_RETENTION_*`` pass on its own thread (``None``: retention is off)."""
-    ops = settings_of(app).ops
-    days = {"succeeded": ops.retention_succeeded_days, "failed": ops.retention_failed_days}
-    return Pruner(app, days, ops.retention_interval_seconds, stopping).start()

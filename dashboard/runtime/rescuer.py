@@ -1,12 +1,16 @@
-"""Lease recovery: the cleanup tick, and the rescuer thread that runs it on schedule.
+"""Rescue: expired leases given back to the queue (or failed), and the rescuer that does it
+on schedule.
 
-Each one-job thread also runs the tick between jobs, but a thread inside a long handler ticks
-nothing; if every thread of every worker is busy, expired leases would wait for a free thread.
-One rescuer thread per process runs the tick every ``cleanup_interval_seconds`` regardless, so
-a dead worker's job is recovered within about lease + cleanup interval. ``SKIP LOCKED`` keeps
-it and the threads from stepping on each other. After each tick it also analyzes a queue
-table that outgrew its planner statistics tenfold (``store/planner_stats.py``: a burst into a
-nearly empty table would otherwise run on plans made for a page or two).
+:func:`rescue` is one pass of the store's ``cleanup_expired_jobs``: each expired lease requeued
+with a backoff (``timeout_requeued``) or failed when out of attempts. Each one-job thread also
+runs a pass between jobs (its rescue tick), but a thread inside a long handler ticks nothing;
+if every thread of every worker is busy, expired leases would wait for a free thread. So one
+:class:`Rescuer` thread per process (``thread-0``) runs a pass every
+``cleanup_interval_seconds`` regardless, and a dead worker's job is rescued within about
+lease + cleanup interval. ``SKIP LOCKED`` keeps it and the threads from stepping on each
+other. After each pass it also analyzes a queue table that outgrew its planner statistics
+tenfold (``store/planner_stats.py``: a burst into a nearly empty table would otherwise run on
+plans made for a page or two).
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from .threads import ThreadRuntime
 log = logging.getLogger(__name__)
 
 
-def recover_expired(runtime: ThreadRuntime) -> CleanupResult:
-    """Recover up to ``cleanup_batch_size`` expired leases (any worker's) on ``runtime``'s
+def rescue(runtime: ThreadRuntime) -> CleanupResult:
+    """Rescue up to ``cleanup_batch_size`` expired leases (any worker's) on ``runtime``'s
     connection: requeued with a backoff, or failed when out of attempts."""
     settings = runtime.settings
     result = service.cleanup_expired_jobs(
@@ -35,23 +39,23 @@ def recover_expired(runtime: ThreadRuntime) -> CleanupResult:
         backoff_max_seconds=settings.backoff_max_seconds,
         conn=runtime.connection,
     )
-    worker_metrics.recovered(result)  # issue 19
+    worker_metrics.rescued(result)
     if result.count:
         log.info(
-            "%s: cleanup recovered %d expired lease(s): %d requeued, %d failed",
+            "%s: rescued %d expired lease(s): %d requeued, %d failed",
             runtime.worker_id,
             result.count,
             len(result.requeued),
             len(result.failed),
         )
     else:
-        log.debug("%s: cleanup found no expired lease", runtime.worker_id)
+        log.debug("%s: no expired lease to rescue", runtime.worker_id)
     return result
 
 
 def refresh_statistics(runtime: ThreadRuntime) -> list[dict[str, object]]:
     """Analyze the queue tables that outgrew their statistics (usually none); returns them. A
-    database error is logged and left to the next tick (autovacuum analyzes them too)."""
+    database error is logged and left to the next pass (autovacuum analyzes them too)."""
     try:
         grown = planner_stats.analyze_grown(conn=runtime.connection)
     except sa_exc.SQLAlchemyError as error:
@@ -69,21 +73,38 @@ def refresh_statistics(runtime: ThreadRuntime) -> list[dict[str, object]]:
 
 
 class Rescuer:
-    """The process's lease-recovery thread."""
+    """The process's rescue thread (a worker service): a pass every cleanup interval.
 
-    def __init__(self, runtime: ThreadRuntime, stopping: threading.Event) -> None:
+    It ends with the claims: ``runtime.stopping`` (the worker's stop signal) ends its loop, so
+    a stopping worker rescues no more, and :meth:`stop` then only waits for the thread.
+    """
+
+    name = "rescuer"
+
+    def __init__(self, runtime: ThreadRuntime) -> None:
         self.runtime = runtime  # its own worker id, connection and outage backoff
-        self.stopping = stopping
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="thread-0", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop after the pass under way (bounded by its statements), waiting for it a second."""
+        self.runtime.stopping.set()
+        if self.thread is not None:
+            self.thread.join(1.0)
 
     def run(self) -> None:
         runtime = self.runtime
+        stopping = runtime.stopping
         with runtime.holding_connection():
-            while not self.stopping.is_set():
+            while not stopping.is_set():
                 try:
-                    recover_expired(runtime)
+                    rescue(runtime)
                     runtime.backoff.reset()
                 except Exception as error:
-                    runtime.recover(error)
+                    runtime.back_off(error)
                     continue
                 refresh_statistics(runtime)
-                self.stopping.wait(runtime.settings.cleanup_interval_seconds)
+                stopping.wait(runtime.settings.cleanup_interval_seconds)

@@ -121,7 +121,7 @@ class ThreadRuntime:
                 self.holding = False
                 self.close()
 
-    def recover(self, error: Exception) -> None:
+    def back_off(self, error: Exception) -> None:
         """After an error: forget the (maybe broken) connection and wait, capped exponentially."""
         self.drop_connection()
         delay = self.backoff.next()

@@ -45,12 +45,15 @@ class Doorbell:
 
 
 class Listener:
-    """LISTEN on the workers' channel and ring the doorbell for every notification.
+    """A worker service: LISTEN on the workers' channel and ring the doorbell for every
+    notification, until ``stopping`` (the worker's stop signal: idle threads then stop anyway).
 
     ``connect_args``: libpq options of the connection (``database.tcp_connect_args``: TCP
     keepalives and ``tcp_user_timeout``, so that a partition that drops packets ends an idle
     LISTEN connection within a bounded time; the loss is logged, and polling covers the gap).
     """
+
+    name = "listener"
 
     def __init__(
         self,
@@ -64,6 +67,14 @@ class Listener:
         self.doorbell = doorbell
         self.stopping = stopping
         self.connected = threading.Event()  # set while LISTEN is in force (for tests and logs)
+
+    def start(self) -> None:
+        threading.Thread(target=self.run, name=self.name, daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop listening within half a second (its wait for a notification); not waited for:
+        it holds nothing but its own connection, which its thread closes."""
+        self.stopping.set()
 
     def run(self) -> None:
         delay = 0.5

@@ -1,16 +1,23 @@
-"""The worker process: starts the chosen mode's threads, handles signals, shuts down.
+"""The worker process: its claiming threads, its services, signals and shutdown.
+
+The **work** is the threads that claim and run jobs:
 
 - one-job mode (``batch_size`` 1): one :class:`~.one_job.OneJobLoop` per thread;
-- batch mode: :class:`~.batch.BatchExecutor` threads fed by a :class:`~.batch.Dispatcher`, their
-  successes recorded by a :class:`~.batch.Completer`;
-- in both, a :class:`~.rescuer.Rescuer` recovers expired leases on schedule, and with
-  ``listen`` a :class:`~.wakeup.Listener` rings the doorbell when jobs arrive.
+- batch mode: :class:`~.dispatcher.Executor` threads fed by a :class:`~.dispatcher.Dispatcher`,
+  their successes recorded by a :class:`~.completers.BatchCompleter`.
+
+The **services** are the process's other parts, one list (:attr:`Worker.services`), each a
+:class:`Service` the worker starts before the work and stops, in reverse order, after it: the
+progress flusher, the metrics server (``JOB_WORKER_METRICS_PORT``), the LISTEN connection
+that rings the doorbell, the rescuer (expired leases), the pruner (``JOB_RETENTION_*``) and the
+heartbeat (the ``jobs_worker`` row). The listener, the rescuer and the pruner end with the
+claims: they watch the worker's stop signal.
 
 The first SIGINT/SIGTERM stops claiming and lets running handlers finish, and any job already
 claimed with a success (exit 0), for at most ``shutdown_timeout_seconds``
 (``JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS``; 0: no limit): then the attempts still running are
 handed back, requeued at once (:meth:`Worker.hand_back`), and the process exits 0. A second
-signal exits at once, leaving unfinished attempts to lease recovery.
+signal exits at once, leaving unfinished attempts to the rescuer of another worker.
 """
 
 from __future__ import annotations
@@ -24,22 +31,26 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from types import FrameType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from flask import Flask
 from sqlalchemy import exc as sa_exc
 
-from ..config import WorkerSettings, settings_of
+from ..config import OpsSettings, WorkerSettings, settings_of
 from ..database import tcp_connect_args
-from ..ops import pooling  # issue 19: the pooler
+from ..ops import pooling
+from ..ops.worker_metrics import MetricsServer
 from ..store import service
-from .batch import BatchExecutor, Completer, Dispatcher
-from .execution import JobRunner
+from .completers import BatchCompleter, InlineCompleter
+from .dispatcher import Dispatcher, Executor
 from .failures import first_line
 from .handlers import Handler, JobContext, get_handler
 from .heartbeat import Heartbeat
 from .one_job import OneJobLoop
+from .progress import Flusher
+from .pruner import Pruner
 from .rescuer import Rescuer
+from .runner import Runner
 from .threads import RECONNECT_BASE_SECONDS, RECONNECT_MAX_SECONDS, Backoff, ThreadRuntime, make_worker_id
 from .wakeup import Doorbell, Listener
 
@@ -56,113 +67,142 @@ class Held(NamedTuple):
     started_at: datetime  # when its attempt started (now, for one never started): its run_ms
 
 
+class Service(Protocol):
+    """A part of the worker process beside the claiming threads, started and stopped by
+    :class:`Worker` in one place.
+
+    ``start()`` starts it (usually a daemon thread of its own) and returns; ``stop()`` ends it,
+    waiting a bounded time at most (a service with a last thing to do, the heartbeat marking
+    its row stopped, does it there). A service that must stop with the claims watches the
+    worker's stop signal itself.
+    """
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class Worker:
-    """A worker process's threads and its shutdown."""
+    """A worker process's threads, its services and its shutdown."""
 
     def __init__(
         self,
         app: Flask,
         settings: WorkerSettings,
         *,
+        ops: OpsSettings | None = None,
         lookup: Callable[[str], Handler | None] = get_handler,
         reconnect_base_seconds: float = RECONNECT_BASE_SECONDS,
         reconnect_max_seconds: float = RECONNECT_MAX_SECONDS,
     ) -> None:
+        """``settings``: the worker's (``flask worker`` options applied); ``ops``: the
+        operations settings (the app's unless given: metrics port, retention, pooler)."""
         self.app = app
         self.settings = settings
+        self.ops = ops or settings_of(app).ops
         self.stopping = threading.Event()
         self.doorbell = Doorbell()
+        self.flusher = Flusher()
 
-        def backoff() -> Backoff:
-            return Backoff(reconnect_base_seconds, reconnect_max_seconds)
+        def runtime(n: int, *, generic_plans: bool = False) -> ThreadRuntime:
+            backoff = Backoff(reconnect_base_seconds, reconnect_max_seconds)
+            worker_id = make_worker_id(n)
+            return ThreadRuntime(
+                app, settings, worker_id, self.stopping, reconnect=backoff, generic_plans=generic_plans
+            )
 
-        def runtime(n: int) -> ThreadRuntime:
-            return ThreadRuntime(app, settings, make_worker_id(n), self.stopping, reconnect=backoff())
-
+        # The work. Thread numbers: thread-0 is the rescuer, thread-1.. the loops or executors;
+        # in batch mode two more claim for the executors and record their successes.
         threads = range(1, settings.threads + 1)
-        # thread-0 recovers expired leases on schedule; in batch mode two more threads claim
-        # for the executors and record their successes.
-        self.rescuer = Rescuer(runtime(0), self.stopping)
         self.dispatcher: Dispatcher | None = None
-        self.completer: Completer | None = None
-        self.loops: list[OneJobLoop] | list[BatchExecutor]
+        self.completer: BatchCompleter | None = None
+        self.loops: list[OneJobLoop] | list[Executor]
         if settings.batch_size <= 1:
+            generic = pooling.session_settings_ok(app)  # no session SET through a pooler
             self.loops = [
                 OneJobLoop(
-                    app,
-                    settings,
-                    make_worker_id(n),
-                    self.stopping,
+                    runtime(n, generic_plans=generic),
                     lookup=lookup,
-                    reconnect=backoff(),
                     doorbell=self.doorbell,
-                    generic_plans=pooling.session_settings_ok(app),  # no session SET through a pooler
+                    flusher=self.flusher,
                 )
                 for n in threads
             ]
         else:
-            executors = [
-                BatchExecutor(
-                    app, settings, make_worker_id(n), self.stopping, lookup=lookup, reconnect=backoff()
+            dispatcher = Dispatcher(
+                runtime(settings.threads + 1), executors=len(threads), doorbell=self.doorbell
+            )
+            completer_runner = Runner(
+                runtime(settings.threads + 2), InlineCompleter(), lookup=lookup, flusher=self.flusher
+            )
+            completer = BatchCompleter(completer_runner, executors=len(threads), lanes=dispatcher.wants)
+            self.loops = [
+                Executor(
+                    Runner(runtime(n), completer, lookup=lookup, flusher=self.flusher),
+                    dispatcher.ready,
+                    dispatcher.wants,
+                    completer.executor_done,
                 )
                 for n in threads
             ]
-            self.loops = executors
-            self.dispatcher = Dispatcher(
-                settings, runtime(settings.threads + 1), executors, self.stopping, self.doorbell
+            self.dispatcher, self.completer = dispatcher, completer
+        self.runners = [loop.runner for loop in self.loops]  # what hand_back looks at
+
+        # The services, in start order.
+        self.rescuer = Rescuer(runtime(0))
+        self.listener = self.make_listener()
+        self.heartbeat = Heartbeat(app, settings)
+        self.services: list[Service] = [self.flusher]
+        if self.ops.worker_metrics_port:
+            self.services.append(
+                MetricsServer(
+                    self.ops.worker_metrics_port,
+                    self.ops.worker_metrics_host,
+                    listening=self.listening,
+                    threads=settings.threads,
+                )
             )
-            completer_runner = JobRunner(
-                app,
-                settings,
-                make_worker_id(settings.threads + 2),
-                self.stopping,
-                lookup=lookup,
-                reconnect=backoff(),
-            )
-            self.completer = Completer(
-                completer_runner, executors=len(executors), wants=self.dispatcher.wants
-            )
-            for executor in executors:
-                executor.completer = self.completer
-        self.listener: Listener | None = None
-        self.heartbeat = Heartbeat(app, settings)  # the jobs_worker row (issue 17)
+        if self.listener is not None:
+            self.services.append(self.listener)
+        self.services += [self.rescuer, Pruner.from_settings(app, self.ops, self.stopping), self.heartbeat]
+
         self.threads: list[threading.Thread] = []
+        self._started: list[Service] = []  # the services started, in order
         self._forced_by: int | None = None
         self._give_up_at: float | None = None  # monotonic; set by the first signal
 
     def make_listener(self) -> Listener | None:
-        """The LISTEN connection's thread body (not started), or ``None`` to poll: ``listen``
-        off, or behind a pooler without ``DATABASE_DIRECT_URL``. Its connection has the pool's
-        TCP options (keepalives, ``tcp_user_timeout``)."""
+        """The LISTEN service (not started), or ``None`` to poll: ``listen`` off, or behind a
+        pooler without ``DATABASE_DIRECT_URL``. Its connection has the pool's TCP options
+        (keepalives, ``tcp_user_timeout``)."""
         url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
         if url is None:
             return None
-        ops = settings_of(self.app).ops
-        return Listener(url, self.doorbell, self.stopping, connect_args=tcp_connect_args(ops))
+        return Listener(url, self.doorbell, self.stopping, connect_args=tcp_connect_args(self.ops))
+
+    def listening(self) -> bool:
+        """Whether the LISTEN connection is up (the metrics' scrape-time gauge)."""
+        return self.listener is not None and self.listener.connected.is_set()
 
     def start(self) -> None:
-        # Daemon threads: after a second signal the process exits without waiting for them.
-        targets: list[tuple[Callable[..., None], tuple[object, ...]]]
-        if self.dispatcher is None or self.completer is None:
-            targets = [(loop.run, ()) for loop in self.loops if isinstance(loop, OneJobLoop)]
-        else:
-            lanes = (self.dispatcher.ready, self.dispatcher.wants)
-            targets = [(executor.serve, lanes) for executor in self.loops]
-            targets.append((self.dispatcher.run, ()))
-            targets.append((self.completer.run, ()))
+        """Start the services, then the work (daemon threads: after a second signal the
+        process exits without waiting for them)."""
+        for part in self.services:
+            part.start()
+            self._started.append(part)
+        targets: list[Callable[[], None]] = [loop.run for loop in self.loops]
+        if self.dispatcher is not None and self.completer is not None:
+            targets += [self.dispatcher.run, self.completer.run]
         # Python thread names follow the worker ids: thread-1.. the loops (then the dispatcher
-        # and the completer), thread-0 the rescuer; batch mode's lanes are numbered after them.
-        named = [(f"thread-{n}", target, args) for n, (target, args) in enumerate(targets, start=1)]
-        named.append(("thread-0", self.rescuer.run, ()))
+        # and the completer); batch mode's lanes are numbered after them.
         self.threads = [
-            threading.Thread(target=target, args=args, name=name, daemon=True) for name, target, args in named
+            threading.Thread(target=target, name=f"thread-{n}", daemon=True)
+            for n, target in enumerate(targets, start=1)
         ]
-        self.listener = self.make_listener()
-        if self.listener is not None:
-            threading.Thread(target=self.listener.run, name="listener", daemon=True).start()
         for thread in self.threads:
             thread.start()
-        self.heartbeat.start()
         for loop in self.loops:
             log.info("started %s", loop.worker_id)
         if self.dispatcher is not None:
@@ -177,17 +217,31 @@ class Worker:
         self.stopping.set()
         self.doorbell.ring()  # idle loops stop waiting at once
 
+    def stop_services(self) -> None:
+        """Stop every service started, the last started first (once: a second call, or one
+        before :meth:`start`, does nothing)."""
+        started, self._started = self._started, []
+        if not started:
+            return
+        self.stopping.set()
+        for part in reversed(started):
+            try:
+                part.stop()
+            except Exception:  # one service's failure must not keep the others running
+                log.exception("could not stop the %s", part.name)
+
     def alive(self) -> bool:
+        """Whether a claiming thread still runs."""
         return any(thread.is_alive() for thread in self.threads)
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for every thread to end; ``True`` if they all did."""
+        """Wait for the work to end, then stop the services; ``True`` if it all ended."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if self.alive():
             return False
-        self.heartbeat.stop()
+        self.stop_services()
         return True
 
     def run_until_signalled(self) -> int:
@@ -196,7 +250,7 @@ class Worker:
         First signal: stop claiming, let running handlers finish, return 0; once
         ``shutdown_timeout_seconds`` have passed, hand back what still runs and return 0. Second signal:
         return ``128 + signal`` at once (130 for SIGINT, 143 for SIGTERM); the caller exits
-        and the daemon threads die with the process, their attempts left to lease recovery.
+        and the daemon threads die with the process, their attempts left to the rescuers.
         Must run in the main thread (signal handlers).
         """
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -204,7 +258,7 @@ class Worker:
             self.start()
             while self.alive():
                 if self._forced_by is not None:
-                    log.warning("second signal: exiting now, unfinished jobs are left to lease recovery")
+                    log.warning("second signal: exiting now, unfinished jobs are left to the rescuers")
                     return 128 + self._forced_by
                 if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
                     self.hand_back()
@@ -213,7 +267,7 @@ class Worker:
             log.info("worker stopped")
             return 0
         finally:
-            self.heartbeat.stop()  # the row says stopped: a clean exit, or a forced one
+            self.stop_services()  # the heartbeat's row says stopped: a clean exit, or a forced one
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
@@ -221,13 +275,13 @@ class Worker:
         """The shutdown time is up: requeue every attempt still running here, at once.
 
         Each is recorded as a failed attempt with no backoff (``retry_scheduled``, or
-        ``failed`` on its last attempt, exactly as lease recovery would), fenced by owner and
+        ``failed`` on its last attempt, exactly as a rescue would), fenced by owner and
         attempt and written with its event in one statement (``service.fail_job``): an attempt
-        that finished or was recovered meanwhile changes nothing. A handler still running in
+        that finished or was rescued meanwhile changes nothing. A handler still running in
         this process is not interrupted; the process exits right after. In batch mode the jobs
         claimed for an executor that has not started them yet are handed back the same way.
         Returns how many attempts were handed back; one that cannot be recorded is left to
-        lease recovery.
+        the rescuers.
         """
         limit = self.settings.shutdown_timeout_seconds
         handed = 0
@@ -256,7 +310,7 @@ class Worker:
                     )
                 except sa_exc.SQLAlchemyError as db_error:
                     log.warning(
-                        "%s: could not hand back job %s (%s); lease recovery will",
+                        "%s: could not hand back job %s (%s); the rescuer will",
                         ctx.worker_id,
                         ctx.job_id,
                         first_line(db_error),
@@ -277,7 +331,7 @@ class Worker:
         return handed
 
     def _running(self) -> list[JobContext]:
-        return [loop.current for loop in self.loops if loop.current is not None]
+        return [runner.current for runner in self.runners if runner.current is not None]
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

@@ -112,7 +112,7 @@ SPLIT_ESTIMATES = {
     "retrying": _QUEUED + " AND least(attempts, 1) = 1 AND available_at > now()",
 }
 # Running and overdue per type, at most :cap running rows, the oldest leases first (so the
-# overdue ones are always among them): job_timeout_idx in order. Also /metrics' (ops/web_metrics.py).
+# overdue ones are always among them): job_timeout_idx in order. Also /metrics' (read_metrics.py).
 RUNNING_SQL = text(
     """
     SELECT type, count(*) AS running, count(*) FILTER (WHERE locked_until < :now) AS overdue

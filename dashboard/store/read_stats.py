@@ -56,7 +56,7 @@ class StatsPolicy:
     """Exact counts below ``exact_below_rows`` (estimated); above, cached finished totals.
 
     ``on_stale`` is called when the cached totals are older than ``refresh_seconds``
-    (``stats_refresh.policy_of`` points it at the background recount); reads never write.
+    (the web process points it at a background recount, ``ops/recount.py``); reads never write.
     """
 
     exact_below_rows: int

@@ -146,5 +146,5 @@ def prune(
                 break
             stopping.wait(max(pause_seconds, time.monotonic() - started))
     if removed.total_jobs:
-        refresh_finished_counts(wait=True)  # the totals lose the pruned jobs now, not later
+        refresh_finished_counts()  # the totals lose the pruned jobs now, not later
     return removed

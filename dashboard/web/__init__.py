@@ -2,12 +2,27 @@
 
 Every page works as plain HTML links and forms; a request htmx makes (``request.htmx``, from
 htmx-flask) gets only the fragment that changes (polling and in-place swaps). The views read
-through the store's read modules and change state only through its transitions
-(``store.enqueue``, ``store.actions``, ``store.workers.remove``).
+through ``store.read_jobs`` / ``store.read_stats`` and change state only through
+``store.service``. ``GET /metrics`` (:mod:`.metrics`) is registered on the app itself, at the
+root, by the app factory.
 """
 
 # The view modules register their routes on ``bp`` when imported.
-from . import alarm, audit, bulk, errors, events, guards, jobs, overview, rendering, signin, timeline, workers  # noqa: F401
+from . import (  # noqa: F401  # noqa: F401
+    alarm,
+    audit,
+    bulk,
+    errors,
+    events,
+    guards,
+    jobs,
+    metrics,
+    overview,
+    rendering,
+    signin,
+    timeline,
+    workers,
+)
 from .blueprint import bp
 
-__all__ = ["bp"]
+__all__ = ["bp", "metrics"]

@@ -19,7 +19,8 @@ from flask import current_app
 
 from ..config import settings_of
 from ..limits import TYPE_COUNT_CAP
-from ..store import read_health, read_overview, read_stats, read_timeout, stats_refresh
+from ..ops import recount
+from ..store import read_health, read_overview, read_stats, read_timeout
 from ..store import workers as read_workers
 from .blueprint import bp
 from .chart import build_chart
@@ -70,7 +71,7 @@ def overview_context() -> dict[str, Any]:
     current = now()
     start, _ = read_overview.hour_window(current)
     settings = settings_of(current_app)
-    policy = stats_refresh.policy_of(settings)
+    policy = recount.policy_of(settings)
     with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
         totals = _panel(lambda: read_health.finished_totals(current, policy))
         workers = _panel(lambda: read_workers.board(current))

@@ -19,7 +19,8 @@ from flask import current_app
 
 from ..config import settings_of
 from ..limits import PREVIEW_CHARS  # the pages show neither payload nor result: never load them whole
-from ..store import find_jobs, read_timeout, search, stats_refresh
+from ..ops import recount
+from ..store import find_jobs, read_timeout, search
 from ..store.list_columns import JobPage
 from .params import JobFilters
 from .rendering import now
@@ -63,7 +64,7 @@ def list_page(filters: JobFilters) -> ListRead:
         )
         return ListRead(page, [])
     if not filters.q:
-        policy = stats_refresh.policy_of(settings)
+        policy = recount.policy_of(settings)
 
         def read(limit: int, before: object, after: object) -> JobPage:
             return find_jobs.list_jobs(

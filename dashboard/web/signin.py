@@ -25,6 +25,7 @@ from ..auth import ANONYMOUS, Actor, Role
 from ..auth.session import SIGNED_IN_AT, directory_of
 from ..auth.throttle import Throttle, client_address
 from ..config import settings_of
+from ..ops import logs
 from .blueprint import bp
 from .forms import SignInForm, SignOutForm
 from .rendering import is_htmx, safe_next
@@ -70,7 +71,9 @@ def current_actor() -> Actor:
 
 
 def audit_data() -> dict[str, Any]:
-    return current_actor().event_data(SOURCE)
+    """Audit fields for the events a dashboard action records: the door, the user and the
+    request's id."""
+    return current_actor().event_data(SOURCE, **logs.event_fields())
 
 
 def _sign_out_button() -> SignOutForm:

@@ -6,6 +6,7 @@ import pytest
 from werkzeug.security import generate_password_hash
 
 from dashboard import create_app
+from dashboard.auth.credentials import configured_tokens, configured_users
 from dashboard.auth.principals import Directory, Role, token_digest
 from dashboard.config import DEV_SECRET_KEY, ConfigError, Settings
 
@@ -27,9 +28,11 @@ def test_users_and_tokens_parse_from_lists_and_files(tmp_path):
         DASHBOARD_USERS_FILE=str(users_file),
         API_TOKENS=f"ci:operator:{TOKEN}\nmetrics:viewer:sha256:{'ab' * 32}",
     )
-    assert [(u.name, u.role) for u in s.users] == [("alice", "operator"), ("bob", "viewer")]
-    assert [(t.name, t.role) for t in s.api_tokens] == [("ci", "operator"), ("metrics", "viewer")]
-    assert HASH not in repr(s) and TOKEN not in repr(s)  # secrets stay out of reprs and logs
+    users, tokens = configured_users(s), configured_tokens(s)
+    assert [(u.name, u.role) for u in users] == [("alice", "operator"), ("bob", "viewer")]
+    assert [(t.name, t.role) for t in tokens] == [("ci", "operator"), ("metrics", "viewer")]
+    for shown in (repr(s), repr(users), repr(tokens)):  # secrets stay out of reprs and logs
+        assert HASH not in shown and TOKEN not in shown
 
 
 @pytest.mark.parametrize(
@@ -49,13 +52,15 @@ def test_users_and_tokens_parse_from_lists_and_files(tmp_path):
 )
 def test_bad_access_settings_are_start_up_errors(env, message):
     with pytest.raises(ConfigError, match=message):
-        settings(**env)
+        Directory(settings(**env))  # the app factory builds it before anything else
+    with pytest.raises(ConfigError, match=message):
+        create_app({"DATABASE_URL": UNUSED_DB, "AUTO_MIGRATE": "false", **env})
 
 
 def test_errors_never_quote_a_value_that_may_be_the_secret():
     for entry in (f"ci:{TOKEN}:operator", f"{TOKEN}x y:operator:ci", f"ci:operator:{TOKEN[:20]}"):
         with pytest.raises(ConfigError) as refused:
-            settings(API_TOKENS=f"ok:viewer:{'o' * 40},{entry}")
+            Directory(settings(API_TOKENS=f"ok:viewer:{'o' * 40},{entry}"))
         assert "entry 2" in str(refused.value)
         assert TOKEN[:20] not in str(refused.value)
 

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from sqlalchemy import text
 
+from dashboard.config import settings_of
 from dashboard.extensions import db
-from dashboard.ops import web_metrics
-from dashboard.store import enqueue, stats_refresh
+from dashboard.ops import recount
+from dashboard.store import read_metrics, stats_refresh
 from dashboard.store.read_stats import StatsPolicy
 from dashboard.store.values import utcnow
 from tests.factories import make_job
@@ -42,7 +43,7 @@ def test_the_first_scrape_after_an_idle_spell_counts_the_finished_jobs(app):
     """The cached totals were counted while nothing had finished (as at installation, or before
     an idle spell); jobs finished since. The scrape must say how many, not the old zeros."""
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)  # counted: 0 and 0
+        stats_refresh.refresh_finished_counts()  # counted: 0 and 0
     for _ in range(3):
         make_job("succeeded")
     make_job("failed")
@@ -57,17 +58,17 @@ def test_on_a_large_table_cached_totals_too_old_are_left_out_and_recounted(app):
     recount starts. The clock is moved with ``now``."""
     make_job("succeeded")
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)
+        stats_refresh.refresh_finished_counts()
         with db.engine.connect() as conn:
             counted_at = conn.execute(text("SELECT counted_at FROM jobs_finished_counts")).scalar_one()
             recounts: list[int] = []
             large = StatsPolicy(exact_below_rows=0, refresh_seconds=30, on_stale=lambda: recounts.append(1))
 
-            fresh = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=10), large)
+            fresh = read_metrics.finished_totals(conn, counted_at + timedelta(seconds=10), large)
             assert fresh == ({"succeeded": 1, "failed": 0, "cancelled": 0}, counted_at) and recounts == []
-            aging = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=45), large)
+            aging = read_metrics.finished_totals(conn, counted_at + timedelta(seconds=45), large)
             assert aging == ({"succeeded": 1, "failed": 0, "cancelled": 0}, counted_at) and recounts == [1]
-            stale = web_metrics.finished_totals(conn, counted_at + timedelta(seconds=61), large)
+            stale = read_metrics.finished_totals(conn, counted_at + timedelta(seconds=61), large)
             assert stale == ({}, counted_at) and recounts == [1, 1]
 
 
@@ -75,10 +76,11 @@ def test_a_scrape_leaves_out_totals_it_did_not_compute(app, settings):
     make_job("succeeded")
     settings(stats_exact_below_rows=0)  # a large table, as far as the policy goes
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)
+        stats_refresh.refresh_finished_counts()
         with db.engine.connect() as conn:
             counted_at = conn.execute(text("SELECT counted_at FROM jobs_finished_counts")).scalar_one()
-        snap = web_metrics.read_snapshot(now=counted_at + timedelta(days=1))  # a day later
+        policy = recount.policy_of(settings_of(app))
+        snap = read_metrics.read_snapshot(policy, now=counted_at + timedelta(days=1))  # a day later
     assert snap.finished == {}
     assert snap.finished_counted_at == counted_at  # the age gauge still says how old they are
 
@@ -128,11 +130,9 @@ def test_the_alert_rules_include_a_metrics_endpoint_that_stops_answering():
 def test_a_workers_counters_label_only_the_types_it_handles(app):
     """A worker runs whatever type is queued; one it has no handler for (it can only fail it)
     is counted under ``type="other"``, so clients cannot add series to a worker either."""
-    import threading
-
     from dashboard.ops import worker_metrics
-    from dashboard.runtime.one_job import OneJobLoop
-    from tests.worker.helpers import SETTINGS
+    from dashboard.store import enqueue
+    from tests.worker.helpers import SETTINGS, one_job_loop
 
     def sample(name: str, job_type: str) -> float:
         return worker_metrics.REGISTRY.get_sample_value(name, {"type": job_type}) or 0.0
@@ -141,7 +141,7 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
     failed_other = sample("jobqueue_worker_jobs_failed_total", "other")
     enqueue.create_job("client.sent-this-type", max_attempts=1)
     enqueue.create_job("demo.success", {"sleep_seconds": 0})
-    loop = OneJobLoop(app, SETTINGS, "testhost:1:thread-1:5ca1ab1e", threading.Event())
+    loop = one_job_loop(app, SETTINGS, "testhost:1:thread-1:5ca1ab1e")
     assert loop.step() and loop.step()
     assert sample("jobqueue_worker_jobs_started_total", "other") == started_other + 1
     assert sample("jobqueue_worker_jobs_failed_total", "other") == failed_other + 1

@@ -95,7 +95,7 @@ def test_zero_keeps_forever(app):
 def test_the_stats_view_is_recounted_after_a_pass(app):
     for _ in range(3):
         old("succeeded", 10)
-    stats_refresh.refresh_finished_counts(wait=True)
+    stats_refresh.refresh_finished_counts()
     with db.engine.connect() as conn:
         assert conn.execute(text("SELECT succeeded FROM jobs_finished_counts")).scalar_one() == 3
     retention.prune(retention.cutoffs({"succeeded": 7}))
@@ -169,14 +169,16 @@ def test_prune_command_dry_run_then_for_real(app):
 def test_the_workers_retention_thread_prunes(app):
     old("succeeded", 10)
     stopping = threading.Event()
-    thread = Pruner(app, {"succeeded": 7, "failed": 0}, 1.0, stopping).start()
+    pruner = Pruner(app, {"succeeded": 7, "failed": 0}, 1.0, stopping)
+    pruner.start()
     try:
         from tests.waiting import wait_until
 
         wait_until(lambda: counts() == (0, 0), 15, "the retention thread to prune")
     finally:
-        stopping.set()
-        thread.join(10)
+        pruner.stop()
+        assert pruner.thread is not None
+        pruner.thread.join(10)
 
 
 def _script_info(app):

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.ops import web_metrics
-from dashboard.store import stats_refresh, workers
-from dashboard.store.values import utcnow
+from dashboard.store import read_metrics, stats_refresh, workers
+from dashboard.store.read_stats import DEFAULT_POLICY
+from dashboard.store.service import utcnow
 from tests.access.secured import VIEWER_TOKEN, bearer, build
 from tests.factories import make_job, seed_analysed_backlog
 
@@ -31,7 +31,7 @@ def test_queue_gauges_count_known_rows(app):
     make_job("failed")
     make_job("failed", cancelled_at=now, last_error="Cancelled by olga")  # not a failure
     with app.app_context():
-        stats_refresh.refresh_finished_counts(wait=True)
+        stats_refresh.refresh_finished_counts()
     response = scrape_app(app)
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain")
@@ -67,7 +67,7 @@ def test_a_count_past_the_cap_is_flagged(app):
     for _ in range(3):
         make_job("queued")
     with app.app_context():
-        snap = web_metrics.read_snapshot(cap=2)
+        snap = read_metrics.read_snapshot(DEFAULT_POLICY, cap=2)
     assert snap.total("ready") == 2
     assert snap.capped == {"queued": True, "running": False}
 
@@ -85,13 +85,13 @@ def test_one_snapshot_serves_scrapes_within_the_cache_time(app):
 
 @pytest.mark.parametrize(
     ("statement", "index"),
-    [(web_metrics.QUEUED_SQL, "job_claim_idx"), (web_metrics.RUNNING_SQL, "job_timeout_idx")],
+    [(read_metrics.QUEUED_SQL, "job_claim_idx"), (read_metrics.RUNNING_SQL, "job_timeout_idx")],
 )
 def test_gauges_read_partial_indexes_with_a_limit(app, statement, index):
     """Where the cap matters (more rows than it), the gauges walk their index in order under
     the Limit. Planned on an analysed backlog of 20,000 jobs (rolled back) with a cap of 100:
     the real cap of 100,000 would need that many rows, and below the cap a bitmap scan of any
-    partial index on queued rows (job_queued_type_idx) and a small sort is fine."""
+    partial index on queued rows (the overview's job_queued_type_idx) and a small sort is fine."""
     now = utcnow()
     params = {"now": now, "cap": 100}
     with app.app_context(), db.engine.connect() as conn, conn.begin() as transaction:

@@ -51,7 +51,7 @@ def test_worker_metrics_and_json_logs_match_the_work_done(app, start_worker):
     assert value(samples, "jobqueue_worker_listen_connected") == 1
     assert value(samples, "jobqueue_worker_threads") == 2
 
-    stats_refresh.refresh_finished_counts(wait=True)
+    stats_refresh.refresh_finished_counts()
     web = parse(scrape_app(app).get_data(as_text=True))
     assert value(web, "jobqueue_jobs", status="succeeded") == 4
     assert value(web, "jobqueue_jobs", status="failed") == 1

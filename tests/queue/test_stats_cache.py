@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dashboard.extensions import db
+from dashboard.ops import recount
 from dashboard.store import find_jobs, read_stats, stats_refresh, values
 from dashboard.store.read_stats import StatsPolicy
 from tests.factories import make_job
@@ -38,7 +39,7 @@ def test_an_old_count_is_refreshed_in_the_background(app):
     stats_refresh.refresh_finished_counts()
     before = read_stats.stats(values.utcnow(), CACHED).finished_counted_at
     make_job("failed")
-    eager = StatsPolicy(exact_below_rows=0, refresh_seconds=0, on_stale=stats_refresh.refresh_in_background)
+    eager = StatsPolicy(exact_below_rows=0, refresh_seconds=0, on_stale=recount.recount_in_background)
     read_stats.stats(values.utcnow(), eager)  # answers at once with the old count, starts a refresh
 
     def refreshed():
@@ -62,7 +63,7 @@ def test_job_list_count_on_a_large_table_is_a_capped_count_not_the_stats_figures
     stats_refresh.refresh_finished_counts()
     make_job("succeeded")  # after the recount: the list still counts it (it reads no stats)
     settings = app.extensions["jobqueue.settings"]
-    large = stats_refresh.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
+    large = recount.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
     monkeypatch.setattr(read_stats, "large_table_stats", None)  # a list never computes them
     page = find_jobs.list_jobs(limit=10, offset=0, policy=large)
     assert (page.count, page.count_exact, len(page.results)) == (3, True, 3)
@@ -80,7 +81,7 @@ def test_type_filtered_count_on_a_large_table_is_exact_up_to_the_cap_then_estima
         make_job("queued", type="mail.send")
     make_job("failed", type="report.build")
     settings = app.extensions["jobqueue.settings"]
-    large = stats_refresh.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
+    large = recount.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
     exact = find_jobs.list_jobs(limit=2, offset=0, type="MAIL", policy=large)
     assert (exact.count, exact.count_exact, len(exact.results)) == (4, True, 2)
     monkeypatch.setattr(find_jobs, "FILTERED_COUNT_CAP", 2)

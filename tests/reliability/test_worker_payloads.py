@@ -8,7 +8,6 @@ goes on to run the next job: a payload never ends a worker thread.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.store import enqueue
-from tests.worker.helpers import SETTINGS
+from tests.worker.helpers import SETTINGS, one_job_loop
 
 from .helpers import job, story, timeline
 
@@ -97,7 +96,7 @@ REJECTED = [
 
 
 def make_loop(app: Any) -> OneJobLoop:
-    return OneJobLoop(app, SETTINGS, WORKER_ID, threading.Event())
+    return one_job_loop(app, SETTINGS, WORKER_ID)
 
 
 def assert_goes_on(loop: OneJobLoop) -> None:

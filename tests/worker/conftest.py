@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.runtime.progress import Flusher
 from tests.worker_mode import worker_mode_env
 
 from .helpers import wait_until
@@ -106,3 +107,12 @@ def start_worker(libpq_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
     yield start
     for worker in started:
         worker.kill()
+
+
+@pytest.fixture
+def flusher() -> Iterator[Flusher]:
+    """A started progress flusher, as a worker starts it with its services; stopped after."""
+    started = Flusher()
+    started.start()
+    yield started
+    started.stop()

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from flask import Flask
+
 from dashboard.config import WorkerSettings
+from dashboard.runtime.handlers import Handler, get_handler
+from dashboard.runtime.one_job import OneJobLoop
+from dashboard.runtime.progress import Flusher
+from dashboard.runtime.threads import ThreadRuntime
 from dashboard.store import read_jobs, service
 from dashboard.store.records import EventRecord, JobRecord
 from tests.waiting import wait_until
@@ -50,6 +58,20 @@ SETTINGS = WorkerSettings(
     backoff_base_seconds=10,
     backoff_max_seconds=60,
 )
+
+
+def one_job_loop(
+    app: Flask,
+    settings: WorkerSettings,
+    worker_id: str,
+    *,
+    lookup: Callable[[str], Handler | None] = get_handler,
+    flusher: Flusher | None = None,
+) -> OneJobLoop:
+    """A one-job loop of its own thread runtime (a stop signal of its own), as the worker
+    makes them; ``flusher``: a started progress flusher, for tests of the timer."""
+    runtime = ThreadRuntime(app, settings, worker_id, threading.Event())
+    return OneJobLoop(runtime, lookup=lookup, flusher=flusher)
 
 
 def lose_to_another_worker(ctx: Any) -> JobRecord | None:

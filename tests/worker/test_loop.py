@@ -19,13 +19,23 @@ from dashboard.extensions import db
 from dashboard.runtime.failures import ResultNotSerialisable, check_result, describe
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
+from dashboard.runtime.runner import End
 from dashboard.runtime.threads import Backoff, make_worker_id
 from dashboard.runtime.worker import Worker
 from dashboard.store import enqueue, service, values
 from tests.factories import make_job
 from tests.open_access import OPEN_ACCESS
 
-from .helpers import SETTINGS, event_types, events, job, lose_to_another_worker, wait_for_status, wait_until
+from .helpers import (
+    SETTINGS,
+    event_types,
+    events,
+    job,
+    lose_to_another_worker,
+    one_job_loop,
+    wait_for_status,
+    wait_until,
+)
 
 WORKER_ID = "testhost:1:thread-1:0badcafe"
 
@@ -37,9 +47,7 @@ def make_loop(app: Flask, handlers: dict[str, Handler] | None = None, **settings
     def lookup(job_type: str) -> Handler | None:
         return extra.get(job_type) or get_handler(job_type)
 
-    return OneJobLoop(
-        app, WorkerSettings(**{**SETTINGS.__dict__, **settings}), WORKER_ID, threading.Event(), lookup=lookup
-    )
+    return one_job_loop(app, WorkerSettings(**{**SETTINGS.__dict__, **settings}), WORKER_ID, lookup=lookup)
 
 
 def run_one(app: Flask, job_type: str, payload: Any = None, handlers=None, **create: Any):
@@ -166,8 +174,9 @@ def test_flaky_succeeds_on_its_attempt_and_fails_before(app):
     # the retry waits for its backoff: claim it at the time it becomes available
     second = service.claim_next_job(WORKER_ID, lease_seconds=30, now=first.available_at)
     assert second is not None
-    outcome = loop.execute(second)
-    assert outcome.status == "succeeded" and job(first.id).result == {"ok": True, "attempt": 2}
+    outcome = loop.runner.run(second)
+    assert outcome is not None and outcome.end is End.SUCCEEDED
+    assert job(first.id).result == {"ok": True, "attempt": 2}
 
 
 def test_context_reports_progress_and_renews_while_it_owns_the_attempt(app):
@@ -219,9 +228,9 @@ def test_stale_attempt_learns_it_lost_the_job_and_changes_nothing(app):
     created = enqueue.create_job("test.stale").job
     loop = make_loop(app, {"test.stale": hang_then_finish})
     claimed = loop.claim()[0]
-    result = loop.execute(claimed)
+    result = loop.runner.run(claimed)
 
-    assert result.status == "lost"
+    assert result is not None and result.end is End.LOST
     assert outcome["renewed"] is False and outcome["progress"] is False and outcome["lost"] is True
     now = job(created.id)
     assert now.status == "running" and now.attempts == 2 and now.locked_by == "other-worker"
@@ -247,7 +256,7 @@ def test_cleanup_tick_recovers_expired_leases_once_per_interval(app):
 def test_a_stopping_loop_claims_nothing(app):
     created = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     loop = make_loop(app)
-    loop.stopping.set()
+    loop.runtime.stopping.set()
     assert loop.step() is False
     assert job(created.id).status == "queued"
 
@@ -340,7 +349,7 @@ def test_a_running_loop_claims_its_next_job_with_each_success(app):
     try:
         wait_for_status(second.id, "succeeded")
     finally:
-        loop.stopping.set()
+        loop.runtime.stopping.set()
         thread.join(timeout=30)
     assert not thread.is_alive()
     succeeded = next(e for e in events(first.id) if e.type == "succeeded")
@@ -361,7 +370,7 @@ def test_a_job_claimed_with_a_success_still_runs_when_the_worker_stops(app, monk
 
     def then_stop(*args: Any, **kwargs: Any):
         settled = original(*args, **kwargs)
-        loop.stopping.set()  # SIGTERM arrives just after the next job was claimed
+        loop.runtime.stopping.set()  # SIGTERM arrives just after the next job was claimed
         return settled
 
     monkeypatch.setattr(service, "complete_and_claim", then_stop)
@@ -379,22 +388,22 @@ def plan_cache_mode(raw) -> str:
 
 def test_one_job_threads_plan_generically_and_give_the_setting_back(app):
     loop = make_loop(app)
-    loop.generic_plans = True
+    loop.runtime.generic_plans = True
     with app.app_context():
-        raw = loop.connection.connection.driver_connection
+        raw = loop.runtime.connection.connection.driver_connection
         assert plan_cache_mode(raw) == "force_generic_plan"
-        loop.close()
+        loop.runtime.close()
         assert plan_cache_mode(raw) == "auto"  # back in the pool as it came
 
 
 def test_only_one_job_mode_threads_force_generic_plans(app):
     one_job = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2}))
-    assert [loop.generic_plans for loop in one_job.loops] == [True, True]
+    assert [loop.runner.runtime.generic_plans for loop in one_job.loops] == [True, True]
     assert one_job.rescuer.runtime.generic_plans is False
     batch = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2, "batch_size": 4}))
-    assert [loop.generic_plans for loop in batch.loops] == [False, False]
-    assert batch.dispatcher.runtime.generic_plans is False
-    assert batch.completer.runner.generic_plans is False
+    assert [loop.runner.runtime.generic_plans for loop in batch.loops] == [False, False]
+    assert batch.dispatcher is not None and batch.dispatcher.runtime.generic_plans is False
+    assert batch.completer is not None and batch.completer.runner.runtime.generic_plans is False
 
 
 def test_a_huge_traceback_is_capped_in_the_events_keeping_its_start_and_end(app):

@@ -10,7 +10,6 @@ when the handler's own code raised it.
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -22,20 +21,24 @@ from sqlalchemy import Connection
 from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
+from dashboard.runtime.progress import Flusher
+from dashboard.runtime.runner import End
 from dashboard.store import connection, enqueue, values
 from tests.netproxy import proxied_app
 
-from .helpers import SETTINGS, event_types, events, job, wait_until
+from .helpers import SETTINGS, event_types, events, job, one_job_loop, wait_until
 
 WORKER_ID = "testhost:1:thread-1:0ff1ce00"
 
 
-def make_loop(app: Flask, handlers: dict[str, Handler], **settings: Any) -> OneJobLoop:
+def make_loop(
+    app: Flask, handlers: dict[str, Handler], flusher: Flusher | None = None, **settings: Any
+) -> OneJobLoop:
     def lookup(job_type: str) -> Handler | None:
         return handlers.get(job_type) or get_handler(job_type)
 
     worker = WorkerSettings(**{**SETTINGS.__dict__, **settings})
-    return OneJobLoop(app, worker, WORKER_ID, threading.Event(), lookup=lookup)
+    return one_job_loop(app, worker, WORKER_ID, lookup=lookup, flusher=flusher)
 
 
 def backend_pid(conn: Connection) -> int:
@@ -59,7 +62,7 @@ def test_a_renewal_after_the_worker_connection_was_cut_connects_again(app, libpq
     seen: dict[str, Any] = {}
 
     def long_job(ctx: JobContext) -> str:
-        seen["cut"] = cut(libpq_url, loop.connection)
+        seen["cut"] = cut(libpq_url, loop.runtime.connection)
         renewal_due(ctx)
         seen["renewed"] = ctx.renew()
         return "done"
@@ -73,9 +76,9 @@ def test_a_renewal_after_the_worker_connection_was_cut_connects_again(app, libpq
     assert event_types(created.id) == ["created", "claimed", "lease_renewed", "succeeded"]
 
 
-def test_a_progress_report_whose_flush_met_a_cut_connection_is_written_later(app, libpq_url):
+def test_a_progress_report_whose_flush_met_a_cut_connection_is_written_later(app, libpq_url, flusher):
     def reporting_job(ctx: JobContext) -> str:
-        cut(libpq_url, loop.connection)
+        cut(libpq_url, loop.runtime.connection)
         ctx.progress(50, "half")  # the flusher's first try meets the dead connection
         wait_until(
             lambda: "progress" in event_types(ctx.job_id), 15, "the report, written on a new connection"
@@ -83,7 +86,7 @@ def test_a_progress_report_whose_flush_met_a_cut_connection_is_written_later(app
         return "done"
 
     created = enqueue.create_job("test.report").job
-    loop = make_loop(app, {"test.report": reporting_job}, progress_flush_ms=0)
+    loop = make_loop(app, {"test.report": reporting_job}, flusher, progress_flush_ms=0)
     assert loop.step() is True
     assert job(created.id).status == "succeeded"
     timeline = events(created.id)
@@ -134,8 +137,8 @@ def test_a_refused_renewal_that_ends_the_handler_is_not_its_failure(app, refusin
     loop = make_loop(app, {"test.refused": renewing})
     claimed = loop.claim()
     assert [j.id for j in claimed] == [created.id]
-    outcome = loop.execute(claimed[0])
-    assert outcome.status == "abandoned"  # left to lease recovery, not failed by the handler
+    outcome = loop.runner.run(claimed[0])
+    assert outcome is not None and outcome.end is End.ABANDONED  # the rescuer's, not the handler's failure
     still = job(created.id)
     assert still.status == "running" and still.last_error == ""
     assert event_types(created.id) == ["created", "claimed"]

@@ -8,7 +8,6 @@ left is not sent. No timing thresholds: the slow cases poll with a deadline.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -19,20 +18,20 @@ from flask import Flask
 from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
-from dashboard.runtime.progress import flusher
+from dashboard.runtime.progress import Flusher
 from dashboard.store import enqueue, service, values
 
-from .helpers import SETTINGS, event_types, events, job, lose_to_another_worker, wait_until
+from .helpers import SETTINGS, event_types, events, job, lose_to_another_worker, one_job_loop, wait_until
 
 WORKER_ID = "testhost:1:thread-1:feedface"
 
 
-def make_loop(app: Flask, handlers: dict[str, Handler], **settings: Any) -> OneJobLoop:
+def make_loop(app: Flask, handlers: dict[str, Handler], flusher: Flusher, **settings: Any) -> OneJobLoop:
     def lookup(job_type: str) -> Handler | None:
         return handlers.get(job_type) or get_handler(job_type)
 
     worker = WorkerSettings(**{**SETTINGS.__dict__, **settings})
-    return OneJobLoop(app, worker, WORKER_ID, threading.Event(), lookup=lookup)
+    return one_job_loop(app, worker, WORKER_ID, lookup=lookup, flusher=flusher)
 
 
 def transaction_ids(database_url: str, job_id: uuid.UUID) -> dict[int, str]:
@@ -45,13 +44,13 @@ def transaction_ids(database_url: str, job_id: uuid.UUID) -> dict[int, str]:
     return dict(rows)
 
 
-def test_fast_handler_reports_are_coalesced_into_the_settle_statement(app, database_url):
+def test_fast_handler_reports_are_coalesced_into_the_settle_statement(app, database_url, flusher):
     def chatty(ctx: JobContext) -> str:
         assert all(ctx.progress(percent, f"step {percent}") for percent in range(0, 101, 10))
         return "done"
 
     created = enqueue.create_job("test.chatty").job
-    loop = make_loop(app, {"test.chatty": chatty}, progress_flush_ms=60_000)
+    loop = make_loop(app, {"test.chatty": chatty}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
 
     assert job(created.id).status == "succeeded"
@@ -64,7 +63,7 @@ def test_fast_handler_reports_are_coalesced_into_the_settle_statement(app, datab
     assert written_by[progress.id] == written_by[succeeded.id]  # one statement, one transaction
 
 
-def test_the_settle_takes_the_context_back_from_the_flusher(app):
+def test_the_settle_takes_the_context_back_from_the_flusher(app, flusher):
     seen: dict[str, JobContext] = {}
 
     def report(ctx: JobContext) -> str:
@@ -74,7 +73,7 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app):
         return "done"
 
     created = enqueue.create_job("test.report").job
-    loop = make_loop(app, {"test.report": report}, progress_flush_ms=60_000)
+    loop = make_loop(app, {"test.report": report}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
     assert not flusher.is_waiting(seen["ctx"])  # settled: the flusher holds nothing of it
     assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
@@ -104,20 +103,20 @@ def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app)
     assert timeline[2].message == "almost" and timeline[2].worker_id == "w1" and timeline[2].attempt == 1
 
 
-def test_failure_writes_pending_progress_before_the_retry(app):
+def test_failure_writes_pending_progress_before_the_retry(app, flusher):
     def half_then_fail(ctx: JobContext) -> None:
         ctx.progress(50, "half")
         raise RuntimeError("boom")
 
     created = enqueue.create_job("test.half").job
-    loop = make_loop(app, {"test.half": half_then_fail}, progress_flush_ms=60_000)
+    loop = make_loop(app, {"test.half": half_then_fail}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
     timeline = events(created.id)
     assert [e.type for e in timeline] == ["created", "claimed", "progress", "retry_scheduled"]
     assert timeline[2].data == {"percent": 50}
 
 
-def test_slow_handler_report_is_flushed_on_the_timer(app):
+def test_slow_handler_report_is_flushed_on_the_timer(app, flusher):
     seen: dict[str, Any] = {}
 
     def slow(ctx: JobContext) -> str:
@@ -129,14 +128,14 @@ def test_slow_handler_report_is_flushed_on_the_timer(app):
         return "done"
 
     created = enqueue.create_job("test.slow").job
-    loop = make_loop(app, {"test.slow": slow}, progress_flush_ms=20)
+    loop = make_loop(app, {"test.slow": slow}, flusher, progress_flush_ms=20)
     assert loop.step() is True
     assert seen["event"].data == {"percent": 25} and seen["event"].message == "quarter"
     # written once: the settle did not write it again
     assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
 
 
-def test_reports_after_a_flush_are_flushed_again_in_order(app):
+def test_reports_after_a_flush_are_flushed_again_in_order(app, flusher):
     def two_reports(ctx: JobContext) -> str:
         ctx.progress(25, "first")
         wait_until(lambda: "progress" in event_types(ctx.job_id), 15, "the first flush")
@@ -145,14 +144,14 @@ def test_reports_after_a_flush_are_flushed_again_in_order(app):
         return "done"
 
     created = enqueue.create_job("test.twice").job
-    loop = make_loop(app, {"test.twice": two_reports}, progress_flush_ms=20)
+    loop = make_loop(app, {"test.twice": two_reports}, flusher, progress_flush_ms=20)
     assert loop.step() is True
     timeline = events(created.id)
     assert [e.type for e in timeline] == ["created", "claimed", "progress", "progress", "succeeded"]
     assert [e.message for e in timeline[2:4]] == ["first", "second"]
 
 
-def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app):
+def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app, flusher):
     """A context due in a minute puts the flusher to sleep for a minute; one due at once
     must still be written without waiting for it."""
     first = enqueue.create_job("test.later").job
@@ -160,8 +159,8 @@ def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app):
     later = service.claim_next_job(WORKER_ID, lease_seconds=30)
     sooner = service.claim_next_job(WORKER_ID, lease_seconds=30)
     assert later is not None and sooner is not None and {later.id, sooner.id} == {first.id, second.id}
-    slow = JobContext(later, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000)
-    fast = JobContext(sooner, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=0)
+    slow = JobContext(later, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000, flusher=flusher)
+    fast = JobContext(sooner, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=0, flusher=flusher)
     slow.progress(10, "in a minute")
     fast.progress(90, "now")
     written = wait_until(
@@ -172,7 +171,7 @@ def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app):
     assert slow.settle_progress()[0]["message"] == "in a minute" and not flusher.is_waiting(slow)
 
 
-def test_a_lost_attempt_writes_no_progress_at_settle(app):
+def test_a_lost_attempt_writes_no_progress_at_settle(app, flusher):
     outcome: dict[str, Any] = {}
 
     def report_then_lose(ctx: JobContext) -> str:
@@ -181,7 +180,7 @@ def test_a_lost_attempt_writes_no_progress_at_settle(app):
         return "stale"
 
     created = enqueue.create_job("test.lose").job
-    loop = make_loop(app, {"test.lose": report_then_lose}, progress_flush_ms=60_000)
+    loop = make_loop(app, {"test.lose": report_then_lose}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
     assert outcome["progress"] is True  # nothing was known lost when it was called
     assert outcome["other"].id == created.id
@@ -189,7 +188,7 @@ def test_a_lost_attempt_writes_no_progress_at_settle(app):
     assert job(created.id).locked_by == "other-worker"
 
 
-def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app):
+def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app, flusher):
     outcome: dict[str, Any] = {}
 
     def lose_then_report(ctx: JobContext) -> str:
@@ -200,7 +199,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app):
         return "stale"
 
     created = enqueue.create_job("test.late").job
-    loop = make_loop(app, {"test.late": lose_then_report}, progress_flush_ms=20)
+    loop = make_loop(app, {"test.late": lose_then_report}, flusher, progress_flush_ms=20)
     assert loop.step() is True
     assert outcome["progress"] is False
     assert "progress" not in event_types(created.id)

@@ -1,5 +1,5 @@
-"""Batch mode's queue of jobs claimed ahead (``runtime/batch.Ready``), on its own: no process,
-no database."""
+"""Batch mode's queue of jobs claimed ahead (``runtime/dispatcher.Ready``), on its own: no
+process, no database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from dashboard.runtime.batch import CLAIM_AHEAD, Ready, lane_ids
+from dashboard.runtime.dispatcher import CLAIM_AHEAD, Ready, lane_ids
 from dashboard.store.records import JobRecord
 from tests.factories import record
 
@@ -23,7 +23,7 @@ def claimed(job_id: uuid.UUID, attempt: int, until: datetime) -> JobRecord:
 
 def test_a_job_claimed_again_while_its_old_attempt_waits_is_a_second_entry():
     """Recovered while it waited and claimed again by the same process: each attempt keeps
-    its own lease, and taking the old one does not take the new one's (issue 20 review)."""
+    its own lease, and taking the old one does not take the new one's."""
     ready = Ready()
     job_id = uuid.uuid4()
     first, second = (
@@ -60,7 +60,7 @@ def test_a_lease_found_lost_is_not_renewed_again_and_a_kept_one_is_started_with(
 
 def test_a_process_has_its_threads_and_two_batches_of_lanes():
     """One attempt per lane bounds what a process holds: threads + 2 x batch size, of which at
-    most 2 x batch size wait claimed ahead while every thread is busy (issue 20)."""
+    most 2 x batch size wait claimed ahead while every thread is busy."""
     ids = lane_ids(replace(SETTINGS, threads=3, batch_size=4))
     assert CLAIM_AHEAD == 2 and len(ids) == 3 + 2 * 4 == len(set(ids))
     numbers = [int(lane.split(":")[2].removeprefix("thread-")) for lane in ids]
