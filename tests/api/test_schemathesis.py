@@ -31,8 +31,8 @@ from schemathesis.config import SchemathesisConfig
 from dashboard import create_app
 from dashboard.api.openapi import BEARER
 from dashboard.extensions import db
-from tests.access.secured import OPERATOR_TOKEN, build
-from tests.open_access import OPEN_ACCESS
+from tests.support.open_access import OPEN_ACCESS
+from tests.support.secured import OPERATOR_TOKEN, build
 
 MAX_EXAMPLES = int(os.environ.get("API_FUZZ_MAX_EXAMPLES", "25"))
 _SEED = os.environ.get("API_FUZZ_SEED", "20260621")
