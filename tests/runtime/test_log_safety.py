@@ -10,7 +10,7 @@ from dashboard.logsafe import SafeFormatter, escape_control
 from dashboard.store import enqueue
 from tests.support.worker_loop import wait_for_status
 
-FORGED = "2026-01-01 00:00:00,000 INFO    [thread-1] dashboard.runtime.execution: FORGED"
+FORGED = "2026-01-01 00:00:00,000 INFO    [thread-1] dashboard.runtime.runner: FORGED"
 
 
 def test_escape_control_keeps_text_on_one_line():
