@@ -81,7 +81,7 @@ def test_an_attacker_cannot_lock_a_user_out(secured_app, hash_checks):
     """Wrong passwords for a name from one address, however many, leave the user's own
     address alone: the right password from there is checked and signs in."""
     attacker = secured_app.test_client()
-    for _ in range(3 * PAIR_LIMIT):  # one a minute for ever, in the issue's words
+    for _ in range(3 * PAIR_LIMIT):  # a slow, patient guesser: one a minute for ever
         attempt(attacker, "olga", "wrong", address="10.6.6.6")
     assert len(hash_checks) == PAIR_LIMIT
 

@@ -41,8 +41,8 @@ ROUNDS = 5
 
 def start_together_and_use(env: dict[str, str], logs: Path, name: str) -> None:
     """gunicorn -w 2 and a flask worker at the same moment; health within 30 s; a demo.success
-    job created through the API succeeds (within a minute: the issue bounds only the health
-    check, and a loaded 2-core machine is slow to start the worker); then both stop (SIGTERM)
+    job created through the API succeeds (within a minute: only the health check has a bound
+    of its own, and a loaded 2-core machine is slow to start the worker); then both stop (SIGTERM)
     and exit. A failure shows the tail of both processes' output."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.process
 
 
 def test_a_job_whose_lease_keeps_expiring_holds_one_thread_and_other_jobs_still_run(app, start_worker):
-    # The repro: an hour-long sleep that never renews, retried for ever. Its higher
+    # The capture case: an hour-long sleep that never renews, retried for ever. Its higher
     # priority makes it the first pick of every free thread whenever it is queued, so without
     # the rule the second thread is captured too and the later job never runs.
     poison = enqueue.create_job(
