@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                     jobs_s(rate),
                     f"{rate / base:.2f}",
                 )
-        # The rows, each with its same-run ratio.
+        # The rows the targets are judged by, each with its same-run ratio.
         top = max(sizes.threads)
         noop_one = drained[f"one-job/{top}"]
         noop_batch = drained[f"batch/{top}"]

@@ -12,11 +12,10 @@ from sqlalchemy import text
 
 from . import limits
 from .auth.principals import Directory
-from .config import ConfigError, Settings
+from .config import PROJECT_ROOT, ConfigError, Settings
 from .database import (
     MIGRATION_LOCK_KEY,
     MIGRATIONS_DIR,
-    PROJECT_ROOT,
     engine_options,
     ping_when_suspect,
     resolve_url,

@@ -16,8 +16,9 @@ import sys
 from typing import Any
 
 import click
-from flask import Flask, current_app
+from flask import Flask
 from flask.cli import with_appcontext
+from flask.globals import app_ctx
 from flask.logging import default_handler
 
 from .config import OpsSettings, WorkerSettings
@@ -55,7 +56,7 @@ def setting_option(spec: dataclasses.Field[Any]) -> click.Option:
     if parser is read_bool:
         return click.Option([f"{flag}/--no-{flag[2:]}", spec.name], default=None, help=help_text)
     if parser is read_int:
-        kind: click.ParamType = click.IntRange(bounds.get("minimum"), bounds.get("maximum"))
+        kind: click.ParamType[Any] = click.IntRange(bounds.get("minimum"), bounds.get("maximum"))
         return click.Option([flag, spec.name], type=kind, help=help_text)
     if parser is read_number:
         kind = click.FloatRange(bounds.get("minimum"), bounds.get("maximum"))
@@ -106,7 +107,7 @@ def worker_command(**options: Any) -> None:
     from .runtime.handlers import registered_types
     from .runtime.worker import Worker, settings_banner
 
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = app_ctx.app  # the app itself, not the proxy: it is kept past this context
     given = {name: value for name, value in options.items() if value is not None}
     ops_fields = {spec.name for spec in dataclasses.fields(OpsSettings)}
     app_settings = settings_of(app)

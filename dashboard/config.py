@@ -359,4 +359,5 @@ def secret_key_is_strong(key: str) -> bool:
 
 def settings_of(app: Flask) -> Settings:
     """The :class:`Settings` the app was built with."""
-    return app.extensions["jobqueue.settings"]
+    settings: Settings = app.extensions["jobqueue.settings"]
+    return settings

@@ -186,8 +186,10 @@ def values_from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]
             default = values[default_from]
         elif spec.default is not MISSING:
             default = spec.default
+        elif spec.default_factory is not MISSING:
+            default = spec.default_factory()
         else:
-            default = spec.default_factory()  # type: ignore[misc]
+            raise TypeError(f"{cls.__name__}.{spec.name} is read from {meta['env']} and needs a default")
         values[spec.name] = meta["parser"](source, meta["env"], default, **options)
     return values
 

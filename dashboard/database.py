@@ -63,14 +63,14 @@ def embedded_url(instance_path: str) -> str:
     """
     os.makedirs(instance_path, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", ensure_runtime_dir())
-    import pgserver  # imported late: only the embedded mode needs it
+    from pgserver import postgres_server  # imported late: only the embedded mode needs it
 
     pgdata = (Path(instance_path) / "pgdata").resolve()
     pgdata.mkdir(exist_ok=True)
     forget_dead_processes(pgdata)
     # cleanup_mode="stop": pgserver counts the processes attached (web, worker, a flask
     # command) and the last one to exit stops the server; no orphan postgres is left behind.
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server = postgres_server.get_server(pgdata, cleanup_mode="stop")
     # Registered after pgserver's own exit handler, so it runs first (atexit is LIFO): a process
     # that was killed (SIGKILL) never removed itself from the count, and would keep the last
     # live process from stopping the server.
@@ -110,14 +110,13 @@ def forget_dead_processes(pgdata: Path) -> list[int]:
     that 5 s after SIGTERM) never removes itself, and the server would then outlive every
     project process. Done under pgserver's inter-process lock; returns the pids kept.
     """
-    import psutil
     from pgserver.postgres_server import PostgresServer
     from pgserver.utils import DiskList
 
     pids = DiskList(pgdata / ".handle_pids.json")
     with PostgresServer._lock:
         attached = pids.get()
-        alive = [pid for pid in attached if pid == os.getpid() or _running(psutil, pid)]
+        alive = [pid for pid in attached if pid == os.getpid() or _running(pid)]
         if alive != attached:
             gone = sorted(set(attached) - set(alive))
             log.info("embedded PostgreSQL: forgetting exited process(es) %s", gone)
@@ -125,7 +124,9 @@ def forget_dead_processes(pgdata: Path) -> list[int]:
     return alive
 
 
-def _running(psutil: Any, pid: int) -> bool:
+def _running(pid: int) -> bool:
+    import psutil  # imported late, as pgserver is: only the embedded mode needs it
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -163,7 +164,7 @@ def engine_options(settings: Settings) -> dict[str, object]:
     pings only a connection that may have gone stale.
     """
     options: dict[str, object] = {
-        "pool_size": max(5, settings.worker.threads + 5),
+        "pool_size": pool_size(settings),
         "max_overflow": POOL_OVERFLOW,
         "pool_timeout": 10,
         # A host that drops packets must not hang a health check or a worker for minutes.
@@ -214,10 +215,14 @@ def pooled_connect_args(ops: OpsSettings) -> dict[str, object]:
     return {"prepare_threshold": None} if ops.database_pooled else {}
 
 
+def pool_size(settings: Settings) -> int:
+    """The connections the pool keeps: one per worker thread, and five more."""
+    return max(5, settings.worker.threads + 5)
+
+
 def pool_capacity(settings: Settings) -> int:
     """How many connections the pool can hand out at once."""
-    options = engine_options(settings)
-    return int(options["pool_size"]) + int(options["max_overflow"])  # type: ignore[call-overload]
+    return pool_size(settings) + POOL_OVERFLOW
 
 
 # A pooled connection is pinged at checkout only when it may be stale: it sat idle longer than

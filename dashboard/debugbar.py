@@ -17,6 +17,8 @@ Contract:
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from flask import Flask, Response, abort, request
 from flask.globals import request_ctx
 from flask_debugtoolbar import DebugToolbarExtension
@@ -53,7 +55,7 @@ def can_build_urls() -> bool:
     return request_ctx.url_adapter is not None
 
 
-def _gone(**_: object) -> None:
+def _gone(**_: object) -> NoReturn:
     abort(404)
 
 

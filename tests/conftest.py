@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
-from tests.open_access import OPEN_ACCESS
+from tests.support.open_access import OPEN_ACCESS
 
 
 def _admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -9,6 +9,7 @@ JSON, not forms with a session cookie; they authenticate with bearer tokens, see
 ``CORS_ALLOWED_ORIGINS`` (and localhost origins when ``DEBUG``).
 """
 
+from flask import Flask
 from flask.blueprints import BlueprintSetupState
 
 from ..extensions import csrf
@@ -19,8 +20,10 @@ from .blueprint import bp, routes
 def _install_cors(state: BlueprintSetupState) -> None:
     from ..config import settings_of
 
-    settings = settings_of(state.app)
-    errors.install_cors(state.app, settings.cors_allowed_origins, development=settings.debug)
+    app = state.app
+    assert isinstance(app, Flask)  # a blueprint is registered on a Flask app, never a bare sansio one
+    settings = settings_of(app)
+    errors.install_cors(app, settings.cors_allowed_origins, development=settings.debug)
 
 
 errors.register(bp)

@@ -76,7 +76,8 @@ def _log_refusal(reason: str) -> None:
 
 
 def current_actor() -> Actor:
-    return g.get("api_actor", ANONYMOUS)
+    actor: Actor = g.get("api_actor", ANONYMOUS)
+    return actor
 
 
 def audit_data() -> dict[str, object]:

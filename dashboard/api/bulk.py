@@ -80,7 +80,9 @@ class BulkAnswer(BaseModel):
     count: int = Field(description="Jobs changed, or with dry_run selected now.")
 
 
-def _bulk(action: str, body: BulkAction | BulkRetry | BulkDelete) -> Response:
+def _bulk(
+    action: Literal["retry", "cancel", "run_now", "delete"], body: BulkAction | BulkRetry | BulkDelete
+) -> Response:
     wanted = ACTION_STATUS[action]
     if wanted and body.status is not None and body.status != wanted:
         raise validation_error({"status": [f"This action only touches {wanted} jobs."]})
@@ -96,7 +98,7 @@ def _bulk(action: str, body: BulkAction | BulkRetry | BulkDelete) -> Response:
         count = actions.count(action, selection)
     else:
         count = actions.run(action, selection, event_data=audit_data()).changed
-    return json_response(BulkAnswer(action=action, dry_run=body.dry_run, count=count))  # type: ignore[arg-type]
+    return json_response(BulkAnswer(action=action, dry_run=body.dry_run, count=count))
 
 
 _REPLIES = {200: Reply("The count (dry run) or the number of jobs changed.", BulkAnswer)}

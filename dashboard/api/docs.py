@@ -65,7 +65,8 @@ def type_of(schema: dict[str, Any] | None) -> str:
     if not schema:
         return "any JSON"
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        ref: str = schema["$ref"]
+        return ref.rsplit("/", 1)[-1]
     if "anyOf" in schema:
         return " | ".join(type_of(option) for option in schema["anyOf"])
     if "enum" in schema:

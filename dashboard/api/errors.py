@@ -15,6 +15,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from ..paths import API_PREFIX, is_api_path
 
@@ -80,7 +81,7 @@ def handle_api_error(exc: ApiError) -> Response:
     return response
 
 
-def handle_http_exception(exc: HTTPException) -> HTTPException | Response:
+def handle_http_exception(exc: HTTPException) -> HTTPException | WerkzeugResponse:
     """JSON for ``/api/`` paths, keeping the status and headers (``Allow`` on a 405)."""
     if not is_api_request() or exc.code is None:
         return exc

@@ -9,15 +9,17 @@ instant is unknowable), non-finite numbers and absurdly deep documents.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from annotated_types import Ge, Le
+from annotated_types import Ge, GroupedMetadata, Le
 from pydantic import (
     AfterValidator,
     BeforeValidator,
     GetJsonSchemaHandler,
-    StrictInt,
+    Strict,
     StringConstraints,
     WithJsonSchema,
 )
@@ -130,9 +132,22 @@ def _integral_number(value: Any) -> Any:
     return value
 
 
-def Integer(*, ge: int, le: int) -> Any:
-    """A JSON integer in ``[ge, le]``: strict (no ``"5"``, no ``true``), but ``5.0`` counts."""
-    return Annotated[StrictInt, Ge(ge), Le(le), BeforeValidator(_integral_number)]
+@dataclass(frozen=True, slots=True)
+class Integer(GroupedMetadata):
+    """A JSON integer in ``[ge, le]``: strict (no ``"5"``, no ``true``), but ``5.0`` counts.
+
+    Rules for ``Annotated[int, Integer(ge=1, le=10)]`` (pydantic unpacks grouped metadata), so
+    the type checker sees the field's type, ``int``.
+    """
+
+    ge: int
+    le: int
+
+    def __iter__(self) -> Iterator[object]:
+        yield Strict()
+        yield Ge(self.ge)
+        yield Le(self.le)
+        yield BeforeValidator(_integral_number)
 
 
 class _Documented:
@@ -176,10 +191,17 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 """Schemas the field types refer to, for the OpenAPI document's ``components``."""
 
 
-def Text(*, min_length: int | None = None, max_length: int | None = None) -> Any:
-    """A string PostgreSQL can store, with length bounds."""
-    constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
-    return Annotated[str, constraints, AfterValidator(_storable_text), _Documented(pattern=NO_NUL)]
+@dataclass(frozen=True, slots=True)
+class Text(GroupedMetadata):
+    """A string PostgreSQL can store, with length bounds: ``Annotated[str, Text(max_length=9)]``."""
+
+    min_length: int | None = None
+    max_length: int | None = None
+
+    def __iter__(self) -> Iterator[object]:
+        yield from StringConstraints(strict=True, min_length=self.min_length, max_length=self.max_length)
+        yield AfterValidator(_storable_text)
+        yield _Documented(pattern=NO_NUL)
 
 
 def _type_characters(value: str) -> str:
@@ -189,17 +211,20 @@ def _type_characters(value: str) -> str:
     return value
 
 
-def TypeName(*, min_length: int, max_length: int) -> Any:
+@dataclass(frozen=True, slots=True)
+class TypeName(GroupedMetadata):
     """A job type: storable text of ``min_length`` to ``max_length`` characters, without control
-    or invisible formatting characters (``limits.type_problem``; the pattern publishes it)."""
-    constraints = StringConstraints(strict=True, min_length=min_length, max_length=max_length)
-    return Annotated[
-        str,
-        constraints,
-        AfterValidator(_storable_text),
-        AfterValidator(_type_characters),
-        _Documented(pattern=TYPE_PATTERN),
-    ]
+    or invisible formatting characters (``limits.type_problem``; the pattern publishes it).
+    Used as ``Annotated[str, TypeName(min_length=1, max_length=200)]``."""
+
+    min_length: int
+    max_length: int
+
+    def __iter__(self) -> Iterator[object]:
+        yield from StringConstraints(strict=True, min_length=self.min_length, max_length=self.max_length)
+        yield AfterValidator(_storable_text)
+        yield AfterValidator(_type_characters)
+        yield _Documented(pattern=TYPE_PATTERN)
 
 
 AwareDatetime = Annotated[

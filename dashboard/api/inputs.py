@@ -55,9 +55,9 @@ from .fields import AwareDatetime, Integer, JsonObject, Text, TypeName
 # the default MAX_CONTENT_LENGTH (1 MiB).
 BULK_MAX_JOBS = 1000
 
-JobType = TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)
-IdempotencyKey = Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)
-TypeFilter = Text(max_length=TYPE_MAX_LENGTH)
+JobType = Annotated[str, TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)]
+IdempotencyKey = Annotated[str, Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
+TypeFilter = Annotated[str, Text(max_length=TYPE_MAX_LENGTH)]
 
 
 def types_strict() -> bool:
@@ -107,14 +107,14 @@ class CreateJob(BaseModel):
     payload: JsonObject | None = Field(
         default=None, description="Handler input, a JSON object. Null or omitted: {}."
     )
-    priority: Integer(ge=PRIORITY_MIN, le=PRIORITY_MAX) | None = Field(
+    priority: Annotated[int, Integer(ge=PRIORITY_MIN, le=PRIORITY_MAX)] | None = Field(
         default=DEFAULT_PRIORITY, description="Higher is claimed first. Null or omitted: 50."
     )
     available_at: AwareDatetime | None = Field(
         default=None,
         description="Earliest time a worker may claim the job, with an offset. Null or omitted: now.",
     )
-    max_attempts: Integer(ge=1, le=INT_MAX) | None = Field(
+    max_attempts: Annotated[int, Integer(ge=1, le=INT_MAX)] | None = Field(
         default=None,
         description="Attempts before the job fails for good. Null or omitted: the worker default.",
     )
@@ -166,7 +166,7 @@ def _searchable(value: str) -> str:
     return value
 
 
-SearchText = Annotated[Text(max_length=Q_MAX_LENGTH), AfterValidator(_searchable)]
+SearchText = Annotated[str, Text(max_length=Q_MAX_LENGTH), AfterValidator(_searchable)]
 """``q``: any text of up to ``Q_MAX_LENGTH`` characters but a payload search no payload can match."""
 
 
@@ -203,9 +203,9 @@ class JobListQuery(BaseModel):
     q: SearchText | None = Field(
         default=None,
         description=(
-            "Search (extension, issue 17): a full id or an id prefix of 4+ hex digits, an idempotency "
-            "key, words or fragments of any job's last_error (a host name, a dotted name or a path "
-            "matches by its parts in order, the last a prefix), or a payload match (key=value, a.b=1, "
+            "Search (an extension of the reference): a full id or an id prefix of 4+ hex digits, an "
+            "idempotency key, words or fragments of any job's last_error (a host name, a dotted name or a "
+            "path matches by its parts in order, the last a prefix), or a payload match (key=value, a.b=1, "
             "or a JSON object the payload contains; reads the newest 10,000 jobs of the filter). Text "
             "that is not a valid payload search is searched as text; blank text is no search. A payload "
             "search for a value no payload can hold (NaN, Infinity, a number out of range like 1e999, an "

@@ -18,8 +18,9 @@ from __future__ import annotations
 from flask import Flask
 
 from ..config import Settings
+from ..roles import Role
 from . import commands, headers, session
-from .principals import ANONYMOUS, Actor, Directory, Role
+from .principals import ANONYMOUS, Actor, Directory
 from .throttle import Throttle, parse_trusted
 
 

@@ -8,8 +8,9 @@ import sys
 import click
 from flask import Flask
 
+from ..roles import Role
 from .credentials import NAME_PATTERN
-from .principals import Role, hash_password, new_token, token_digest
+from .principals import hash_password, new_token, token_digest
 
 ROLE_CHOICE = click.Choice([role.value for role in Role])
 

@@ -65,13 +65,13 @@ class SessionCookies(SecureCookieSessionInterface):
 
 
 def directory_of(app: Flask) -> Directory:
-    return app.extensions["jobqueue.directory"]
+    directory: Directory = app.extensions["jobqueue.directory"]
+    return directory
 
 
 SIGNED_IN_AT = "signed_in_at"  # session key: when the user signed in (Unix seconds)
 
 
-@login_manager.user_loader
 def load_user(session_id: str) -> User | None:
     """The signed-in user, unless the session outlived ``SESSION_LIFETIME_HOURS`` since the
     sign-in itself: a session kept alive by polling, or a copied cookie, still ends then."""
@@ -80,6 +80,9 @@ def load_user(session_id: str) -> User | None:
     if not isinstance(signed_in_at, int) or not 0 <= time.time() - signed_in_at <= lifetime:
         return None
     return directory_of(current_app).user_for_session(session_id)
+
+
+login_manager.user_loader(load_user)  # registered by a call: Flask-Login's decorator is untyped
 
 
 def init_app(app: Flask, settings: Settings) -> None:

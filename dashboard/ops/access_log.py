@@ -10,10 +10,16 @@ atom gets gunicorn's own atoms, unchanged. ``gunicorn.conf.py`` sets it as ``log
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gunicorn.glogging import Logger
+
+if TYPE_CHECKING:
+    from gunicorn.glogging import _AtomsDict
+    from gunicorn.http import Request
+    from gunicorn.http.wsgi import Response
 
 # What gunicorn's plain atoms read from the environ (h, u, r, m, U, q, H, f, a); ``u`` is the
 # user name of Basic authorisation, never the password.
@@ -33,11 +39,16 @@ _PLAIN = (
 class AccessLog(Logger):
     """gunicorn's ``Logger``; access-log atoms built only from what the format can name."""
 
-    def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: timedelta) -> dict[str, Any]:
+    def atoms(
+        self, resp: Response, req: Request, environ: MutableMapping[str, Any], request_time: timedelta
+    ) -> _AtomsDict:
         if "{" in self.cfg.access_log_format:  # names a header or environ atom: gunicorn's own
             return super().atoms(resp, req, environ, request_time)
         plain = {key: environ[key] for key in _PLAIN if key in environ}
-        return super().atoms(_Outcome(resp), (), plain, request_time)
+        # The plain atoms read the response's status and bytes sent, and nothing of the request:
+        # a stand-in with those, and no request headers to copy.
+        outcome, no_headers = cast("Response", _Outcome(resp)), cast("Request", ())
+        return super().atoms(outcome, no_headers, plain, request_time)
 
 
 class _Outcome:

@@ -59,7 +59,9 @@ class JsonLines(JsonFormatter):
             reserved_attrs=[*_RESERVED, "taskName"],
         )
 
-    def add_fields(self, log_record: dict[str, Any], record: logging.LogRecord, message: dict) -> None:
+    def add_fields(
+        self, log_record: dict[str, Any], record: logging.LogRecord, message: dict[str, Any]
+    ) -> None:
         log_record["time"] = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         log_record["level"] = record.levelname
         log_record["logger"] = record.name

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from flask import current_app
+from flask.globals import app_ctx
 
 from ..config import Settings
 from ..store import stats_refresh
@@ -34,7 +34,7 @@ def recount_in_background() -> bool:
     started. Needs an application context (the thread gets one of the same app)."""
     if not _running.acquire(blocking=False):
         return False
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = app_ctx.app  # the app itself, not the proxy: it is kept past this context
 
     def recount() -> None:
         try:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Literal
 
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from flask import Flask
+from sqlalchemy import Connection, text
 
 UPGRADE_COMMAND = "flask --app wsgi db upgrade"
 
@@ -37,7 +39,7 @@ def script_head() -> str:
 
 @dataclass(frozen=True)
 class SchemaState:
-    state: str  # "current" | "behind" | "ahead"
+    state: Literal["current", "behind", "ahead"]
     database: str | None  # the database's revision (None: never migrated)
     head: str  # this code's head
 
@@ -54,7 +56,7 @@ class SchemaState:
         return f"schema at {at}, this code needs {self.head}: run `{UPGRADE_COMMAND}`"
 
 
-def schema_state(conn) -> SchemaState:
+def schema_state(conn: Connection) -> SchemaState:
     """Read ``alembic_version`` on ``conn`` (a SQLAlchemy connection); raises if unreachable."""
     head = script_head()
     exists = conn.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
@@ -78,7 +80,7 @@ def current_state() -> SchemaState:
         return schema_state(conn)
 
 
-def require_current(app) -> None:
+def require_current(app: Flask) -> None:
     """Refuse to run code against an older schema (``flask worker``): a ``click`` error."""
     import click
 

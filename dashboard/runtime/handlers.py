@@ -229,7 +229,7 @@ class JobContext:
             return True
         try:
             self._flush(retry=True)
-            if self._lost:
+            if self.lost:  # the flush may have found the attempt lost
                 return False
             job, lease = self.job, self.lease_seconds
             locked_until = self._write(

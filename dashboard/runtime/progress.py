@@ -22,13 +22,15 @@ import threading
 import time
 from typing import Any, Protocol
 
-from flask import Flask, current_app, has_app_context
+from flask import Flask, has_app_context
+from flask.globals import app_ctx
 
 
 class JobContext(Protocol):
     """What the flusher needs of ``handlers.JobContext``."""
 
-    job_id: Any
+    @property
+    def job_id(self) -> Any: ...
 
     @property
     def needs_app(self) -> bool: ...
@@ -88,7 +90,7 @@ class Flusher:
         The flush runs in the application context of the caller (a write may have to connect
         again, or take a connection from the pool).
         """
-        app = current_app._get_current_object() if ctx.needs_app and has_app_context() else None  # type: ignore[attr-defined]
+        app = app_ctx.app if ctx.needs_app and has_app_context() else None  # the app itself, not the proxy
         self._put(ctx, delay, app)
 
     def _put(self, ctx: JobContext, delay: float, app: Flask | None) -> None:

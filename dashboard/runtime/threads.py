@@ -45,7 +45,7 @@ class Backoff:
         self.base, self.cap, self.failures = base, cap, 0
 
     def next(self) -> float:
-        delay = min(self.base * 2 ** min(self.failures, 32), self.cap)
+        delay = min(self.base * 2.0 ** min(self.failures, 32), self.cap)
         self.failures += 1
         return delay
 

@@ -92,7 +92,11 @@ def release_worker(conn: Connection) -> None:
 
 
 def raw_connection(conn: Connection) -> psycopg.Connection[Any]:
-    return conn.connection.driver_connection
+    """The psycopg connection under ``conn``; ``RuntimeError`` if ``conn`` was closed."""
+    driver: psycopg.Connection[Any] | None = conn.connection.driver_connection
+    if driver is None:
+        raise RuntimeError("the connection is closed: no psycopg connection under it")
+    return driver
 
 
 @contextmanager
@@ -114,7 +118,7 @@ class _Compiled:
 
 
 _compiled: dict[int, _Compiled] = {}
-_PSYCOPG = postgresql.psycopg.dialect()
+_PSYCOPG = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialects are unannotated
 
 
 def _compile(statement: TextClause) -> _Compiled:
@@ -132,7 +136,7 @@ def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[st
     """psycopg's ``dict_row`` without ``cursor.description``: that builds a ``Column`` object
     per column on every statement, measurable on a worker's hot path (docs/benchmarks.md)."""
     result = cursor.pgresult
-    names = [result.fname(i).decode() for i in range(result.nfields)] if result is not None else []
+    names = [(result.fname(i) or b"").decode() for i in range(result.nfields)] if result is not None else []
 
     def make(values: Sequence[Any]) -> dict[str, Any]:
         return dict(zip(names, values, strict=True))

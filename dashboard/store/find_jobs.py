@@ -23,7 +23,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    ColumnClause,
     ColumnElement,
+    CompoundSelect,
     Connection,
     Select,
     cast,
@@ -56,7 +58,7 @@ ARM_CAP = 10_000  # matches one kind of search contributes at most
 # The error text as job_error_fts_idx holds it (models.ERROR_VECTOR_SQL), and the index's
 # predicate: SQL text, not bound parameters, so that the planner matches the index's expression
 # and predicate whatever plan it caches.
-ERROR_VECTOR = literal_column(ERROR_VECTOR_SQL)
+ERROR_VECTOR: ColumnClause[Any] = literal_column(ERROR_VECTOR_SQL)
 HAS_ERROR = text("last_error <> ''")
 
 Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of the list
@@ -226,7 +228,7 @@ def next_to_run(
 
 def matching(
     terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
-) -> Select[Any]:
+) -> Select[Any] | CompoundSelect[Any]:
     """The jobs ``terms`` finds among those ``where`` selects: a SELECT of ``id`` and
     ``created_at`` (read with the row each arm already visits, so a page can pick its newest
     without fetching every match again). ``types``: the type filter's types (already in

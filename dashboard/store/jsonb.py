@@ -23,7 +23,8 @@ class UnreadableJson(str):
     __slots__ = ()
 
 
-def loads(data: bytes | bytearray | memoryview | str) -> Any:
+def loads(data: str | bytes) -> Any:
+    """A json or jsonb value as psycopg hands it over (bytes), or text; too deep: :class:`UnreadableJson`."""
     try:
         return json.loads(data)
     except RecursionError:

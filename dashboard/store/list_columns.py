@@ -8,14 +8,14 @@ value never leaves the database for a page that shows neither whole. The API lea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Text, cast, func
 
 from .models import Job
-from .records import JobRecord
+from .records import JobRecord, Row
 
 jobs = Job.__table__
 PREVIEWED = ("payload", "result")
@@ -37,6 +37,6 @@ def list_columns(preview_chars: int | None) -> list[Any]:
     return [cut.get(column.name, column) for column in jobs.c]
 
 
-def page_of(rows: Iterable[Mapping[str, Any]], count: int, *, exact: bool = True) -> JobPage:
+def page_of(rows: Iterable[Row], count: int, *, exact: bool = True) -> JobPage:
     """A page of these rows (each with :func:`list_columns`' columns) and its count."""
     return JobPage(count=count, results=[JobRecord.from_row(row) for row in rows], count_exact=exact)

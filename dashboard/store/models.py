@@ -14,7 +14,7 @@ from __future__ import annotations
 import string
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -37,6 +37,13 @@ from sqlalchemy.orm import Mapped, mapped_column
 from ..extensions import db
 from ..limits import TYPE_MAX_LENGTH
 from .states import EVENT_TYPES
+
+if TYPE_CHECKING:
+    # ``db.Model`` is made at run time, so the type checker cannot see it as a class; it is a
+    # declarative base, which is what the checker is shown (Mapped columns typed as declared).
+    from sqlalchemy.orm import DeclarativeBase as Model
+else:
+    Model = db.Model
 
 # The error text as the search index holds it (job_error_fts_idx; migration 0009 spells the same
 # SQL): every ASCII punctuation character a space, then the simple parser's words, so
@@ -62,7 +69,7 @@ CANCELLED_SHAPE_SQL = "cancelled_at IS NULL OR status = 'failed'"
 EVENT_TYPE_SQL = "type IN (" + ", ".join(f"'{t}'" for t in EVENT_TYPES) + ")"
 
 
-class Job(db.Model):
+class Job(Model):
     """The source of truth for queue state."""
 
     __tablename__ = "jobs_job"
@@ -170,7 +177,7 @@ class Job(db.Model):
     )
 
 
-class JobEvent(db.Model):
+class JobEvent(Model):
     """Append-only timeline. It explains how a job got where it is; it does not decide it."""
 
     __tablename__ = "jobs_jobevent"
@@ -198,7 +205,7 @@ class JobEvent(db.Model):
     )
 
 
-class WorkerProcess(db.Model):
+class WorkerProcess(Model):
     """One ``flask worker`` process, as its heartbeat thread last reported it.
 
     Upserted every ``JOB_WORKER_HEARTBEAT_SECONDS`` by ``runtime/heartbeat.py``; ``stopped_at``
@@ -228,7 +235,7 @@ class WorkerProcess(db.Model):
     __table_args__ = (Index("jobs_worker_last_seen_idx", "last_seen"),)
 
 
-class AuditEntry(db.Model):
+class AuditEntry(Model):
     """An operator action whose subject is gone afterwards, so its own events cannot tell it:
     a finished job deleted (its events go with it), a worker row removed. Append-only."""
 

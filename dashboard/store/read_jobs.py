@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 
 from .models import Job, JobEvent
 from .read_timeout import reading
@@ -99,7 +99,7 @@ def _event_where(
     type: str | None, job_id: uuid.UUID | None, types: Sequence[str], exclude: Sequence[str]
 ) -> list[Any]:
     wanted = sorted({*types, *([type] if type else [])})
-    where = []
+    where: list[ColumnElement[bool]] = []
     if wanted:
         where.append(events.c.type.in_(wanted))
     if exclude:

@@ -172,7 +172,7 @@ def stats(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> Stats:
 
 
 def is_large(conn: Connection, policy: StatsPolicy) -> bool:
-    estimated = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
+    estimated: int = conn.execute(ESTIMATED_ROWS_SQL).scalar_one()
     return max(estimated, 0) >= policy.exact_below_rows  # -1: never analysed, so small
 
 

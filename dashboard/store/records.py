@@ -8,6 +8,10 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import RowMapping
+
+Row = Mapping[str, Any] | RowMapping  # a row read by column name: SQLAlchemy's, or a plain dict
+
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
@@ -34,7 +38,7 @@ class JobRecord:
         return self.cancelled_at is not None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
+    def from_row(cls, row: Row) -> JobRecord:
         """From a row with the job's columns; ``cancelled_at`` may be left out (None)."""
         return cls(**{name: row[name] for name in JOB_FIELDS if name in row})
 
@@ -51,7 +55,7 @@ class EventRecord:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> EventRecord:
+    def from_row(cls, row: Row) -> EventRecord:
         return cls(**{name: row[name] for name in EVENT_FIELDS})
 
 

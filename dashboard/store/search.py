@@ -106,15 +106,16 @@ def _payload(text: str) -> dict[str, Any] | None:
     if match is None:
         return None
     key, raw = match.groups()
+    nested: Any
     try:
-        value: Any = json.loads(raw)
+        nested = json.loads(raw)
     except (ValueError, RecursionError):
-        value = raw  # a bare word is a string
+        nested = raw  # a bare word is a string
     for part in reversed(key.split(".")):
         if not part:
             raise SearchError("A payload key has no empty parts: use a.b=1.")
-        value = {part: value}
-    return _storable(value)
+        nested = {part: nested}
+    return _storable(nested)
 
 
 def parse_q(raw: str) -> Terms:

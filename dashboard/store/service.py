@@ -24,7 +24,8 @@ from .connection import autocommit, fetch_job, fetch_rows
 from .records import CleanupResult, JobRecord
 from .sql import query
 from .values import aware as _aware
-from .values import pg_safe, utcnow
+from .values import pg_safe
+from .values import utcnow as utcnow  # the runtime's clock, read here so a test can move it
 
 CLAIM, CLAIM_ONE = query("claim"), query("claim_one")
 RENEW, PROGRESS = query("renew"), query("progress")

@@ -12,7 +12,7 @@ A statement runs to the next header. Its full-line comments are for the reader a
 sent. :func:`query` gives a statement by name, as a SQLAlchemy ``TextClause`` that
 ``connection.fetch_rows`` compiles once (and ``Connection.execute`` runs as any other);
 modules take theirs at import, so an unknown name fails at once, and
-``tests/queue/test_statements.py`` checks that every statement is used.
+``tests/store/test_statements.py`` checks that every statement is used.
 
 Parameters are bound by these rules, read from the statement itself:
 

@@ -63,7 +63,8 @@ def jobs_ahead(job: JobRecord, now: datetime) -> int:
         "cap": AHEAD_CAP + 1,
     }
     with reading() as conn:
-        return min(conn.execute(AHEAD_SQL, params).scalar_one(), AHEAD_CAP + 1)
+        ahead: int = conn.execute(AHEAD_SQL, params).scalar_one()
+    return min(ahead, AHEAD_CAP + 1)
 
 
 def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:

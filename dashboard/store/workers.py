@@ -310,17 +310,17 @@ def board(now: datetime) -> WorkerBoard:
         for row in rows
     ]
     # A pid can come back after a restart: jobs go to the newest row of that host:pid.
-    owner: dict[str, dict] = {}
+    owner: dict[str, dict[str, Any]] = {}
     for view in sorted(views, key=lambda v: v["started_at"]):
         owner[f"{view['host']}:{view['pid']}:"] = view
     held: dict[str, list[HeldJob]] = {}
     orphaned: list[HeldJob] = []
     for job in running:
         prefix = ":".join(job.locked_by.split(":")[:2]) + ":"
-        view = owner.get(prefix)
-        if view is not None:
-            held.setdefault(view["id"], []).append(job)
-        if view is None or view["state"] != "alive":
+        newest = owner.get(prefix)
+        if newest is not None:
+            held.setdefault(newest["id"], []).append(job)
+        if newest is None or newest["state"] != "alive":
             orphaned.append(job)
     workers = []
     for view in sorted(views, key=lambda v: STATE_ORDER[v["state"]]):  # stable: newest first within

@@ -38,7 +38,8 @@ def current_alarm() -> read_health.Unserved | None:
         except (read_timeout.QueryTimeout, SQLAlchemyError):
             log.warning("the no-worker banner could not be read", exc_info=True)
             request.environ[KEY] = None
-    return request.environ[KEY]
+    reading: read_health.Unserved | None = request.environ[KEY]
+    return reading
 
 
 def alarm_title(alarm: read_health.Unserved | None) -> str:

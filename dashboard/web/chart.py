@@ -48,8 +48,8 @@ def build_chart(counts: list[MinuteFigures], start: datetime) -> Chart:
     slot = WIDTH / MINUTES
     bars = []
     for index in range(MINUTES):
-        count = by_index.get(index)
-        succeeded, failed = (count.succeeded, count.failed) if count else (0, 0)
+        figures = by_index.get(index)
+        succeeded, failed = (figures.succeeded, figures.failed) if figures else (0, 0)
         succeeded_height = HEIGHT * succeeded / peak
         failed_height = HEIGHT * failed / peak
         bars.append(

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..store.read_overview import MinuteFigures
-from .chart import MINUTES
+from ..store.read_overview import MINUTES, MinuteFigures
 
 WIDTH, HEIGHT = 600, 120
 

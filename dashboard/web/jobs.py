@@ -170,13 +170,15 @@ def _create_form() -> CreateJobForm:
 def job_new() -> str | Response | tuple[str, int]:
     form = _create_form()
     if form.validate_on_submit():
+        job_type, priority, max_attempts = form.type.data, form.priority.data, form.max_attempts.data
+        assert job_type is not None and priority is not None and max_attempts is not None  # InputRequired
         try:
             outcome = enqueue.create_job(
-                form.type.data,
+                job_type,
                 form.parsed_payload,
-                priority=form.priority.data,
+                priority=priority,
                 available_at=form.available_at_for(now()),
-                max_attempts=form.max_attempts.data,
+                max_attempts=max_attempts,
                 idempotency_key=form.idempotency_key.data or None,
                 event_data=audit_data(),
             )
@@ -189,7 +191,8 @@ def job_new() -> str | Response | tuple[str, int]:
                 flash("A job with this idempotency key already exists: here it is.", "info")
             target = url_for("web.job_detail", job_id=outcome.job.id)
             if is_htmx():
-                return make_response("", 204, redirect=target)
+                navigate: Response = make_response("", 204, redirect=target)
+                return navigate
             return redirect(target, 303)
     # A refused form is a 400 for browsers; htmx only swaps 2xx answers, so it gets a 200.
     status = 400 if form.is_submitted() and not is_htmx() else 200

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hmac
 
-from flask import Flask, Response, current_app, request
+from flask import Flask, Response, request
+from flask.globals import app_ctx
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..auth.bearer import BearerError, bearer_token
@@ -41,7 +42,7 @@ def allowed(app: Flask) -> bool:
 
 
 def metrics() -> Response:
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = app_ctx.app  # the app itself, not the proxy: it is kept past this context
     if not allowed(app):
         app.logger.warning("metrics request refused: %s from %s", request.path, request.remote_addr)
         return Response(

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ..limits import (
     BIGINT_MAX,
@@ -97,7 +98,7 @@ class JobFilters:
         """Not the first page."""
         return bool(self.offset or self.before or self.after)
 
-    def query(self, **changes: object) -> dict[str, object]:
+    def query(self, **changes: object) -> dict[str, Any]:
         """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
         values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
         values.update(q=self.q, order="" if self.order == "newest" else self.order)
@@ -226,7 +227,7 @@ class EventFilters:
     def exclude(self) -> tuple[str, ...]:
         return QUIET if self.quiet else ()
 
-    def query(self, **changes: object) -> dict[str, object]:
+    def query(self, **changes: object) -> dict[str, Any]:
         values: dict[str, object] = {"type": list(self.types), "job_id": self.job_id}
         if self.chatter:
             values["chatter"] = 1

@@ -39,7 +39,8 @@ def now() -> datetime:
     (kept in the request's WSGI environ: an application context can outlive one request)."""
     if not has_request_context():
         return utcnow()
-    return request.environ.setdefault("jobqueue.now", utcnow())
+    reading: datetime = request.environ.setdefault("jobqueue.now", utcnow())
+    return reading
 
 
 def safe_next(target: str | None) -> str | None:

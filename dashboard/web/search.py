@@ -21,6 +21,7 @@ from ..config import settings_of
 from ..limits import PREVIEW_CHARS  # the pages show neither payload nor result: never load them whole
 from ..ops import recount
 from ..store import find_jobs, read_timeout, search
+from ..store.find_jobs import Keyset
 from ..store.list_columns import JobPage
 from .params import JobFilters
 from .rendering import now
@@ -66,7 +67,7 @@ def list_page(filters: JobFilters) -> ListRead:
     if not filters.q:
         policy = recount.policy_of(settings)
 
-        def read(limit: int, before: object, after: object) -> JobPage:
+        def read(limit: int, before: Keyset | None, after: Keyset | None) -> JobPage:
             return find_jobs.list_jobs(
                 limit=limit,
                 offset=filters.offset if before is None and after is None else 0,

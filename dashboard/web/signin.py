@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from flask import abort, current_app, flash, g, redirect, render_template, session, url_for
+from flask import Flask, abort, current_app, flash, g, redirect, render_template, session, url_for
 from flask_login import current_user, login_user, logout_user
 from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
@@ -62,7 +62,8 @@ def access() -> Access:
             g.access = Access(True, current_user.actor, True)
         else:
             g.access = Access(True, Actor("", Role.VIEWER, "none"), False)
-    return g.access
+    worked_out: Access = g.access
+    return worked_out
 
 
 def current_actor() -> Actor:
@@ -96,7 +97,7 @@ def _back_here() -> str:
             return url_for("web.overview")
         path = current.path + (f"?{current.query}" if current.query else "")
         return safe_next(path) or url_for("web.overview")
-    return request.full_path.rstrip("?")
+    return str(request.full_path).rstrip("?")
 
 
 @bp.before_request
@@ -107,7 +108,8 @@ def require_sign_in() -> Response | None:
         return None
     target = url_for("web.sign_in", next=_back_here())
     if is_htmx():  # htmx follows redirects inside the XHR; make it navigate instead
-        return make_response("", 401, redirect=target)
+        navigate: Response = make_response("", 401, redirect=target)
+        return navigate
     return redirect(target, 303)
 
 
@@ -128,8 +130,9 @@ def operator_required(view: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-def throttle_of(app: Any) -> Throttle:
-    return app.extensions["jobqueue.throttle"]
+def throttle_of(app: Flask) -> Throttle:
+    throttle: Throttle = app.extensions["jobqueue.throttle"]
+    return throttle
 
 
 def sign_in_address() -> str:
@@ -152,7 +155,8 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
     if not settings.auth_required or current_user.is_authenticated:
         return redirect(target, 303)
     if form.validate_on_submit():
-        name, address = form.username.data, sign_in_address()
+        name, password, address = form.username.data, form.password.data, sign_in_address()
+        assert name is not None and password is not None  # both InputRequired, validated above
         throttle = throttle_of(current_app)
         admission = throttle.admit(name, address)  # checked and, if admitted, counted at once
         wait = admission.retry_after
@@ -164,7 +168,7 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
             has_users = bool(directory_of(current_app).users)
             page = render_template("signin.html", form=form, has_users=has_users)
             return page, 429, {"Retry-After": str(wait)}
-        user = directory_of(current_app).authenticate(name, form.password.data)
+        user = directory_of(current_app).authenticate(name, password)
         if user is not None:
             throttle.succeeded(admission)
             session.clear()  # nothing from before the sign-in carries over

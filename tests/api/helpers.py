@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import text
 
 from dashboard import create_app
 from dashboard.extensions import db
 from dashboard.store.records import JobRecord
-from tests.factories import record
-from tests.open_access import OPEN_ACCESS
+from tests.support.factories import record
+from tests.support.open_access import OPEN_ACCESS
+from tests.support.timelines import table_snapshot  # noqa: F401  (this folder's tests use it)
 
 TEST_TYPE = "test.api"  # registered by the `job_type` fixture
 
@@ -40,14 +40,6 @@ RECORD_SHAPES = [
 def shaped_record(fields: dict[str, Any]) -> JobRecord:
     """A record of :data:`RECORD_SHAPES`, created at a time with microseconds."""
     return record(now=datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), **{"status": "queued", **fields})
-
-
-def table_snapshot() -> dict[str, Any]:
-    """Every row of both tables, to prove a request changed nothing."""
-    with db.engine.connect() as conn:
-        jobs = conn.execute(text("SELECT * FROM jobs_job ORDER BY id")).mappings().all()
-        events = conn.execute(text("SELECT * FROM jobs_jobevent ORDER BY id")).mappings().all()
-    return {"jobs": [dict(r) for r in jobs], "events": [dict(r) for r in events]}
 
 
 def create(client, job_type: str, **body: Any) -> dict[str, Any]:

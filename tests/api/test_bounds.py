@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 
 from dashboard.limits import API_OFFSET_MAX
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 
 def _with_settings(app: Flask, monkeypatch: pytest.MonkeyPatch, **changes: object) -> None:

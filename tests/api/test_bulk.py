@@ -13,7 +13,7 @@ from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.api.outputs import BulkResult, BulkResults, Job, bulk_results_json, job_renderer
 from dashboard.store import find_jobs, read_jobs, read_stats, values
 from dashboard.store.records import CreateResult
-from tests.open_access import ANONYMOUS_API, audit
+from tests.support.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, RECORD_SHAPES, TEST_TYPE, create, shaped_record, table_snapshot
 

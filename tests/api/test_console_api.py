@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from dashboard.store import read_jobs
 from dashboard.store.values import utcnow
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 
 def test_q_finds_by_short_id_key_and_error(app, client):

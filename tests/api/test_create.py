@@ -11,7 +11,7 @@ import pytest
 from dashboard.api.outputs import Job, job_json
 from dashboard.config import settings_of
 from dashboard.store import find_jobs, read_jobs
-from tests.open_access import ANONYMOUS_API, audit
+from tests.support.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, RECORD_SHAPES, another_app, create, shaped_record, table_snapshot
 

@@ -5,7 +5,7 @@ it apart."""
 from __future__ import annotations
 
 from dashboard.store import actions, audit, read_jobs
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .helpers import JOB_FIELDS
 

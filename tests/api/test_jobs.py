@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dashboard.store import enqueue
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app
 

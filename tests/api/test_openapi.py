@@ -18,7 +18,7 @@ from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.limits import API_OFFSET_MAX
 from dashboard.runtime.handlers import registered_types
 from dashboard.store.states import EVENT_TYPES, STATUSES
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .helpers import create
 

@@ -6,7 +6,7 @@ import uuid
 from datetime import timedelta
 
 from dashboard.store import enqueue, values
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .helpers import create
 from .test_events import claim_and_fail

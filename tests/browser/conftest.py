@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.open_access import OPEN_ACCESS
-from tests.stack import free_port, healthy
-from tests.waiting import wait_until
+from tests.support.open_access import OPEN_ACCESS
+from tests.support.stack import free_port, healthy
+from tests.support.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT_ROOT / "test-artifacts"

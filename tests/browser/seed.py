@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from dashboard.store import actions, enqueue, read_jobs, service, values, workers
 from dashboard.store.records import JobRecord
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 LONG_WORD = "x" * 3000  # a message with no space to break at
 

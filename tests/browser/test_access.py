@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from dashboard.store import read_jobs
-from tests.access.secured import PASSWORDS, SECURED
-from tests.factories import make_job
+from tests.support.factories import make_job
+from tests.support.secured import PASSWORDS, SECURED
 
 from .conftest import ARTIFACTS, gunicorn
 

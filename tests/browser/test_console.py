@@ -13,7 +13,7 @@ import pytest
 
 from dashboard.store import read_jobs
 from dashboard.store.values import utcnow
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .conftest import ARTIFACTS, Process, _env
 

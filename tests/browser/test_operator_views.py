@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dashboard.store import actions, enqueue, read_jobs, values, workers
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .conftest import ARTIFACTS
 

@@ -21,8 +21,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.stack import free_port
-from tests.waiting import wait_until
+from tests.support.stack import free_port
+from tests.support.waiting import wait_until
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.stack import free_port, gunicorn, healthy, stack_env
-from tests.waiting import wait_until
+from tests.support.stack import free_port, gunicorn, healthy, stack_env
+from tests.support.waiting import wait_until
 
 CONF = Path(__file__).resolve().parents[2] / "gunicorn.conf.py"
 

@@ -18,7 +18,7 @@ from dashboard.ops import recount
 from dashboard.store import read_metrics, stats_refresh
 from dashboard.store.read_stats import StatsPolicy
 from dashboard.store.values import utcnow
-from tests.factories import make_job
+from tests.support.factories import make_job
 
 from .helpers import parse, scrape_app, value
 
@@ -132,7 +132,7 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
     is counted under ``type="other"``, so clients cannot add series to a worker either."""
     from dashboard.ops import worker_metrics
     from dashboard.store import enqueue
-    from tests.worker.helpers import SETTINGS, one_job_loop
+    from tests.support.worker_loop import SETTINGS, one_job_loop
 
     def sample(name: str, job_type: str) -> float:
         return worker_metrics.REGISTRY.get_sample_value(name, {"type": job_type}) or 0.0

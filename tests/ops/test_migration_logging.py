@@ -17,8 +17,8 @@ from contextlib import contextmanager
 
 from dashboard import create_app
 from dashboard.extensions import db
-from tests.access.secured import build, sign_in
 from tests.conftest import TEST_CONFIG
+from tests.support.secured import build, sign_in
 
 TOUCHED = ("dashboard", "sqlalchemy", "sqlalchemy.engine", "alembic", "flask_migrate")
 

@@ -21,9 +21,9 @@ from dashboard.extensions import db
 from dashboard.store import read_stats, retention
 from dashboard.store.values import utcnow
 from tests.conftest import TEST_CONFIG
-from tests.factories import make_job
-from tests.waiting import wait_until
-from tests.worker.helpers import event_types, wait_for_status
+from tests.support.factories import make_job
+from tests.support.waiting import wait_until
+from tests.support.worker_loop import event_types, wait_for_status
 
 from .pgbouncer import pgbouncer
 

@@ -17,7 +17,7 @@ from dashboard.runtime.pruner import Pruner
 from dashboard.store import actions, read_stats, retention, stats_refresh
 from dashboard.store.models import Job, JobEvent
 from dashboard.store.values import utcnow
-from tests.factories import make_job, seed_analysed_backlog
+from tests.support.factories import make_job, seed_analysed_backlog
 
 
 def old(status: str, days: float, **fields):
@@ -172,7 +172,7 @@ def test_the_workers_retention_thread_prunes(app):
     pruner = Pruner(app, {"succeeded": 7, "failed": 0}, 1.0, stopping)
     pruner.start()
     try:
-        from tests.waiting import wait_until
+        from tests.support.waiting import wait_until
 
         wait_until(lambda: counts() == (0, 0), 15, "the retention thread to prune")
     finally:

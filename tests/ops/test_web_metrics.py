@@ -11,8 +11,8 @@ from dashboard.extensions import db
 from dashboard.store import read_metrics, stats_refresh, workers
 from dashboard.store.read_stats import DEFAULT_POLICY
 from dashboard.store.service import utcnow
-from tests.access.secured import VIEWER_TOKEN, bearer, build
-from tests.factories import make_job, seed_analysed_backlog
+from tests.support.factories import make_job, seed_analysed_backlog
+from tests.support.secured import VIEWER_TOKEN, bearer, build
 
 from .helpers import parse, scrape_app, value
 

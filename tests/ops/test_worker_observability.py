@@ -12,10 +12,10 @@ import pytest
 
 from dashboard.store import enqueue, read_jobs, stats_refresh
 from dashboard.store.values import utcnow
-from tests.factories import make_job
-from tests.stack import free_port
-from tests.waiting import wait_until
-from tests.worker.conftest import PROJECT_ROOT, subprocess_env
+from tests.support.factories import make_job
+from tests.support.stack import free_port
+from tests.support.waiting import wait_until
+from tests.support.worker_process import PROJECT_ROOT, subprocess_env
 
 from .helpers import parse, scrape, scrape_app, value
 

@@ -10,9 +10,8 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import enqueue, read_jobs, service, workers
 from dashboard.store.values import utcnow
-from tests.factories import make_job
-
-from .conftest import HX, csrf_token
+from tests.support.factories import make_job
+from tests.support.forms import HX, csrf_token
 
 
 def _events(job_id, kind):

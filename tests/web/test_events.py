@@ -6,8 +6,7 @@ import re
 import uuid
 
 from dashboard.store import enqueue, service
-
-from .conftest import HX
+from tests.support.forms import HX
 
 
 def _ids(html: str) -> list[int]:

@@ -8,9 +8,8 @@ from datetime import timedelta
 
 from dashboard.store import find_jobs, read_jobs
 from dashboard.store.values import utcnow
-from tests.factories import make_job
-
-from .conftest import HX, csrf_token
+from tests.support.factories import make_job
+from tests.support.forms import HX, csrf_token
 
 # --- retry ----------------------------------------------------------------------------------
 

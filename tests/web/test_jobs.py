@@ -9,9 +9,8 @@ from datetime import timedelta
 from dashboard.limits import JOB_OFFSET_MAX
 from dashboard.store import enqueue, read_jobs, service
 from dashboard.store.values import utcnow
-from tests.factories import make_job
-
-from .conftest import HX
+from tests.support.factories import make_job
+from tests.support.forms import HX
 
 
 def _rows(html: str) -> list[str]:

@@ -10,9 +10,8 @@ from datetime import timedelta
 from dashboard.store import actions, enqueue, find_jobs, read_jobs, service, workers
 from dashboard.store.values import utcnow
 from dashboard.web.rendering import breakable
-from tests.factories import make_job
-
-from .conftest import HX, csrf_token
+from tests.support.factories import make_job
+from tests.support.forms import HX, csrf_token
 
 ACTOR = {"actor": "olga", "role": "operator"}
 

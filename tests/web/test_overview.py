@@ -9,9 +9,8 @@ from datetime import timedelta
 
 from dashboard.store import actions, enqueue, service, workers
 from dashboard.store.values import utcnow
-from tests.factories import make_job
-
-from .conftest import HX
+from tests.support.factories import make_job
+from tests.support.forms import HX
 
 
 def _stat(html: str, name: str) -> str:

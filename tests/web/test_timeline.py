@@ -137,7 +137,7 @@ def test_current_progress_is_the_newest_report_of_the_running_attempt(app):
     ``progress`` event of the job's current attempt, only while it runs."""
     from dashboard.store.records import EventRecord
     from dashboard.web.timeline import current_progress
-    from tests.factories import make_job
+    from tests.support.factories import make_job
 
     job = make_job("running", attempts=2, locked_by=WORKER)
 

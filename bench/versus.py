@@ -1,0 +1,62 @@
+"""``python -m bench.versus OTHER_CHECKOUT [--jobs N] [--runs N] [--threads N]``: this checkout's
+drain against another checkout's, in the same run.
+
+Both workers drain the same database (this checkout's benchmark server, migrated by this
+checkout; the other checkout must read the same schema), one after the other, in one-job mode
+and in batch mode (16): each run drains once with each checkout, the order alternating between
+runs, so a machine that drifts moves both. Prints each drain, then per mode the median of each
+checkout's drains, their ratio, and the median and range of the runs' ratios. Use it for a
+change that must not cost the drain anything: on a shared machine a ratio is worth far more
+than a rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from . import drain
+from .db import ROOT, fresh_database
+
+MODES = {"one-job": {}, "batch": {"JOB_WORKER_BATCH_SIZE": "16"}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.versus", description=__doc__)
+    parser.add_argument("other", type=Path, help="the other checkout (a git worktree)")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain")
+    parser.add_argument("--runs", type=int, default=3, help="drains per checkout and mode")
+    parser.add_argument("--threads", type=int, default=16)
+    args = parser.parse_args(argv)
+    checkouts = {"this": ROOT, "other": args.other.resolve()}
+    url = fresh_database("jobqueue_versus")
+    rates: dict[tuple[str, str], list[float]] = {(c, m): [] for c in checkouts for m in MODES}
+    ratios: dict[str, list[float]] = {m: [] for m in MODES}
+    try:
+        for run in range(args.runs):
+            for mode, env in MODES.items():
+                order = ["this", "other"] if run % 2 == 0 else ["other", "this"]
+                got = {}
+                for name in order:
+                    drain.ROOT = checkouts[name]  # the worker process runs from that checkout
+                    got[name] = drain.throughput(url, jobs=args.jobs, threads=args.threads, **env)
+                    rates[(name, mode)].append(got[name])
+                    print(f"run {run + 1}, {mode}, {name}: {got[name]:,.0f} jobs/s", flush=True)
+                ratios[mode].append(got["this"] / got["other"])
+    finally:
+        drain.ROOT = ROOT
+    for mode in MODES:
+        this, other = statistics.median(rates[("this", mode)]), statistics.median(rates[("other", mode)])
+        pairs = ratios[mode]
+        print(
+            f"{mode}: this {this:,.0f}, other {other:,.0f} jobs/s (medians of {args.runs}): "
+            f"{this / other:.2f}x; runs' ratios median {statistics.median(pairs):.2f} "
+            f"({min(pairs):.2f}-{max(pairs):.2f})",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

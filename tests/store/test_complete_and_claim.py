@@ -1,0 +1,69 @@
+"""One-job mode's settle-and-claim: a success and the next claim in one statement.
+
+The two halves must behave exactly as ``complete_job`` and ``claim_next_job`` would one after
+the other: the completion fenced by owner and attempt, the claim in the reference's order, each
+with its own event, and neither depending on the other.
+"""
+
+from __future__ import annotations
+
+from dashboard.store import service
+from tests.support.factories import make_job
+
+from .helpers import LEASE, T0, at, claim, event_types, fresh
+
+
+def settle_and_claim(job, worker: str, now, result=None, attempt=None):
+    return service.complete_and_claim(
+        job.id, worker, job.attempts if attempt is None else attempt, result, lease_seconds=LEASE, now=now
+    )
+
+
+def test_it_completes_the_attempt_and_claims_the_next_job_in_priority_order(app):
+    make_job(now=T0)
+    running = claim("w-1", now=at(1))
+    low = make_job(priority=10, now=at(2))
+    high = make_job(priority=90, now=at(3))
+    completed, following = settle_and_claim(running, "w-1", at(4), result={"n": 1})
+    assert completed is True
+    done = fresh(running.id)
+    assert (done.status, done.result, done.finished_at) == ("succeeded", {"n": 1}, at(4))
+    assert done.locked_by is None
+    assert event_types(running.id) == ["claimed", "succeeded"]
+    assert following is not None and following.id == high.id
+    assert (following.status, following.attempts, following.locked_by) == ("running", 1, "w-1")
+    assert following.locked_until == at(4 + LEASE)
+    assert fresh(high.id).locked_by == "w-1"
+    assert event_types(high.id) == ["claimed"]
+    assert fresh(low.id).status == "queued"
+
+
+def test_a_fenced_off_completion_changes_nothing_and_the_claim_still_happens(app):
+    make_job(now=T0)
+    running = claim("w-1", now=at(1))
+    waiting = make_job(now=at(2))
+    completed, following = settle_and_claim(running, "w-1", at(3), attempt=running.attempts + 1)
+    assert completed is False
+    assert fresh(running.id).status == "running" and event_types(running.id) == ["claimed"]
+    assert following is not None and following.id == waiting.id
+    completed, nothing = settle_and_claim(running, "someone-else", at(4))
+    assert completed is False and nothing is None
+    assert fresh(running.id).status == "running"
+
+
+def test_with_nothing_eligible_it_only_completes(app):
+    make_job(now=T0)
+    running = claim("w-1", now=at(1))
+    later = make_job(now=at(2), available_at=at(600))
+    completed, following = settle_and_claim(running, "w-1", at(3))
+    assert completed is True and following is None
+    assert fresh(running.id).status == "succeeded"
+    assert fresh(later.id).status == "queued"
+
+
+def test_the_job_just_completed_is_never_claimed_again(app):
+    make_job(now=T0, max_attempts=3)
+    running = claim("w-1", now=at(1))
+    completed, following = settle_and_claim(running, "w-1", at(2))
+    assert completed is True and following is None
+    assert fresh(running.id).attempts == 1

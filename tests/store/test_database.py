@@ -1,0 +1,118 @@
+"""Where the engine points, and the embedded server shared by separate processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dashboard.config import Settings
+from dashboard.database import normalise_url, resolve_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_database_url_wins_and_is_pointed_at_psycopg(tmp_path):
+    settings = Settings.from_env({"DATABASE_URL": "postgresql://u:p@db:5432/q", "POSTGRES_HOST": "x"})
+    assert resolve_url(settings, str(tmp_path)) == ("postgresql+psycopg://u:p@db:5432/q", False)
+    assert normalise_url("postgres://h/d") == "postgresql+psycopg://h/d"
+    assert normalise_url("postgresql+psycopg://h/d") == "postgresql+psycopg://h/d"
+    assert not (tmp_path / "pgdata").exists()  # nothing was started
+
+
+def test_postgres_variables_are_used_when_postgres_host_is_set(tmp_path):
+    settings = Settings.from_env(
+        {
+            "POSTGRES_HOST": "db.internal",
+            "POSTGRES_PASSWORD": "p@ss/word",
+            "POSTGRES_PORT": "6543",
+        }
+    )
+    url, embedded = resolve_url(settings, str(tmp_path))
+    assert url == "postgresql+psycopg://postgres:p%40ss%2Fword@db.internal:6543/job_queue"
+    assert embedded is False
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from dashboard import create_app
+    from dashboard.store import enqueue, find_jobs, read_jobs
+    app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
+    with app.app_context():
+        if sys.argv[1] == "create":
+            job = enqueue.create_job("demo.success", idempotency_key="shared").job
+        else:
+            job = read_jobs.get_job(find_jobs.list_jobs(limit=1, offset=0).results[0].id)
+        print(json.dumps({"id": str(job.id), "embedded": app.config["EMBEDDED_DATABASE"]}))
+    """
+)
+
+
+@pytest.mark.process
+def test_embedded_server_is_started_migrated_and_shared_by_processes(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "POSTGRES_HOST"}}
+    env["INSTANCE_PATH"] = str(tmp_path / "instance")
+
+    def run(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, mode],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    try:
+        first = run("create")
+        second = run("read")
+        assert '"embedded": true' in first
+        assert first == second  # the second process found the first one's job
+        assert (tmp_path / "instance" / "pgdata" / "PG_VERSION").exists()
+        # the last process to exit stopped the server
+        assert not (tmp_path / "instance" / "pgdata" / "postmaster.pid").exists()
+    finally:
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import pgserver, sys; pgserver.get_server(sys.argv[1]).cleanup()",
+                str(tmp_path / "instance" / "pgdata"),
+            ],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+
+
+def test_a_pooled_connection_killed_while_idle_is_replaced_at_checkout(app, database_url, monkeypatch):
+    """No pre-ping on every checkout: a connection idle long enough (or pooled before some
+    connection failed) is pinged first, and a dead one is replaced, not handed out."""
+    import psycopg
+    from sqlalchemy import text
+
+    from dashboard import database
+    from dashboard.extensions import db
+    from tests.support.waiting import wait_until
+
+    with app.app_context():
+        with db.engine.connect() as conn:
+            pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        url = database_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(url, autocommit=True) as killer:
+            assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+            wait_until(lambda: killer.execute(gone, (pid,)).fetchone()[0], 15, "the session to end")
+        # Not idle long, no failure seen: the terminated session's socket gives it away.
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
+        monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar() == 1
