@@ -181,7 +181,7 @@ BACKLOG_TYPES = ("bench.burst", "bench.retried", "bench.running")
 
 
 def seed_backlog(url: str, queued: int, running: int) -> None:
-    """A backlog on top of the finished jobs (issue 18): ``queued`` jobs, half one recent burst
+    """A backlog on top of the finished jobs: ``queued`` jobs, half one recent burst
     (ready now, never run), half spread over the last 30 days by creation time as retried jobs
     (``attempts > 0``, due now or backing off), and ``running`` jobs with live leases. Added in
     place to the large database and removed again by :func:`remove_backlog`."""

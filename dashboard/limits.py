@@ -29,7 +29,7 @@ MAX_JSON_DEPTH = 100
 JOB_PAGE_SIZE, JOB_PAGE_MAX = 25, 100
 EVENT_PAGE_SIZE, EVENT_PAGE_MAX = 50, 200
 PREVIEW_CHARS = 200  # what the pages read of a payload or result in a list (as JSON text)
-# Live figures on a large table are exact up to a cap, then shown as "more than N" (issue 18).
+# Live figures on a large table are exact up to a cap, then shown as "more than N".
 LIVE_COUNT_CAP = 10_000  # ready / scheduled / retrying, list counts
 TYPE_COUNT_CAP = 1_000  # per-type rows of the overview
 TYPES_SHOWN = 30  # job types in the overview's per-type table

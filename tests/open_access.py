@@ -13,5 +13,5 @@ ANONYMOUS_API = {"source": "api", "actor": "anonymous", "role": None, "credentia
 
 
 def audit(data: dict) -> dict:
-    """An event's data without the request id that every request adds (issue 19)."""
+    """An event's data without the request id that every request adds."""
     return {key: value for key, value in data.items() if key != "request_id"}

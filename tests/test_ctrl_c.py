@@ -1,4 +1,4 @@
-"""Ctrl-C leaves nothing behind (issue 14).
+"""Ctrl-C leaves nothing behind.
 
 The README's run command is ``honcho start``. Ctrl-C sends SIGINT to honcho's process group;
 honcho then sends SIGTERM to each process's group and SIGKILL 5 s later. With a ``demo.slow``

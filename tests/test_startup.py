@@ -1,4 +1,4 @@
-"""Start-up never deadlocks (issue 14): web and worker processes started together migrate the
+"""Start-up never deadlocks: web and worker processes started together migrate the
 database once and all come up, on an empty embedded database and on an older schema."""
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ class JobListQuery(BaseModel):
     q: SearchText | None = Field(
         default=None,
         description=(
-            "Search (extension, issue 17): a full id or an id prefix of 4+ hex digits, an idempotency "
+            "Search (an extension): a full id or an id prefix of 4+ hex digits, an idempotency "
             "key, words or fragments of any job's last_error (a host name, a dotted name or a path "
             "matches by its parts in order, the last a prefix), or a payload match (key=value, a.b=1, "
             "or a JSON object the payload contains; reads the newest 10,000 jobs of the filter). Text "

@@ -88,8 +88,8 @@ def bulk_results_json(results: Sequence[Any], tz: tzinfo, rendered: Sequence[byt
     for byte, without building a ``Job`` model per job first.
 
     At 1,000 jobs per request, validating 1,000 ``Job`` models from the records and rendering
-    each timestamp through ``_iso`` cost more than the request's INSERT (docs/benchmarks.md,
-    issue 20). The records come from the engine, so there is nothing to validate; each distinct
+    each timestamp through ``_iso`` cost more than the request's INSERT (docs/benchmarks.md).
+    The records come from the engine, so there is nothing to validate; each distinct
     timestamp (a batch shares its ``created_at``) is rendered once. ``rendered``: each job of
     the request already rendered by :func:`job_renderer` as it was to be created (while the
     server inserted it); a created job's answer is that, a deduplicated one's is rendered here.
@@ -168,7 +168,7 @@ class JobEvent(Output):
     id: int
     job: uuid.UUID = Field(validation_alias=AliasChoices("job", "job_id"), description="The job's id.")
     type: EventType = Field(
-        description="The reference's nine types, plus `cancelled` and `rescheduled` (extension, issue 17: "
+        description="The reference's nine types, plus `cancelled` and `rescheduled` (an extension: "
         "an operator cancelled the queued job, or made a waiting one due now)."
     )
     attempt: int

@@ -1,4 +1,4 @@
-"""``GET /api/ready/``: readiness for load balancers and orchestrators (issue 19).
+"""``GET /api/ready/``: readiness for load balancers and orchestrators.
 
 200 only when the database answers *and* its schema is this code's migration head (or a newer
 one a rolling deploy already applied, see ``ops.schema``); 503 otherwise, with the reason

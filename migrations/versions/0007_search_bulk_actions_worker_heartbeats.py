@@ -1,4 +1,4 @@
-"""Operator console (issue 17): search by failed-job error text, two operator event types,
+"""Operator console: search by failed-job error text, two operator event types,
 and the worker heartbeat table.
 
 - ``job_failed_error_fts_idx``: GIN on ``to_tsvector('simple', last_error)`` WHERE

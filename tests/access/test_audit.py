@@ -14,7 +14,7 @@ def created_event(job_id):
 
 
 def without_request_id(data: dict) -> dict:
-    """The audit fields; every event a request writes also carries its id (issue 19)."""
+    """The audit fields; every event a request writes also carries its id."""
     assert len(data["request_id"]) == 32
     return {k: v for k, v in data.items() if k != "request_id"}
 

@@ -99,7 +99,7 @@ def test_every_page_fits_and_passes_axe(app: Any, dashboard_server: str, chromiu
                         _check(page, f"{name}-{size}-{scheme}", problems)
                     # the create form refused: errors next to their fields
                     page.goto(dashboard_server + "/jobs/new/")
-                    page.fill("#type", "demo.success")  # free text since issue 14
+                    page.fill("#type", "demo.success")  # a free-text field: any type is accepted
                     page.fill("#payload", "{not json")
                     page.fill("#priority", "99999")
                     page.click("button[type=submit]")
