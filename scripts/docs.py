@@ -111,7 +111,7 @@ def default_text(spec: Field[Any]) -> str:
 
 
 def accepts_text(spec: Field[Any]) -> str:
-    """What a value must look like, from the field's parser and its bounds."""
+    """What a value must look like, from the field's parser and its bounds ("" for any text)."""
     meta = spec.metadata
     options = meta["options"]
     parser = meta["parser"].__name__
@@ -135,7 +135,7 @@ def accepts_text(spec: Field[Any]) -> str:
     }
     if parser == "read_choice":
         return " or ".join(f"`{choice}`" for choice in options["choices"])
-    return readings.get(parser, "text")
+    return readings.get(parser, "")
 
 
 def configuration_page() -> str:
@@ -149,6 +149,7 @@ def configuration_page() -> str:
         "Every setting is an environment variable, read once at start. A malformed value stops the",
         "start with a message that names the variable; every setting is safe when unset. A",
         "`flask worker` option, where there is one, overrides its variable for that process.",
+        "*Accepts* says what a value must look like.",
         "",
     ]
     current = None
@@ -161,25 +162,25 @@ def configuration_page() -> str:
             out += [
                 f"## {title}",
                 "",
-                "| variable | default | accepts | `flask worker` option | what it does |",
-                "| --- | --- | --- | --- | --- |",
+                "| variable | default | what it does |",
+                "| --- | --- | --- |",
             ]
         doc = meta.get("doc")
         if not doc:
             raise SystemExit(
                 f"{meta['env']} has no description: add it to SETTING_DOCS in dashboard/config_docs.py"
             )
-        option = ""
+        accepts = accepts_text(spec)
+        what = f"{doc} *Accepts* {accepts}." if accepts else doc
         if meta.get("option"):
             flag = meta.get("flag") or spec.name.replace("_", "-")
-            option = f"`--{flag}`"
-        columns = [f"`{meta['env']}`", cell(default_text(spec)), cell(accepts_text(spec)), option, cell(doc)]
-        out.append("| " + " | ".join(columns) + " |")
+            what += f" *Option* `flask worker --{flag}`."
+        out.append(f"| `{meta['env']}` | {cell(default_text(spec))} | {cell(what)} |")
         if meta["parser"].__name__ == "read_entries":
             out.append(
-                f"| `{meta['env']}_FILE` | (unset) | a file path | | "
+                f"| `{meta['env']}_FILE` | (unset) | "
                 f"A file of more `{meta['env']}` entries, one per line (`#` starts a comment), so secrets "
-                "can live in a mounted file. |"
+                "can live in a mounted file. *Accepts* a file path. |"
             )
     out += [
         "",
