@@ -26,7 +26,7 @@ control_socket_disable = not _control_socket
 if _control_socket:
     control_socket = _control_socket
 
-# LOG_FORMAT=json (issue 19): gunicorn's own lines (errors, access log) as JSON objects too.
+# LOG_FORMAT=json: gunicorn's own lines (errors, access log) as JSON objects too.
 if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
     _json_handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
     logconfig_dict = {
@@ -46,7 +46,7 @@ def post_worker_init(worker: object) -> None:
     garbage collector's reach (``gc.freeze``). Those objects live as long as the worker; left
     in, every full collection walks all of them (some 120,000), and a request that allocates a
     lot (a 1,000-job bulk create) triggers such collections: about a third of that request's
-    CPU in the web process (docs/benchmarks.md, issue 20)."""
+    CPU in the web process (docs/benchmarks.md)."""
     import gc
 
     gc.freeze()

@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{rate / base:.2f}",
                 )
         # Not a default: what an operator who accepts losing the last transitions in a database
-        # crash (README, "Asynchronous commit") gets from batch mode at the most threads.
+        # crash (docs/performance.md, "Asynchronous commit") gets from batch mode at the most threads.
         threads = max(sizes.threads)
         rate = median_of(
             runs,

@@ -3,9 +3,10 @@
 Each setting is one dataclass field whose metadata names its environment variable and its
 parser (:func:`env`, parsers in :mod:`.config_parsers`); the default is written once, as the
 field's default. The operations settings are :class:`OpsSettings` (:mod:`.config_ops`,
-``Settings.ops``). The README's Configuration table lists them. Nothing else in the project
-reads ``os.environ``: the app factory builds one :class:`Settings` and everything downstream
-receives it (:func:`settings_of`).
+``Settings.ops``). The documentation's configuration page is generated from the fields'
+metadata (``python -m scripts.docs``). Nothing else in the project reads ``os.environ``: the
+app factory builds one :class:`Settings` and everything downstream receives it
+(:func:`settings_of`).
 
 A malformed value is a start-up error naming the variable, never a silent default. The
 credentials (``DASHBOARD_USERS``, ``API_TOKENS`` and their ``_FILE``) are read here as entries

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from .config_docs import SETTING_DOCS
+
 TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -158,11 +160,15 @@ def env(
     parser: Callable[..., Any],
     *,
     shown: bool = True,
+    doc: str | None = None,
     option: str | None = None,
     flag: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """A field's metadata: read ``name`` with ``parser(env, name, default, **options)``.
+
+    ``doc``: what the setting does; unset, the sentence :data:`.config_docs.SETTING_DOCS` keeps
+    under ``name`` (the documentation's configuration page is generated from this metadata).
 
     ``default_from="other_field"`` makes the default the value read for that earlier field.
     ``shown=False`` leaves the setting out of ``WorkerSettings.as_dict`` (``/api/config/``).
@@ -170,7 +176,15 @@ def env(
     generates its options from the fields that have one: ``cli.py``); ``flag``: the option's
     name when it is not the field's (``--metrics-port`` for ``worker_metrics_port``).
     """
-    return {"env": name, "parser": parser, "options": options, "shown": shown, "option": option, "flag": flag}
+    return {
+        "env": name,
+        "parser": parser,
+        "options": options,
+        "shown": shown,
+        "doc": doc if doc is not None else SETTING_DOCS.get(name),
+        "option": option,
+        "flag": flag,
+    }
 
 
 def values_from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]:

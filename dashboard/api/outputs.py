@@ -1,4 +1,4 @@
-"""What the API answers: the JSON shapes the README's JSON API section and
+"""What the API answers: the JSON shapes docs/http-api.md describes and the
 ``/api/schema/`` document, field for field.
 
 Responses are serialised through these models, and the OpenAPI document is generated from

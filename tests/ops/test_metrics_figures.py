@@ -1,5 +1,5 @@
 """``GET /metrics`` publishes only figures it computed, with a bounded number of ``type`` series,
-and the README's alert rules cover a ``/metrics`` that stops answering."""
+and the documented alert rules (docs/operations.md) cover a ``/metrics`` that stops answering."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.support.factories import make_job
 
 from .helpers import parse, scrape_app, value
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_with_no_labels_of_their_own_every_type_is_other(app, settings):
 def test_the_alert_rules_include_a_metrics_endpoint_that_stops_answering():
     """A database outage makes /metrics answer 503: Prometheus records ``up == 0`` and no
     other rule fires, since every jobqueue_* series is gone."""
-    blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = re.findall(r"```yaml\n(.*?)```", OPERATIONS_PAGE.read_text(), flags=re.S)
     rules = [
         rule
         for block in blocks
