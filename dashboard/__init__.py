@@ -1,30 +1,34 @@
-"""The application factory: configuration, extensions, blueprints and CLI commands."""
+"""The package's two entry points: :class:`JobQueue`, the queue as a Flask extension mounted in
+any app, and :func:`create_app`, the standalone app, which mounts it at the root.
+
+Application code enqueues and declares job types through :mod:`dashboard.jobs`.
+"""
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import text
 
-from . import limits
 from .auth.principals import Directory
 from .config import ConfigError, Settings
 from .database import (
-    MIGRATION_LOCK_KEY,
     MIGRATIONS_DIR,
-    PROJECT_ROOT,
+    STATIC_DIR,
+    TEMPLATES_DIR,
     engine_options,
     ping_when_suspect,
     resolve_url,
 )
+from .extension import JobQueue
 from .extensions import csrf, db, htmx, migrate
+from .migrating import upgrade_database
 from .ops.setup import init_app as init_ops
 from .store import jsonb
-from .store.states import ACTIVITY_EVENTS
+
+__all__ = ["JobQueue", "create_app", "upgrade_database"]
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -42,8 +46,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app = Flask(
         __name__,
-        template_folder=os.path.join(PROJECT_ROOT, "templates"),
-        static_folder=os.path.join(PROJECT_ROOT, "static"),
+        template_folder=TEMPLATES_DIR,
+        static_folder=STATIC_DIR,
         instance_path=settings.instance_path,
     )
     url, embedded = resolve_url(settings, app.instance_path)
@@ -81,20 +85,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     htmx.init_app(app)
 
-    from . import api, auth, cli, web
-    from .paths import API_PREFIX
-    from .runtime.handlers import DEMO_SWITCH, load_handler_modules
-    from .store import models  # noqa: F401  (registers the tables on db.metadata)
+    from . import auth, web
 
-    app.register_blueprint(api.bp, url_prefix=API_PREFIX)
-    app.register_blueprint(web.bp)
+    # The standalone app is the queue's first host: mounted at the root, with its own sign-in.
+    JobQueue().init_app(app, db=db)
     web.metrics.init_app(app)  # GET /metrics, at the root beside the blueprints
-    # Templates read the shared value rules and the event types of an attempt's activity.
-    app.context_processor(lambda: {"limits": limits, "activity_events": ACTIVITY_EVENTS})
-    cli.init_app(app)
     auth.init_app(app, settings, directory, debug_toolbar=debug_toolbar)
-    app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
-    load_handler_modules(settings.worker.handler_modules)
 
     if settings.migrates_at_start:
         upgrade_database(app)
@@ -145,37 +141,6 @@ def warn_debug_with_credentials(app: Flask, settings: Settings) -> None:
             "this looks like a production deployment running in development mode. The production "
             "checks (SECRET_KEY, ...) are skipped. Set DEBUG=false. The debug toolbar stays off. !!!"
         )
-
-
-MIGRATION_LOCK_POLL_SECONDS = 0.1
-
-
-def upgrade_database(app: Flask) -> None:
-    """Apply migrations, one process at a time (web and worker processes may start together).
-
-    The lock is a session-level advisory lock, *polled* with ``pg_try_advisory_lock`` on an
-    autocommit connection, sleeping between tries with no statement and no transaction open.
-    A waiting process therefore holds no snapshot: a ``CREATE INDEX CONCURRENTLY`` run by the
-    process holding the lock (migration 0004) waits for every open transaction, and a process
-    blocked inside ``SELECT pg_advisory_lock(...)`` is one, so the two waited for each other
-    forever, through the client, where PostgreSQL's deadlock detector cannot see it.
-    Every waiter then runs the upgrade itself, which finds the schema at head and does nothing.
-    """
-    from flask_migrate import upgrade
-
-    with app.app_context(), db.engine.connect() as conn:
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        try_lock = text("SELECT pg_try_advisory_lock(:key)")
-        waited = False
-        while not conn.execute(try_lock, {"key": MIGRATION_LOCK_KEY}).scalar():
-            if not waited:
-                app.logger.info("another process is migrating the database; waiting for it")
-                waited = True
-            time.sleep(MIGRATION_LOCK_POLL_SECONDS)
-        try:
-            upgrade(directory=MIGRATIONS_DIR)
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
 
 def _init_debug_toolbar(app: Flask, settings: Settings) -> None:

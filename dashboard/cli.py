@@ -100,7 +100,7 @@ def worker_command(**options: Any) -> None:
     and lets running jobs finish (exit 0); a second one exits at once (exit 128 + signal).
     """
     from .config import settings_of
-    from .extensions import db
+    from .extensions import engine
     from .ops import schema
     from .ops.logs import install as install_logs
     from .runtime.handlers import registered_types
@@ -122,7 +122,7 @@ def worker_command(**options: Any) -> None:
     install_logs(ops.log_format, project_level=settings.log_level)
     log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
-    log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
+    log.info("database: %s", engine().url.render_as_string(hide_password=True))
 
     schema.require_current(app)  # an older schema: refuse to start, naming the command to run
     worker = Worker(app, settings, ops=ops)

@@ -16,7 +16,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
-from ..paths import API_PREFIX, is_api_path
+from ..mount import mount_of
 
 
 class ApiError(Exception):
@@ -60,7 +60,7 @@ def json_error(
 
 
 def is_api_request() -> bool:
-    return is_api_path(request.path)
+    return mount_of(current_app).is_api_path(request.path)
 
 
 def _http_detail(exc: HTTPException) -> str:
@@ -107,7 +107,8 @@ def register(bp: Blueprint) -> None:
 
 
 def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> None:
-    """CORS on ``/api/*`` only: the configured origins, plus localhost origins (any port) in
+    """CORS on the API's paths only (``/api/*``, under the mount's prefix): the configured
+    origins, plus localhost origins (any port) in
     development. With neither (production's default) no CORS header is ever sent."""
     from flask_cors import CORS
 
@@ -117,4 +118,4 @@ def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> No
     if development:
         allowed.append(DEV_CORS_ORIGIN)
     if allowed:
-        CORS(app, resources={rf"{API_PREFIX}/*": {"origins": allowed}})
+        CORS(app, resources={rf"{mount_of(app).api_prefix}/*": {"origins": allowed}})
