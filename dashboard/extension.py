@@ -120,6 +120,7 @@ def _as_text(value: str | int | float) -> str:
 def _mount(app: Flask, prefix: str) -> None:
     """Blueprints, the templates' helpers, commands and job types: the same in every host."""
     from flask import url_for
+    from flask_wtf.csrf import generate_csrf
 
     from . import api, cli, web
     from .mount import mount_of
@@ -134,9 +135,14 @@ def _mount(app: Flask, prefix: str) -> None:
     def queue_static(filename: str) -> str:
         return url_for(mount_of(app).static_endpoint, filename=filename)
 
-    # Templates read the shared value rules, the event types of an attempt's activity and
-    # where the queue's static files are.
-    helpers = {"limits": limits, "activity_events": ACTIVITY_EVENTS, "queue_static": queue_static}
+    # Templates read the shared value rules, the event types of an attempt's activity, where
+    # the queue's static files are, and the CSRF token htmx sends (Flask-WTF's, in any host).
+    helpers = {
+        "limits": limits,
+        "activity_events": ACTIVITY_EVENTS,
+        "queue_static": queue_static,
+        "csrf_token": generate_csrf,
+    }
     app.context_processor(lambda: helpers)
     cli.init_app(app)
     app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers

@@ -50,6 +50,12 @@ class Access:
     required: bool
     actor: Actor
     signed_in: bool
+    by_host: bool = False  # the host app's authorize admitted the request (a host's mount)
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the page shows its contents: no sign-in needed, signed in, or the host said so."""
+        return not self.required or self.signed_in or self.by_host
 
     @property
     def can_operate(self) -> bool:
@@ -65,7 +71,8 @@ def access() -> Access:
     if "access" not in g:
         mount = mount_of(current_app)
         if mount.embedded:
-            g.access = Access(True, host_actor(mount), False)
+            actor = host_actor(mount)
+            g.access = Access(True, actor or Actor("", Role.VIEWER, "none"), False, by_host=actor is not None)
         elif not settings_of(current_app).auth_required:
             g.access = Access(False, ANONYMOUS, False)
         elif current_user.is_authenticated:
@@ -114,16 +121,16 @@ HOST_CREDENTIAL = "host"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
-def host_actor(mount: Mount) -> Actor:
-    """Who the host's ``authorize(request)`` says this request is: 403 when it answers
-    ``None`` (or, a host's bug, anything but a role, which is logged)."""
+def host_actor(mount: Mount) -> Actor | None:
+    """Who the host's ``authorize(request)`` says this request is; ``None`` when it refuses
+    (``None``, or, a host's bug, anything but a role, which is logged)."""
     answer = mount.authorize(request) if mount.authorize is not None else None
     if answer not in ROLES:
         if answer is not None:
             current_app.logger.error(
                 "authorize(request) answered %r: expected 'operator', 'viewer' or None", answer
             )
-        abort(403, description="The application this dashboard is mounted in does not let you see it.")
+        return None
     return Actor(HOST_ACTOR, Role(answer), HOST_CREDENTIAL)
 
 
@@ -133,7 +140,8 @@ def _host_door(mount: Mount) -> None:
     CSRF check of ours)."""
     if request.endpoint in OPEN_ENDPOINTS or request.endpoint == "web.sign_out":
         abort(404)
-    access()
+    if not access().by_host:
+        abort(403, description="The application this dashboard is mounted in does not let you see it.")
     if request.method not in SAFE_METHODS:
         field = current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token")
         try:
