@@ -237,6 +237,10 @@ class JobContext:
         """True once a guarded call found that this worker no longer owns the attempt."""
         return self._lost
 
+    def mark_lost(self) -> None:
+        """The attempt is no longer this worker's (its deadline passed and it was failed)."""
+        self._lost = True
+
     @property
     def stopping(self) -> bool:
         """True once the worker was asked to shut down; the handler may still finish."""
