@@ -133,10 +133,26 @@ worker_command.params.extend(setting_options(WorkerSettings) + setting_options(O
 
 
 def _check_pool(app: Flask, threads: int) -> None:
-    """Every thread keeps a connection, and batch mode adds a dispatcher and a completer."""
+    """Every thread keeps a connection, and batch mode adds a dispatcher and a completer.
+
+    The standalone app sizes its pool from ``JOB_WORKER_THREADS``; a host's app has its own
+    engine, whose pool is read as it is."""
+    from .mount import mount_of
+
+    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
+    if mount_of(app).embedded:
+        from .extensions import engine
+
+        pool = engine().pool
+        capacity = int(getattr(pool, "size", lambda: 5)()) + max(0, int(getattr(pool, "_max_overflow", 0)))
+        if needed > capacity:
+            raise click.UsageError(
+                f"--threads {threads} needs {needed} database connections but the app's pool holds "
+                f"{capacity}; raise pool_size / max_overflow in SQLALCHEMY_ENGINE_OPTIONS"
+            )
+        return
     options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
     capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 0))
-    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
     if needed > capacity:
         raise click.UsageError(
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
