@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 from flask import Flask, current_app
-from flask.cli import with_appcontext
+from flask.cli import AppGroup, with_appcontext
 from flask.logging import default_handler
 
 from .config import OpsSettings, WorkerSettings
@@ -27,9 +27,12 @@ from .logsafe import SafeFormatter
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
 
-def init_app(app: Flask) -> None:
-    """Register the project's commands on ``app``."""
+def init_app(app: Flask, *, embedded: bool = False) -> None:
+    """Register the project's commands on ``app``: ``flask worker``, and in a host's app the
+    queue's other commands under ``flask jobqueue``."""
     app.cli.add_command(worker_command)
+    if embedded:
+        app.cli.add_command(jobqueue_group)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -158,3 +161,32 @@ def _check_pool(app: Flask, threads: int) -> None:
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
             f"set JOB_WORKER_THREADS={threads} in the environment instead, so the pool is sized for them"
         )
+
+
+jobqueue_group = AppGroup("jobqueue", help="The job queue's commands (migrations, retention, credentials).")
+
+
+@jobqueue_group.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="The queue's revision to migrate to.")
+@with_appcontext
+def upgrade_command(revision: str) -> None:
+    """Bring the queue's tables to head in this app's database (version table
+    jobqueue_alembic_version; the app's own migrations are left alone)."""
+    from flask import current_app
+
+    from .migrating import upgrade_embedded
+    from .mount import EMBEDDED_VERSION_TABLE
+
+    upgrade_embedded(current_app._get_current_object(), revision)  # type: ignore[attr-defined]
+    click.echo(f"the queue's tables are at {revision} ({EMBEDDED_VERSION_TABLE})")
+
+
+def _add_queue_commands() -> None:
+    from .auth.commands import hash_password_command, new_token_command
+    from .ops.commands import prune_command
+
+    for command in (prune_command, hash_password_command, new_token_command):
+        jobqueue_group.add_command(command)
+
+
+_add_queue_commands()

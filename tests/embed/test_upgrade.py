@@ -43,7 +43,8 @@ def test_upgrade_keeps_its_own_version_table_and_leaves_the_host_s_alone(host_da
     assert "jobqueue_alembic_version" in ran.output
     with psycopg.connect(libpq(host_database)) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("host_rev_42",)]
-        assert conn.execute("SELECT version_num FROM jobqueue_alembic_version").fetchall() == [(script_head(),)]
+        own = conn.execute("SELECT version_num FROM jobqueue_alembic_version").fetchall()
+        assert own == [(script_head(),)]
         assert conn.execute("SELECT to_regclass('jobs_job') IS NOT NULL").fetchone() == (True,)
     again = runner.invoke(args=["jobqueue", "upgrade"])  # at head: nothing to do
     assert again.exit_code == 0, again.output

@@ -183,6 +183,7 @@ def test_the_shop_runs_on_the_installed_package(fresh_venv: Path, shop_database:
         assert rows(shop_database, "SELECT count(*) FROM jobs_job") == [(1,)]
 
         worker = shop.start("worker", log="worker.log")
+
         def receipt_sent() -> bool:
             if worker.poll() is not None:
                 raise AssertionError(f"the worker exited ({worker.returncode}):\n{shop.log('worker.log')}")

@@ -132,6 +132,16 @@ def test_delay_and_run_at_set_when_it_may_run(app: Flask) -> None:
     assert scheduled.available_at == later
 
 
+@pytest.fixture
+def own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Types registered by a test are gone after it (the API and pages list the registry)."""
+    from dashboard.runtime import handlers
+
+    monkeypatch.setattr(handlers, "_registry", dict(handlers._registry))
+    monkeypatch.setattr(handlers, "_defaults", dict(handlers._defaults))
+
+
+@pytest.mark.usefixtures("own_registry")
 def test_handler_defaults_apply_and_an_enqueue_s_own_values_win(app: Flask) -> None:
     @jobs.handler("pyapi.defaults", priority=80, max_attempts=9)
     def defaults(ctx: jobs.JobContext) -> None:
