@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
+from flask.blueprints import BlueprintSetupState
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 
@@ -100,10 +101,26 @@ def handle_unexpected(exc: Exception) -> Response:
     return json_error(500, "Internal server error.")
 
 
+HANDLERS = (
+    (ApiError, handle_api_error),
+    (HTTPException, handle_http_exception),
+    (Exception, handle_unexpected),
+)
+
+
 def register(bp: Blueprint) -> None:
-    bp.app_errorhandler(ApiError)(handle_api_error)
-    bp.app_errorhandler(HTTPException)(handle_http_exception)
-    bp.app_errorhandler(Exception)(handle_unexpected)
+    """JSON errors for the API's views; in the standalone app for every path under ``/api``
+    too (a URL that matches no route belongs to no blueprint). A host's app keeps its own
+    error handlers for everything outside the queue's blueprints."""
+    for kind, handle in HANDLERS:
+        bp.register_error_handler(kind, handle)
+
+    def app_wide(state: BlueprintSetupState) -> None:
+        if not mount_of(state.app).embedded:
+            for kind, handle in HANDLERS:
+                state.app.register_error_handler(kind, handle)
+
+    bp.record(app_wide)
 
 
 def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, Request
@@ -25,7 +26,9 @@ def role_header(request: Request) -> str | None:
     return request.headers.get("X-Host-Role")
 
 
-def make_host(database_url: str, **config: Any) -> tuple[Flask, SQLAlchemy, type]:
+def make_host(
+    database_url: str, setup: Callable[[Flask], None] | None = None, **config: Any
+) -> tuple[Flask, SQLAlchemy, type]:
     """A Flask app with its own Flask-SQLAlchemy ``db``, an ``Order`` model and a route of its
     own, and the queue mounted at ``/ops/jobs`` behind ``role_header``."""
     host = Flask("shop_host")
@@ -54,5 +57,7 @@ def make_host(database_url: str, **config: Any) -> tuple[Flask, SQLAlchemy, type
     def order() -> tuple[str, int]:
         return "ordered", 201
 
+    if setup is not None:
+        setup(host)
     JobQueue(host, db=db, url_prefix=PREFIX, authorize=role_header)
     return host, db, Order

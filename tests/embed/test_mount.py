@@ -141,7 +141,8 @@ def test_the_api_is_under_the_prefix_and_needs_a_bearer_token(host: tuple[Flask,
     )
     created = client.post(PREFIX + "/api/jobs/", json={"type": "demo.success"}, headers=operator)
     assert created.status_code == 201
-    assert client.get(PREFIX + "/api/nope/", headers=viewer).is_json  # the API's JSON errors under the prefix
+    unknown = client.get(PREFIX + "/api/jobs/00000000-0000-0000-0000-000000000000/", headers=viewer)
+    assert unknown.status_code == 404 and unknown.is_json  # the API's JSON errors under the prefix
     assert client.get(PREFIX + "/metrics").status_code == 401
     assert client.get(PREFIX + "/metrics", headers=viewer).status_code == 200
 
@@ -158,6 +159,26 @@ def test_enqueue_joins_the_host_s_session_transaction(host: tuple[Flask, SQLAlch
         assert [o.item for o in db.session.query(order_model).all()] == ["kept"]
         assert read_jobs.get_job(kept.id) is not None
         assert read_jobs.get_job(dropped.id) is None
+
+
+def test_the_host_keeps_its_own_error_pages(app: Flask, database_url: str) -> None:
+    def own_error_pages(host_app: Flask) -> None:  # set up before the queue is mounted
+        @host_app.errorhandler(404)
+        def shop_not_found(error: Exception) -> tuple[str, int]:
+            return "the shop has no such page", 404
+
+        @host_app.get("/broken")
+        def broken() -> str:
+            raise LookupError("a bug of the host's")
+
+    host_app, db, _ = make_host(database_url, setup=own_error_pages)
+    client = host_app.test_client()
+    assert client.get("/no-such-page").get_data(as_text=True) == "the shop has no such page"
+    host_app.testing = False  # the host's own 500, not the queue's JSON
+    crashed = client.get("/broken")
+    assert crashed.status_code == 500 and not crashed.is_json
+    with host_app.app_context():
+        db.engine.dispose()
 
 
 def test_a_second_mount_on_one_app_is_refused(host: tuple[Flask, SQLAlchemy, type]) -> None:
