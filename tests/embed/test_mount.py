@@ -10,6 +10,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import text
+from werkzeug.exceptions import HTTPException
 
 from dashboard import JobQueue, jobs
 from dashboard.store import read_jobs
@@ -163,9 +164,13 @@ def test_enqueue_joins_the_host_s_session_transaction(host: tuple[Flask, SQLAlch
 
 def test_the_host_keeps_its_own_error_pages(app: Flask, database_url: str) -> None:
     def own_error_pages(host_app: Flask) -> None:  # set up before the queue is mounted
-        @host_app.errorhandler(404)
-        def shop_not_found(error: Exception) -> tuple[str, int]:
-            return "the shop has no such page", 404
+        @host_app.errorhandler(HTTPException)
+        def shop_http_error(error: HTTPException) -> tuple[str, int]:
+            return f"the shop's {error.code} page", error.code or 500
+
+        @host_app.errorhandler(Exception)
+        def shop_error(error: Exception) -> tuple[str, int]:
+            return "the shop's error page", 500
 
         @host_app.get("/broken")
         def broken() -> str:
@@ -173,10 +178,10 @@ def test_the_host_keeps_its_own_error_pages(app: Flask, database_url: str) -> No
 
     host_app, db, _ = make_host(database_url, setup=own_error_pages)
     client = host_app.test_client()
-    assert client.get("/no-such-page").get_data(as_text=True) == "the shop has no such page"
-    host_app.testing = False  # the host's own 500, not the queue's JSON
-    crashed = client.get("/broken")
-    assert crashed.status_code == 500 and not crashed.is_json
+    assert client.get("/no-such-page").get_data(as_text=True) == "the shop's 404 page"
+    assert client.get("/broken").get_data(as_text=True) == "the shop's error page"
+    # The queue's own API still answers JSON from its views.
+    assert client.get(PREFIX + "/api/jobs/").is_json
     with host_app.app_context():
         db.engine.dispose()
 
