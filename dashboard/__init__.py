@@ -1,29 +1,44 @@
-"""The application factory: configuration, extensions, blueprints and CLI commands."""
+"""The package's two entry points: :class:`JobQueue`, the queue as a Flask extension mounted in
+any app, and :func:`create_app`, the standalone app, which mounts it at the root.
+
+Application code enqueues and declares job types through :mod:`dashboard.jobs`.
+
+In a host's app nothing of the standalone leaks: the queue's settings are read at
+``init_app`` (the environment, and ``app.config`` keys named like the variables); its
+request-id, security-header and access hooks are scoped to its own blueprints, so the host's
+routes get none of them (no CSP, no before_request); its static files are served under the
+prefix; sign-in sessions, Flask-Login and an app-wide CSRF check stay the host's own.
+"""
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask
-from sqlalchemy import text
+from flask import Blueprint, Flask
+from flask_sqlalchemy import SQLAlchemy
 
 from . import limits
 from .auth.principals import Directory
-from .config import PROJECT_ROOT, ConfigError, Settings
+from .config import ConfigError, Settings
 from .database import (
-    MIGRATION_LOCK_KEY,
     MIGRATIONS_DIR,
+    STATIC_DIR,
+    TEMPLATES_DIR,
     engine_options,
     ping_when_suspect,
     resolve_url,
 )
 from .extensions import csrf, db, htmx, migrate
+from .extensions import db as extensions_db
+from .migrating import upgrade_database
+from .mount import BLUEPRINTS, EMBEDDED_VERSION_TABLE, EXTENSION, Authorize, Mount, normalise_prefix
 from .ops.setup import init_app as init_ops
 from .store import jsonb
 from .store.states import ACTIVITY_EVENTS
+
+__all__ = ["JobQueue", "create_app", "upgrade_database"]
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -41,8 +56,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app = Flask(
         __name__,
-        template_folder=os.path.join(PROJECT_ROOT, "templates"),
-        static_folder=os.path.join(PROJECT_ROOT, "static"),
+        template_folder=TEMPLATES_DIR,
+        static_folder=STATIC_DIR,
         instance_path=settings.instance_path,
     )
     url, embedded = resolve_url(settings, app.instance_path)
@@ -80,20 +95,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     htmx.init_app(app)
 
-    from . import api, auth, cli, web
-    from .paths import API_PREFIX
-    from .runtime.handlers import DEMO_SWITCH, load_handler_modules
-    from .store import models  # noqa: F401  (registers the tables on db.metadata)
+    from . import auth, web
 
-    app.register_blueprint(api.bp, url_prefix=API_PREFIX)
-    app.register_blueprint(web.bp)
+    # The standalone app is the queue's first host: mounted at the root, with its own sign-in.
+    JobQueue().init_app(app, db=db)
     web.metrics.init_app(app)  # GET /metrics, at the root beside the blueprints
-    # Templates read the shared value rules and the event types of an attempt's activity.
-    app.context_processor(lambda: {"limits": limits, "activity_events": ACTIVITY_EVENTS})
-    cli.init_app(app)
     auth.init_app(app, settings, directory, debug_toolbar=debug_toolbar)
-    app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
-    load_handler_modules(settings.worker.handler_modules)
 
     if settings.migrates_at_start:
         upgrade_database(app)
@@ -146,38 +153,154 @@ def warn_debug_with_credentials(app: Flask, settings: Settings) -> None:
         )
 
 
-MIGRATION_LOCK_POLL_SECONDS = 0.1
-
-
-def upgrade_database(app: Flask) -> None:
-    """Apply migrations, one process at a time (web and worker processes may start together).
-
-    The lock is a session-level advisory lock, *polled* with ``pg_try_advisory_lock`` on an
-    autocommit connection, sleeping between tries with no statement and no transaction open.
-    A waiting process therefore holds no snapshot: a ``CREATE INDEX CONCURRENTLY`` run by the
-    process holding the lock (migration 0004) waits for every open transaction, and a process
-    blocked inside ``SELECT pg_advisory_lock(...)`` is one, so the two waited for each other
-    forever, through the client, where PostgreSQL's deadlock detector cannot see it.
-    Every waiter then runs the upgrade itself, which finds the schema at head and does nothing.
-    """
-    from flask_migrate import upgrade
-
-    with app.app_context(), db.engine.connect() as conn:
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        try_lock = text("SELECT pg_try_advisory_lock(:key)")
-        waited = False
-        while not conn.execute(try_lock, {"key": MIGRATION_LOCK_KEY}).scalar():
-            if not waited:
-                app.logger.info("another process is migrating the database; waiting for it")
-                waited = True
-            time.sleep(MIGRATION_LOCK_POLL_SECONDS)
-        try:
-            upgrade(directory=MIGRATIONS_DIR)
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
-
-
 def _init_debug_toolbar(app: Flask, settings: Settings) -> None:
     from .debugbar import init_toolbar
 
     init_toolbar(app, settings)
+
+
+class JobQueue:
+    """The job queue's pages, JSON API and commands, mounted in a Flask app.
+
+    ``JobQueue(app, db=db, url_prefix=..., authorize=...)`` or ``JobQueue().init_app(app, ...)``.
+    """
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        db: SQLAlchemy | None = None,
+        url_prefix: str | None = None,
+        authorize: Authorize | None = None,
+    ) -> None:
+        self.app: Flask | None = None
+        if app is not None:
+            self.init_app(app, db=db, url_prefix=url_prefix, authorize=authorize)
+
+    def init_app(
+        self,
+        app: Flask,
+        *,
+        db: SQLAlchemy | None = None,
+        url_prefix: str | None = None,
+        authorize: Authorize | None = None,
+    ) -> None:
+        """Mount the queue on ``app``.
+
+        ``db``: the host's Flask-SQLAlchemy instance, already set up on ``app`` (the queue's
+        tables live in its database; ``flask jobqueue upgrade`` creates them). ``url_prefix``:
+        where the pages go (``"/ops/jobs"``; the API under ``url_prefix + "/api"``).
+        ``authorize(request)``: ``"operator"``, ``"viewer"`` or ``None`` (refused) for every
+        page; without it every page is refused. The API and ``/metrics`` need a bearer token
+        (``API_TOKENS``, ``METRICS_TOKEN``) as in the standalone app. A second mount on the same
+        app is refused. Raises ``TypeError``/``ValueError`` naming the argument.
+        """
+        if EXTENSION in app.extensions:
+            raise RuntimeError(
+                f"a JobQueue is already mounted on the app {app.name!r}: one queue per app; "
+                "call init_app once (JobQueue(app, ...) already calls it)"
+            )
+        prefix = normalise_prefix(url_prefix)
+        if authorize is not None and not callable(authorize):
+            raise TypeError(
+                "authorize must be a function of the request returning 'operator', 'viewer' or None"
+            )
+        standalone = db is None or db is extensions_db
+        if not standalone:
+            if not isinstance(db, SQLAlchemy):
+                raise TypeError(f"db must be the app's Flask-SQLAlchemy instance, got {type(db).__name__}")
+            if app.extensions.get("sqlalchemy") is not db:
+                raise ValueError(
+                    "db must be set up on this app first: db.init_app(app), then queue.init_app(app)"
+                )
+            settings = Settings.from_env(host_environment(app))
+            Directory(settings)  # a malformed user or token stops the start here
+            app.extensions["jobqueue.settings"] = settings
+            app.extensions[EXTENSION] = Mount(prefix, True, authorize, EMBEDDED_VERSION_TABLE)
+            _init_embedded(app, settings, prefix)
+        else:
+            app.extensions[EXTENSION] = Mount(prefix, False, authorize)
+        _mount(app, prefix)
+        self.app = app
+
+
+def host_environment(app: Flask) -> dict[str, str]:
+    """The settings' source in a host's app: the environment, then ``app.config`` values of
+    keys that are a setting's variable (``JOB_WORKER_THREADS``, ``API_TOKENS`` ...)."""
+    names = Settings.variable_names()
+    env = dict(os.environ)
+    for key, value in app.config.items():
+        if key in names and isinstance(value, str | int | float):
+            env[key] = _as_text(value)
+    return env
+
+
+def _as_text(value: str | int | float) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _mount(app: Flask, prefix: str) -> None:
+    """Blueprints, the templates' helpers, commands and job types: the same in every host."""
+    from flask import url_for
+    from flask_wtf.csrf import generate_csrf
+
+    from . import api, cli, web
+    from .mount import mount_of
+    from .paths import API_PREFIX
+    from .runtime.handlers import DEMO_SWITCH, load_handler_modules
+    from .store import models  # noqa: F401  (registers the tables on db.metadata)
+
+    settings = app.extensions["jobqueue.settings"]
+    app.register_blueprint(api.bp, url_prefix=prefix + API_PREFIX)
+    app.register_blueprint(web.bp, url_prefix=prefix or None)
+
+    def queue_static(filename: str) -> str:
+        return url_for(mount_of(app).static_endpoint, filename=filename)
+
+    # Templates read the shared value rules, the event types of an attempt's activity, where
+    # the queue's static files are, and the CSRF token htmx sends (Flask-WTF's, in any host).
+    helpers = {
+        "limits": limits,
+        "activity_events": ACTIVITY_EVENTS,
+        "queue_static": queue_static,
+        "csrf_token": generate_csrf,
+    }
+    app.context_processor(lambda: helpers)
+    cli.init_app(app, embedded=mount_of(app).embedded)
+    app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
+    load_handler_modules(settings.worker.handler_modules)
+
+
+def _init_embedded(app: Flask, settings: Settings, prefix: str) -> None:
+    """What a host's app gets besides the blueprints: static files and ``/metrics`` under the
+    prefix, request ids and security headers on the queue's own responses only, the queue's
+    commands under ``flask jobqueue``."""
+    from .auth import headers
+    from .ops import logs, web_metrics
+    from .web import metrics
+
+    jsonb.install()
+    _htmx_requests(app)
+    own = Blueprint("jobqueue", __name__, static_folder=STATIC_DIR, static_url_path="/static")
+    own.add_url_rule("/metrics", "metrics", metrics.metrics, methods=["GET"])
+    app.register_blueprint(own, url_prefix=prefix or None)
+    web_metrics.init_app(app)
+    logs.init_app(app, settings.ops.log_format, blueprints=BLUEPRINTS)
+    headers.init_app(app, debug_toolbar=False, hsts=not settings.debug, blueprints=BLUEPRINTS)
+    for key, value in CSRF_DEFAULTS.items():
+        app.config.setdefault(key, value)
+    app.extensions["jobqueue.directory"] = Directory(settings)
+
+
+def _htmx_requests(app: Flask) -> None:
+    """The pages read ``request.htmx`` (htmx-flask): the host's request class gains it."""
+    from htmx_flask.requests import HtmxAwareRequest
+
+    if not issubclass(app.request_class, HtmxAwareRequest):
+        app.request_class = type("JobQueueRequest", (HtmxAwareRequest, app.request_class), {})
+
+
+# Flask-WTF's defaults, for the pages' forms (the host may have no CSRFProtect of its own).
+CSRF_DEFAULTS: Mapping[str, Any] = {"WTF_CSRF_ENABLED": True, "WTF_CSRF_TIME_LIMIT": 3600}

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 import click
-from flask import Flask
-from flask.cli import with_appcontext
+from flask import Flask, current_app
+from flask.cli import AppGroup, with_appcontext
 from flask.globals import app_ctx
 from flask.logging import default_handler
 
@@ -28,9 +28,12 @@ from .logsafe import SafeFormatter
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
 
-def init_app(app: Flask) -> None:
-    """Register the project's commands on ``app``."""
+def init_app(app: Flask, *, embedded: bool = False) -> None:
+    """Register the project's commands on ``app``: ``flask worker``, and in a host's app the
+    queue's other commands under ``flask jobqueue``."""
     app.cli.add_command(worker_command)
+    if embedded:
+        app.cli.add_command(jobqueue_group)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -101,7 +104,7 @@ def worker_command(**options: Any) -> None:
     and lets running jobs finish (exit 0); a second one exits at once (exit 128 + signal).
     """
     from .config import settings_of
-    from .extensions import db
+    from .extensions import engine
     from .ops import schema
     from .ops.logs import install as install_logs
     from .runtime.handlers import registered_types
@@ -123,7 +126,7 @@ def worker_command(**options: Any) -> None:
     install_logs(ops.log_format, project_level=settings.log_level)
     log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
-    log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
+    log.info("database: %s", engine().url.render_as_string(hide_password=True))
 
     schema.require_current(app)  # an older schema: refuse to start, naming the command to run
     worker = Worker(app, settings, ops=ops)
@@ -134,12 +137,56 @@ worker_command.params.extend(setting_options(WorkerSettings) + setting_options(O
 
 
 def _check_pool(app: Flask, threads: int) -> None:
-    """Every thread keeps a connection, and batch mode adds a dispatcher and a completer."""
+    """Every thread keeps a connection, and batch mode adds a dispatcher and a completer.
+
+    The standalone app sizes its pool from ``JOB_WORKER_THREADS``; a host's app has its own
+    engine, whose pool is read as it is."""
+    from .mount import mount_of
+
+    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
+    if mount_of(app).embedded:
+        from .extensions import engine
+
+        pool = engine().pool
+        capacity = int(getattr(pool, "size", lambda: 5)()) + max(0, int(getattr(pool, "_max_overflow", 0)))
+        if needed > capacity:
+            raise click.UsageError(
+                f"--threads {threads} needs {needed} database connections but the app's pool holds "
+                f"{capacity}; raise pool_size / max_overflow in SQLALCHEMY_ENGINE_OPTIONS"
+            )
+        return
     options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
     capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 0))
-    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
     if needed > capacity:
         raise click.UsageError(
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
             f"set JOB_WORKER_THREADS={threads} in the environment instead, so the pool is sized for them"
         )
+
+
+jobqueue_group = AppGroup("jobqueue", help="The job queue's commands (migrations, retention, credentials).")
+
+
+@jobqueue_group.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="The queue's revision to migrate to.")
+@with_appcontext
+def upgrade_command(revision: str) -> None:
+    """Bring the queue's tables to head in this app's database (version table
+    jobqueue_alembic_version; the app's own migrations are left alone)."""
+
+    from .migrating import upgrade_embedded
+    from .mount import EMBEDDED_VERSION_TABLE
+
+    upgrade_embedded(current_app._get_current_object(), revision)  # type: ignore[attr-defined]
+    click.echo(f"the queue's tables are at {revision} ({EMBEDDED_VERSION_TABLE})")
+
+
+def _add_queue_commands() -> None:
+    from .auth.commands import hash_password_command, new_token_command
+    from .ops.commands import prune_command
+
+    for command in (prune_command, hash_password_command, new_token_command):
+        jobqueue_group.add_command(command)
+
+
+_add_queue_commands()

@@ -274,6 +274,16 @@ class Settings:
             ops=OpsSettings.from_env(source),
         )
 
+    @classmethod
+    def variable_names(cls) -> frozenset[str]:
+        """Every environment variable the settings read (the worker's and ops' included)."""
+        return frozenset(
+            spec.metadata["env"]
+            for settings_class in (cls, WorkerSettings, OpsSettings)
+            for spec in fields(settings_class)
+            if "env" in spec.metadata
+        )
+
     @property
     def auth_required(self) -> bool:
         """Whether requests must carry a credential.

@@ -33,7 +33,17 @@ log = logging.getLogger(__name__)
 MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
 
 
-MIGRATIONS_DIR = os.path.join(PROJECT_ROOT, "migrations")
+def _data_dir(name: str) -> str:
+    """A data folder of the project: inside the installed package (a wheel puts
+    ``templates/``, ``static/`` and ``migrations/`` under ``dashboard/``), else the checkout's
+    top-level folder."""
+    installed = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    return installed if os.path.isdir(installed) else os.path.join(PROJECT_ROOT, name)
+
+
+MIGRATIONS_DIR = _data_dir("migrations")
+TEMPLATES_DIR = _data_dir("templates")
+STATIC_DIR = _data_dir("static")
 
 
 def normalise_url(url: str) -> str:

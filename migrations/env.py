@@ -16,7 +16,15 @@ route_migration_logs()
 logger = logging.getLogger('alembic.env')
 
 
+# `flask jobqueue upgrade` (a host's app, dashboard/migrating.py) hands its engine and version
+# table over in config.attributes; `flask db upgrade` (the standalone app) goes through
+# Flask-Migrate's extension, with Alembic's default version table.
+EMBEDDED = config.attributes.get('jobqueue_engine') is not None
+
+
 def get_engine():
+    if EMBEDDED:
+        return config.attributes['jobqueue_engine']
     return current_app.extensions['migrate'].db.engine
 
 
@@ -33,7 +41,10 @@ def get_engine_url():
 # from myapp import mymodel
 # target_metadata = mymodel.Base.metadata
 config.set_main_option('sqlalchemy.url', get_engine_url())
-target_db = current_app.extensions['migrate'].db
+if EMBEDDED:
+    from dashboard.extensions import db as target_db
+else:
+    target_db = current_app.extensions['migrate'].db
 
 # other values from the config, defined by the needs of env.py,
 # can be acquired:
@@ -86,7 +97,10 @@ def run_migrations_online():
                 directives[:] = []
                 logger.info('No changes in schema detected.')
 
-    conf_args = current_app.extensions['migrate'].configure_args
+    if EMBEDDED:
+        conf_args = {'version_table': config.attributes['jobqueue_version_table']}
+    else:
+        conf_args = current_app.extensions['migrate'].configure_args
     if conf_args.get("process_revision_directives") is None:
         conf_args["process_revision_directives"] = process_revision_directives
 

@@ -18,6 +18,7 @@ from ..auth import ANONYMOUS, Actor, Role
 from ..auth.bearer import BearerError, bearer_token
 from ..auth.session import directory_of
 from ..config import settings_of
+from ..mount import mount_of
 from ..ops import logs
 from .errors import ApiError
 
@@ -51,7 +52,10 @@ def authenticate() -> None:
     g.api_actor = ANONYMOUS
     if request.method == "OPTIONS" or request.endpoint in OPEN_ENDPOINTS:
         return
-    if not settings_of(current_app).auth_required:
+    # Mounted in a host's app, the API always needs a token: the host's authorize decides for
+    # the pages only, and a cookie the host's sign-in set must not make the JSON API writable
+    # from another site (the API is not CSRF-protected).
+    if not settings_of(current_app).auth_required and not mount_of(current_app).embedded:
         return
     token = directory_of(current_app).token_owner(presented_token())
     if token is None:

@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
+from flask.blueprints import BlueprintSetupState
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from ..paths import API_PREFIX, is_api_path
+from ..mount import mount_of
 
 
 class ApiError(Exception):
@@ -61,7 +62,7 @@ def json_error(
 
 
 def is_api_request() -> bool:
-    return is_api_path(request.path)
+    return mount_of(current_app).is_api_path(request.path)
 
 
 def _http_detail(exc: HTTPException) -> str:
@@ -101,14 +102,31 @@ def handle_unexpected(exc: Exception) -> Response:
     return json_error(500, "Internal server error.")
 
 
+HANDLERS = (
+    (ApiError, handle_api_error),
+    (HTTPException, handle_http_exception),
+    (Exception, handle_unexpected),
+)
+
+
 def register(bp: Blueprint) -> None:
-    bp.app_errorhandler(ApiError)(handle_api_error)
-    bp.app_errorhandler(HTTPException)(handle_http_exception)
-    bp.app_errorhandler(Exception)(handle_unexpected)
+    """JSON errors for the API's views; in the standalone app for every path under ``/api``
+    too (a URL that matches no route belongs to no blueprint). A host's app keeps its own
+    error handlers for everything outside the queue's blueprints."""
+    for kind, handle in HANDLERS:
+        bp.register_error_handler(kind, handle)
+
+    def app_wide(state: BlueprintSetupState) -> None:
+        if not mount_of(state.app).embedded:
+            for kind, handle in HANDLERS:
+                state.app.register_error_handler(kind, handle)
+
+    bp.record(app_wide)
 
 
 def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> None:
-    """CORS on ``/api/*`` only: the configured origins, plus localhost origins (any port) in
+    """CORS on the API's paths only (``/api/*``, under the mount's prefix): the configured
+    origins, plus localhost origins (any port) in
     development. With neither (production's default) no CORS header is ever sent."""
     from flask_cors import CORS
 
@@ -118,4 +136,4 @@ def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> No
     if development:
         allowed.append(DEV_CORS_ORIGIN)
     if allowed:
-        CORS(app, resources={rf"{API_PREFIX}/*": {"origins": allowed}})
+        CORS(app, resources={rf"{mount_of(app).api_prefix}/*": {"origins": allowed}})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 
 from flask import Flask, Response, request, url_for
 from flask.globals import request_ctx
@@ -43,7 +44,7 @@ HSTS = "max-age=31536000"
 # Pages and API answers hold job data (and, signed in, a session): never kept in a cache or
 # the browser's history. Only static files (and the toolbar's) may be cached.
 NO_STORE = "no-store"
-CACHEABLE_ENDPOINTS = frozenset({"static", "_debug_toolbar.static"})
+CACHEABLE_ENDPOINTS = frozenset({"static", "jobqueue.static", "_debug_toolbar.static"})
 
 
 def render_policy(policy: dict[str, str]) -> str:
@@ -63,12 +64,12 @@ def _toolbar_policy() -> str:
     return render_policy(policy)
 
 
-def init_app(app: Flask, *, debug_toolbar: bool, hsts: bool) -> None:
+def init_app(app: Flask, *, debug_toolbar: bool, hsts: bool, blueprints: Sequence[str] | None = None) -> None:
     """``hsts``: send Strict-Transport-Security on HTTPS responses (production only, so a
-    development server reached once over HTTPS does not pin the browser to it)."""
+    development server reached once over HTTPS does not pin the browser to it).
+    ``blueprints``: only on those blueprints' responses (a host's app keeps its own headers)."""
     strict = render_policy(POLICY)
 
-    @app.after_request
     def secure_headers(response: Response) -> Response:
         # The toolbar's policy names its static URL: not buildable for an untrusted Host (400).
         csp = _toolbar_policy() if debug_toolbar and request_ctx.url_adapter is not None else strict
@@ -81,3 +82,6 @@ def init_app(app: Flask, *, debug_toolbar: bool, hsts: bool) -> None:
         if request.endpoint not in CACHEABLE_ENDPOINTS:
             headers["Cache-Control"] = NO_STORE
         return response
+
+    for scope in blueprints or (None,):
+        app.after_request_funcs.setdefault(scope, []).append(secure_headers)

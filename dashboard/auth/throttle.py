@@ -50,7 +50,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Column, DateTime, Identity, Index, Table, Text, func, text
 
-from ..extensions import db
+from ..extensions import db, engine
 
 signin_failures = Table(
     "auth_signin_failure",
@@ -210,7 +210,7 @@ class Throttle:
             "slow_after": self.slow_after_per_user,
             "per_address": self.max_per_address,
         }
-        with db.engine.begin() as conn:
+        with engine().begin() as conn:
             for lock in sorted({_lock_id(key), _lock_id(addr)}):
                 conn.execute(_LOCK, {"class": LOCK_CLASS, "key": lock})
             row = conn.execute(_COUNTS, params).mappings().one()
@@ -237,5 +237,5 @@ class Throttle:
     def succeeded(self, admission: Admission) -> None:
         """A correct password: this address's failures for this name (the attempt's own
         provisional one among them) no longer count."""
-        with db.engine.begin() as conn:
+        with engine().begin() as conn:
             conn.execute(_FORGET_PAIR, {"key": admission.key, "address": admission.address})

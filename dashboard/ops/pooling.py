@@ -44,7 +44,7 @@ def direct_url(app: Flask) -> URL | None:
     """A URL whose connections are real sessions: ``DATABASE_DIRECT_URL``, or the app's own
     when it is not pooled; ``None`` when pooled and no direct URL is configured."""
     from ..database import normalise_url
-    from ..extensions import db
+    from ..extensions import engine
 
     ops = _ops(app)
     if ops.database_direct_url:
@@ -52,7 +52,7 @@ def direct_url(app: Flask) -> URL | None:
     if ops.database_pooled:
         return None
     with app.app_context():
-        return db.engine.url
+        return engine().url
 
 
 def listen_url(app: Flask) -> URL | None:

@@ -22,6 +22,7 @@ from flask import Flask
 from sqlalchemy import Connection, text
 
 UPGRADE_COMMAND = "flask --app wsgi db upgrade"
+VERSION_TABLES = ("alembic_version", "jobqueue_alembic_version")  # the standalone's, a host's mount's
 
 
 @functools.cache
@@ -42,6 +43,7 @@ class SchemaState:
     state: Literal["current", "behind", "ahead"]
     database: str | None  # the database's revision (None: never migrated)
     head: str  # this code's head
+    command: str = UPGRADE_COMMAND  # what brings the schema to head, as the mount runs it
 
     @property
     def ready(self) -> bool:
@@ -53,31 +55,40 @@ class SchemaState:
         if self.state == "ahead":
             return f"schema at {self.database}, newer than this code's head {self.head} (a newer release)"
         at = f"revision {self.database}" if self.database else "no revision (never migrated)"
-        return f"schema at {at}, this code needs {self.head}: run `{UPGRADE_COMMAND}`"
+        return f"schema at {at}, this code needs {self.head}: run `{self.command}`"
 
 
-def schema_state(conn: Connection) -> SchemaState:
-    """Read ``alembic_version`` on ``conn`` (a SQLAlchemy connection); raises if unreachable."""
+def schema_state(
+    conn: Connection, version_table: str = "alembic_version", command: str = UPGRADE_COMMAND
+) -> SchemaState:
+    """Read the version table (``alembic_version``; a host's mount keeps the queue's
+    revision in its own) on ``conn`` (a SQLAlchemy connection); raises if unreachable."""
+    if version_table not in VERSION_TABLES:  # a fixed name, never interpolated from elsewhere
+        raise ValueError(f"unknown version table {version_table!r}")
     head = script_head()
-    exists = conn.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
+    exists = conn.execute(text("SELECT to_regclass(:t) IS NOT NULL"), {"t": version_table}).scalar()
     versions = []
     if exists:
-        versions = [row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))]
+        versions = [row[0] for row in conn.execute(text(f"SELECT version_num FROM {version_table}"))]
     if head in versions:
-        return SchemaState("current", head, head)
+        return SchemaState("current", head, head, command)
     known = {rev.revision for rev in _scripts().walk_revisions()}
     version = versions[0] if versions else None
     if version is not None and version not in known:
-        return SchemaState("ahead", version, head)
-    return SchemaState("behind", version, head)
+        return SchemaState("ahead", version, head, command)
+    return SchemaState("behind", version, head, command)
 
 
 def current_state() -> SchemaState:
     """:func:`schema_state` on a fresh connection of the app's engine (app context needed)."""
-    from ..extensions import db
+    from flask import current_app
 
-    with db.engine.connect() as conn:
-        return schema_state(conn)
+    from ..extensions import engine
+    from ..mount import mount_of
+
+    mount = mount_of(current_app)
+    with engine().connect() as conn:
+        return schema_state(conn, mount.version_table, mount.upgrade_command)
 
 
 def require_current(app: Flask) -> None:

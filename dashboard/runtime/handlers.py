@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -51,25 +52,68 @@ BUILTIN_MODULES = ("dashboard.runtime.demo",)
 DEMO_SWITCH = "jobqueue.demo_handlers"  # app.extensions key: JOB_DEMO_HANDLERS of that app
 
 
-def handler(job_type: str, *, demo: bool = False) -> Callable[[Handler], Handler]:
+@dataclass(frozen=True, slots=True)
+class TypeDefaults:
+    """What ``@handler(...)`` declared for a type: the defaults of an enqueue that names none
+    (``None``: the queue's own default), and the per-attempt deadline ``timeout`` (seconds)."""
+
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    timeout: float | None = None
+
+
+_defaults: dict[str, TypeDefaults] = {}
+
+
+def handler(
+    job_type: str,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    demo: bool = False,
+) -> Callable[[Handler], Handler]:
     """Register ``fn`` as the handler of ``job_type`` (the last registration wins).
 
+    ``queue``, ``priority`` and ``max_attempts`` are the type's defaults for an enqueue that
+    does not name them (``dashboard.jobs.enqueue``); ``timeout`` (seconds, > 0) is a deadline
+    per attempt: the worker fails an attempt still running past it (:func:`defaults_of`).
+    Each is checked here, so a bad declaration fails at import with the argument named.
     ``demo=True`` (the built-in ``demo.*`` types only): the type exists only in an app whose
     ``JOB_DEMO_HANDLERS`` is on (:func:`demo_enabled`); elsewhere it is not registered, as far
     as :func:`get_handler` and :func:`registered_types` tell.
     """
+    if not isinstance(job_type, str):
+        raise TypeError(f"job_type must be a string, got {type(job_type).__name__}")
     if not job_type or len(job_type) > TYPE_MAX_LENGTH:
         raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
     if problem := type_problem(job_type):
         raise ValueError(f"a job type {problem}")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    declared = TypeDefaults(queue, priority, max_attempts, None if timeout is None else float(timeout))
 
     def register(fn: Handler) -> Handler:
         _registry[job_type] = fn
+        _defaults[job_type] = declared
         if demo:
             _demo[job_type] = fn
         return fn
 
     return register
+
+
+def defaults_of(job_type: str) -> TypeDefaults:
+    """What ``@handler`` declared for ``job_type`` (all ``None`` for a type without a handler)."""
+    return _defaults.get(job_type, NO_DEFAULTS) if get_handler(job_type) is not None else NO_DEFAULTS
+
+
+NO_DEFAULTS = TypeDefaults()
 
 
 def demo_enabled() -> bool:
@@ -192,6 +236,10 @@ class JobContext:
     def lost(self) -> bool:
         """True once a guarded call found that this worker no longer owns the attempt."""
         return self._lost
+
+    def mark_lost(self) -> None:
+        """The attempt is no longer this worker's (its deadline passed and it was failed)."""
+        self._lost = True
 
     @property
     def stopping(self) -> bool:

@@ -29,6 +29,7 @@ from ..store import service
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
 from . import heartbeat
+from .deadline import Deadline
 from .failures import (
     UnknownJobType,
     UnreadablePayload,
@@ -38,7 +39,7 @@ from .failures import (
     first_line,
     is_connection_error,
 )
-from .handlers import Handler, JobContext, get_handler
+from .handlers import Handler, JobContext, defaults_of, get_handler
 from .progress import Flusher
 from .threads import Backoff, ThreadRuntime
 
@@ -168,6 +169,10 @@ class Runner:
             error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")
             return self.fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
         log.debug("%s: executing job %s (%s) attempt %d", ctx.worker_id, job.id, job.type, job.attempts)
+        timeout = defaults_of(job.type).timeout
+        deadline = None
+        if timeout is not None:
+            deadline = Deadline(self.runtime.app, ctx, timeout, self.runtime.settings).start()
         try:
             result = fn(ctx)
             check_result(result)
@@ -187,6 +192,9 @@ class Runner:
                 "traceback": cap_traceback("".join(traceback.format_exception(raised))),
             }
             return self.fail(ctx, describe(raised), data, started)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
         return self.completer.complete(self, ctx, result, started)
 
     def fail(self, ctx: JobContext, error: str, data: dict[str, Any], started: float) -> Outcome:
@@ -275,7 +283,7 @@ class Runner:
         elif end is End.LOST:
             log.warning(
                 "%s: %s ended after %.2fs but the attempt is no longer ours "
-                "(lease expired and rescued); nothing recorded",
+                "(its lease was rescued, or its timeout failed it); nothing recorded",
                 ctx.worker_id,
                 what,
                 seconds,

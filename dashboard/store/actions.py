@@ -46,7 +46,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, func, select, text
 
-from ..extensions import db
+from ..extensions import engine
 from .find_jobs import cancelled_clause, filters, matching, types_matching
 from .list_columns import jobs
 from .models import JobEvent
@@ -172,7 +172,7 @@ def run(
     data = {**pg_safe(event_data), "bulk": True}
     message = pg_safe(_message(action, event_data))
     changed = chunks = 0
-    with db.engine.connect() as conn:
+    with engine().connect() as conn:
         start = conn.execute(select(func.coalesce(func.max(events.c.id), 0))).scalar_one()
     # Per candidate row, its newest event id: one backward probe of job_event_job_id_idx. (A NOT
     # EXISTS anti-join was planned as a merge over that whole index, a longer walk each chunk.)
@@ -180,7 +180,7 @@ def run(
     untouched = latest.scalar_subquery() <= start
     while True:
         moment = clock()
-        with db.engine.begin() as conn:
+        with engine().begin() as conn:
             where = _where(conn, action, selection, moment)
             picked = select(jobs.c.id).where(*where, untouched).limit(chunk).with_for_update(skip_locked=True)
             ids = list(conn.execute(picked).scalars())
@@ -210,7 +210,7 @@ def run_one(
     data = pg_safe(event_data or {})
     params = {"ids": [job_id], "now": moment, "event_data": data, "message": pg_safe(_message(action, data))}
     the_job = select(jobs).where(jobs.c.id == job_id)
-    with db.engine.begin() as conn:
+    with engine().begin() as conn:
         if action == "delete":  # nothing is left to read after it: the row, read first, locked
             row = conn.execute(the_job.with_for_update()).mappings().first()
             changed = len(conn.execute(statement, params).all())
@@ -235,6 +235,6 @@ def types_with(status: str, selection: Selection, *, limit: int = 50) -> list[st
     """The job types (of the selection's ``type`` filter) that have jobs in ``status``: one
     probe of job_type_created_idx per type, at most ``limit`` types. A bulk retry names those
     no live worker has a handler for."""
-    with db.engine.connect() as conn:
+    with engine().connect() as conn:
         names = types_matching(conn, selection.type or "")[:limit]
         return list(conn.execute(TYPES_WITH_SQL, {"types": names, "status": status}).scalars())

@@ -5,6 +5,8 @@
 - :func:`fetch_rows` / :func:`fetch_job`: run a statement (``sql.query``) on the driver
   connection, compiled once, rows as plain dicts (:func:`fetch_rows_while`: one statement per
   parameter set in one pipelined transaction, with client work done while the server executes);
+- :func:`fetch_rows_within`: the same statements on a caller's connection, inside the caller's
+  transaction (an application enqueueing beside its own writes);
 - errors come back as SQLAlchemy's exception classes (``DBAPIError.instance``), so callers tell
   an outage from a refusal the same way everywhere.
 
@@ -25,7 +27,7 @@ from sqlalchemy import Connection, Engine, TextClause
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
-from ..extensions import db
+from ..extensions import engine
 from .records import JobRecord
 
 T = TypeVar("T")
@@ -39,10 +41,10 @@ _autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKey
 
 
 def autocommit_engine() -> Engine:
-    engine = db.engine
-    autocommit = _autocommit_engines.get(engine)
+    current = engine()
+    autocommit = _autocommit_engines.get(current)
     if autocommit is None:
-        autocommit = _autocommit_engines[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+        autocommit = _autocommit_engines[current] = current.execution_options(isolation_level="AUTOCOMMIT")
     return autocommit
 
 
@@ -225,6 +227,23 @@ def fetch_rows_while(
 def _has_rows(cursor: psycopg.Cursor[Any]) -> bool:
     result = cursor.pgresult
     return result is not None and bool(result.nfields)
+
+
+def fetch_rows_within(
+    conn: Connection, statement: TextClause, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run ``statement`` on a caller's connection, in the caller's transaction: nothing is
+    committed or rolled back here.
+
+    SQLAlchemy executes it (not the driver directly, as :func:`fetch_rows` does), so the
+    statement joins the transaction the caller began, or the one SQLAlchemy begins on first use
+    and the caller commits; the jsonb and fixed parameters bind as the statement declares them
+    (``sql.query``). Its effects, a ``pg_notify`` included, exist only once that transaction
+    commits. Refuses an autocommit connection, which would commit each statement on its own.
+    """
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        raise ValueError("a connection in the caller's transaction, not an autocommit one, is needed here")
+    return [dict(row) for row in conn.execute(statement, params).mappings()]
 
 
 def fetch_job(conn: Connection, statement: TextClause, params: dict[str, Any]) -> JobRecord | None:

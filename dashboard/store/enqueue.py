@@ -24,7 +24,7 @@ from ..limits import (
     type_problem,
 )
 from . import planner_stats
-from .connection import autocommit, fetch_job, fetch_rows, fetch_rows_while
+from .connection import autocommit, fetch_job, fetch_rows, fetch_rows_while, fetch_rows_within
 from .records import CreateResult, JobRecord
 from .sql import query
 from .states import Status
@@ -49,11 +49,15 @@ def create_job(
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
+    within: Connection | None = None,
 ) -> CreateResult:
     """Queue a job, or return the job that already holds ``idempotency_key``.
 
     ``available_at`` defaults to ``now``. ``event_data`` is merged into the ``created``
-    event (who created it, through which door).
+    event (who created it, through which door). ``conn``: an autocommit connection
+    (``connection.connect()``), the job committed at once. ``within``: instead, the caller's
+    connection in its open transaction: the job, its event and the workers' wake-up are
+    written there and exist only if the caller commits (:func:`connection.fetch_rows_within`).
     """
     now = _aware(now or utcnow(), "now")
     _check(JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key))
@@ -68,6 +72,8 @@ def create_job(
         "event_data": {"type": type, **(event_data or {})},
         "now": now,
     }
+    if within is not None:
+        return _create_within(within, params)
     with autocommit(conn) as conn:
         job = fetch_job(conn, CREATE, params)
         if job is not None:
@@ -77,6 +83,18 @@ def create_job(
     if existing is None:  # the conflicting row vanished between the two statements
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
     return CreateResult(job=existing, created=False)
+
+
+def _create_within(conn: Connection, params: dict[str, Any]) -> CreateResult:
+    """:func:`create_job`'s two statements in the caller's transaction."""
+    rows = fetch_rows_within(conn, CREATE, params)
+    if rows:
+        planner_stats.after_insert(1, None)
+        return CreateResult(job=JobRecord.from_row(rows[0]), created=True)
+    found = fetch_rows_within(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": params["idempotency_key"]})
+    if not found:
+        raise RuntimeError("idempotency key conflict with a job that no longer exists")
+    return CreateResult(job=JobRecord.from_row(found[0]), created=False)
 
 
 CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, "Bulk create in chunks")
@@ -117,8 +135,13 @@ def create_jobs(
     now: datetime | None = None,
     conn: Connection | None = None,
     meanwhile: Callable[[list[JobRecord]], object] | None = None,
+    within: Connection | None = None,
 ) -> list[CreateResult]:
     """Queue many jobs in one transaction; all are checked before any is written.
+
+    ``within``: the caller's connection in its open transaction, which the jobs join instead
+    of a transaction of their own (as :func:`create_job`'s ``within``): the chunks go one after
+    the other, not pipelined, and nothing commits here.
 
     Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
     same batch holds, returns that job with ``created=False``. Results follow ``specs``' order;
@@ -189,6 +212,17 @@ def create_jobs(
             meanwhile(built)
         return built
 
+    if within is not None:
+        skipped = [row for chunk in chunks() for row in fetch_rows_within(within, CREATE_MANY, chunk)]
+        new = records()
+        taken = {order[row["n"]] for row in skipped if row["n"] is not None}
+        existing = {}
+        if taken:
+            keys = sorted({new[n].idempotency_key for n in taken})
+            found = fetch_rows_within(within, FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
+            existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
+        planner_stats.after_insert(len(specs) - len(taken), None)
+        return _results(new, taken, existing)
     with autocommit(conn) as conn:
         # One transaction: the server inserts a chunk while the next is built, then while the
         # records are built (they do not depend on its answer). Into a small table, every
@@ -203,8 +237,13 @@ def create_jobs(
             found = fetch_rows(conn, FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
             existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
         planner_stats.after_insert(len(specs) - len(taken), conn)
+    return _results(new, taken, existing)
+
+
+def _results(new: list[JobRecord], taken: set[int], existing: dict[str, JobRecord]) -> list[CreateResult]:
+    """One result per spec: its new job, or the existing job that holds its key."""
     return [
-        CreateResult(job=existing[job.idempotency_key], created=False)
+        CreateResult(job=existing[str(job.idempotency_key)], created=False)
         if n in taken
         else CreateResult(job=job, created=True)
         for n, job in enumerate(new)

@@ -89,8 +89,9 @@ def analyze_grown(conn: Connection | None = None) -> list[dict[str, object]]:
 _created_since_check = [0]  # jobs this process created since it last checked (races only miscount)
 
 
-def after_insert(count: int, conn: Connection) -> list[dict[str, object]]:
-    """Note ``count`` jobs created on ``conn`` (autocommit, the create committed); once
+def after_insert(count: int, conn: Connection | None) -> list[dict[str, object]]:
+    """Note ``count`` jobs created on ``conn`` (autocommit, the create committed; ``None``: a
+    pooled connection of its own, for jobs created in a caller's transaction); once
     :data:`CHECK_EVERY_JOBS` have been since the last check, :func:`analyze_grown`. Returns the
     tables analyzed. A database error here is logged and left to the next check (and to
     autovacuum): the create itself has succeeded."""

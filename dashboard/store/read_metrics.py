@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, text
 
-from ..extensions import db
+from ..extensions import engine
 from . import workers
 from .read_overview import RUNNING_SQL
 from .read_stats import StatsPolicy, is_large
@@ -78,7 +78,7 @@ def read_snapshot(policy: StatsPolicy, now: datetime | None = None, cap: int = C
     """Read the figures now (app context needed); see the module's notes on cost."""
     now = now or datetime.now(UTC)
     snap = Snapshot(taken_at=now)
-    with db.engine.connect() as conn:
+    with engine().connect() as conn:
         queued_total = running_total = 0
         for row in conn.execute(QUEUED_SQL, {"now": now, "cap": cap}).mappings():
             figures = snap.by_type.setdefault(row["type"], {})

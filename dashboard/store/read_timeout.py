@@ -10,7 +10,7 @@ import psycopg
 from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError
 
-from ..extensions import db
+from ..extensions import engine
 
 _time_limit_ms: ContextVar[int | None] = ContextVar("read_time_limit_ms", default=None)
 
@@ -35,7 +35,7 @@ def time_limit(milliseconds: int | None) -> Iterator[None]:
 
 @contextmanager
 def reading() -> Iterator[Connection]:
-    with db.engine.connect() as conn:
+    with engine().connect() as conn:
         limit = _time_limit_ms.get()
         if limit:  # SET LOCAL: this read's transaction only, never a pooled connection's default
             conn.exec_driver_sql(f"SET LOCAL statement_timeout = {int(limit)}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from ..extensions import db
+from ..extensions import engine
 from .sql import query
 from .stats_refresh import refresh_finished_counts
 
@@ -105,7 +105,7 @@ def cutoffs(retention_days: dict[str, float], now: datetime | None = None) -> di
 def count_expired(limits: dict[str, datetime]) -> Removed:
     """A dry run: how many jobs and events a pass would remove now (exact; reads the index)."""
     found = Removed(cutoffs=dict(limits))
-    with db.engine.connect() as conn:
+    with engine().connect() as conn:
         for status, cutoff in limits.items():
             row = conn.execute(COUNT_EXPIRED, {"status": status, "cutoff": cutoff}).mappings().one()
             found.jobs[status], found.events[status] = row["jobs"], row["events"]
@@ -131,7 +131,7 @@ def prune(
         removed.events.setdefault(status, 0)
         while not stopping.is_set():
             started = time.monotonic()
-            with db.engine.begin() as conn:
+            with engine().begin() as conn:
                 if not conn.execute(TRY_LOCK, {"key": LOCK_KEY}).scalar():
                     removed.busy = True
                     return removed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from ..extensions import db
+from ..extensions import engine
 
 REFRESH_LOCK_KEY = 0x6A6F6273  # one refresh at a time across every process
 
@@ -24,7 +24,7 @@ def refresh_finished_counts() -> bool:
     released by the commit, so it also works through a transaction pooler, where a session lock
     would stay on a server connection.
     """
-    with db.engine.begin() as conn:
+    with engine().begin() as conn:
         if not conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": REFRESH_LOCK_KEY}).scalar():
             return False
         conn.execute(text("REFRESH MATERIALIZED VIEW CONCURRENTLY jobs_finished_counts"))

@@ -30,7 +30,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.types import Text
 
-from ..extensions import db
+from ..extensions import engine
 from .read_timeout import reading
 from .values import aware, pg_safe, utcnow
 
@@ -132,13 +132,13 @@ def beat(me: Identity, *, jobs_done: int, now: datetime, activity: dict[str, Any
         "job_types": list(me.job_types),
         "activity": pg_safe(activity) if activity is not None else None,
     }
-    with db.engine.begin() as conn:
+    with engine().begin() as conn:
         conn.execute(BEAT, params)
         conn.execute(FORGET, {"before": now - FORGET_AFTER})
 
 
 def mark_stopped(me: Identity, *, jobs_done: int, now: datetime) -> None:
-    with db.engine.begin() as conn:
+    with engine().begin() as conn:
         conn.execute(STOP, {"id": me.id, "now": now, "jobs_done": jobs_done})
 
 
@@ -154,7 +154,7 @@ def remove(worker_id: str, *, event_data: dict[str, Any], now: datetime | None =
         "gone_windows": GONE_AFTER_STALE_WINDOWS,
         "event_data": pg_safe(event_data),
     }
-    with db.engine.begin() as conn:
+    with engine().begin() as conn:
         return conn.execute(REMOVE, params).first() is not None
 
 

@@ -2,4 +2,8 @@
 
 from flask import Blueprint
 
-bp = Blueprint("web", __name__)
+from ..database import TEMPLATES_DIR
+
+# The templates are also the blueprint's, so that a host's app (whose own template folder is
+# its own) finds them; the standalone app's template folder is the same one.
+bp = Blueprint("web", __name__, template_folder=TEMPLATES_DIR)

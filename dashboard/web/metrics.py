@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ..auth.bearer import BearerError, bearer_token
 from ..auth.session import directory_of
 from ..config import settings_of
+from ..mount import mount_of
 from ..ops.web_metrics import collector_of
 
 REALM = 'Bearer realm="job-queue"'
@@ -29,7 +30,7 @@ REALM = 'Bearer realm="job-queue"'
 def allowed(app: Flask) -> bool:
     """The API's rule: open while sign-in is off; else METRICS_TOKEN or any API token."""
     settings = settings_of(app)
-    if not settings.auth_required:
+    if not settings.auth_required and not mount_of(app).embedded:  # a host's mount needs a token
         return True
     try:
         token = bearer_token(request.headers.get("Authorization"))
@@ -59,5 +60,5 @@ def metrics() -> Response:
 
 
 def init_app(app: Flask) -> None:
-    """Register ``GET /metrics`` on ``app``."""
+    """Register ``GET /metrics`` on ``app`` (a host's mount serves it from its own blueprint)."""
     app.add_url_rule("/metrics", "metrics", metrics, methods=["GET"])

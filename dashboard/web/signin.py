@@ -5,6 +5,10 @@ sign-in page needs a signed-in user; viewers may read everything, operators may 
 and retry jobs (:func:`operator_required`, checked on the server whatever the page showed).
 When it is off (development, or ``AUTH_DISABLED=true``), everyone acts as ``anonymous`` with
 every right, and every page carries a banner saying so.
+
+Mounted in a host's app (``JobQueue.init_app(..., authorize=)``), the host decides instead:
+``authorize(request)`` answers ``"operator"``, ``"viewer"`` or ``None`` (refused, 403) on every
+page, the queue's own sign-in pages answer 404, and a form POST still needs its CSRF token.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from urllib.parse import urlsplit
 
 from flask import Flask, abort, current_app, flash, g, redirect, render_template, session, url_for
 from flask_login import current_user, login_user, logout_user
+from flask_wtf.csrf import CSRFError, validate_csrf
 from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
+from wtforms import ValidationError
 
 from ..auth import ANONYMOUS, Actor, Role
 from ..auth.session import SIGNED_IN_AT, directory_of
 from ..auth.throttle import Throttle, client_address
 from ..config import settings_of
+from ..mount import ROLES, Mount, mount_of
 from ..ops import logs
 from .blueprint import bp
 from .forms import SignInForm, SignOutForm
@@ -43,6 +50,12 @@ class Access:
     required: bool
     actor: Actor
     signed_in: bool
+    by_host: bool = False  # the host app's authorize admitted the request (a host's mount)
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the page shows its contents: no sign-in needed, signed in, or the host said so."""
+        return not self.required or self.signed_in or self.by_host
 
     @property
     def can_operate(self) -> bool:
@@ -56,7 +69,11 @@ class Access:
 def access() -> Access:
     """The request's :class:`Access`, worked out once per request."""
     if "access" not in g:
-        if not settings_of(current_app).auth_required:
+        mount = mount_of(current_app)
+        if mount.embedded:
+            actor = host_actor(mount)
+            g.access = Access(True, actor or Actor("", Role.VIEWER, "none"), False, by_host=actor is not None)
+        elif not settings_of(current_app).auth_required:
             g.access = Access(False, ANONYMOUS, False)
         elif current_user.is_authenticated:
             g.access = Access(True, current_user.actor, True)
@@ -100,8 +117,46 @@ def _back_here() -> str:
     return str(request.full_path).rstrip("?")
 
 
+HOST_ACTOR = "host"  # the actor recorded for actions the host's authorize allowed
+HOST_CREDENTIAL = "host"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+
+def host_actor(mount: Mount) -> Actor | None:
+    """Who the host's ``authorize(request)`` says this request is; ``None`` when it refuses
+    (``None``, or, a host's bug, anything but a role, which is logged)."""
+    answer = mount.authorize(request) if mount.authorize is not None else None
+    if answer not in ROLES:
+        if answer is not None:
+            current_app.logger.error(
+                "authorize(request) answered %r: expected 'operator', 'viewer' or None", answer
+            )
+        return None
+    return Actor(HOST_ACTOR, Role(answer), HOST_CREDENTIAL)
+
+
+def _host_door(mount: Mount) -> None:
+    """A host's mount: the sign-in pages do not exist, the host's answer decides, and a
+    state-changing request needs the form's CSRF token (the host's app has no app-wide
+    CSRF check of ours)."""
+    if request.endpoint in OPEN_ENDPOINTS or request.endpoint == "web.sign_out":
+        abort(404)
+    if not access().by_host:
+        abort(403, description="The application this dashboard is mounted in does not let you see it.")
+    if request.method not in SAFE_METHODS:
+        field = current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token")
+        try:
+            validate_csrf(request.form.get(field) or request.headers.get("X-CSRFToken"))
+        except ValidationError as error:
+            raise CSRFError(error.args[0]) from None
+
+
 @bp.before_request
 def require_sign_in() -> Response | None:
+    mount = mount_of(current_app)
+    if mount.embedded:
+        _host_door(mount)
+        return None
     if not settings_of(current_app).auth_required or request.endpoint in OPEN_ENDPOINTS:
         return None
     if current_user.is_authenticated:
