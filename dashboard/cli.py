@@ -125,6 +125,13 @@ def worker_command(**options: Any) -> None:
     log.info("database: %s", db.engine.url.render_as_string(hide_password=True))
 
     schema.require_current(app)  # an older schema: refuse to start, naming the command to run
+    if settings.schedules:
+        from .runtime.scheduler import sync_declared
+
+        try:
+            sync_declared(app, settings)
+        except ValueError as problem:  # a schedule that cannot be synced names itself
+            raise click.ClickException(str(problem)) from None
     worker = Worker(app, settings, ops=ops)
     sys.exit(worker.run_until_signalled())
 
@@ -136,7 +143,7 @@ def _check_pool(app: Flask, threads: int) -> None:
     """Every thread keeps a connection, and batch mode adds a dispatcher and a completer."""
     options = app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
     capacity = int(options.get("pool_size", 5)) + int(options.get("max_overflow", 0))
-    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
+    needed = threads + 5  # the rescuer, the scheduler, and in batch mode the dispatcher and the completer
     if needed > capacity:
         raise click.UsageError(
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
