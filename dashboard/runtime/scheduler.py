@@ -106,5 +106,6 @@ class Scheduler:
                 except Exception as error:
                     runtime.back_off(error)
                     continue
-                wait = WAKE_MAX_SECONDS if seconds is None else min(max(seconds, WAKE_MIN_SECONDS), WAKE_MAX_SECONDS)
-                stopping.wait(wait)
+                if seconds is None:
+                    seconds = WAKE_MAX_SECONDS
+                stopping.wait(min(max(seconds, WAKE_MIN_SECONDS), WAKE_MAX_SECONDS))

@@ -51,8 +51,8 @@ from .one_job import OneJobLoop
 from .progress import Flusher
 from .pruner import Pruner
 from .rescuer import Rescuer
-from .scheduler import Scheduler
 from .runner import Runner
+from .scheduler import Scheduler
 from .threads import RECONNECT_BASE_SECONDS, RECONNECT_MAX_SECONDS, Backoff, ThreadRuntime, make_worker_id
 from .wakeup import Doorbell, Listener
 

@@ -4,12 +4,14 @@ The expression has five fields (minute, hour, day of month, month, day of week) 
 ``cronsim`` (pinned), never by hand. Its rule for daylight saving is Debian cron's, and so ours:
 
 - an expression with a fixed minute and hour (neither field starts with ``*``: ``30 2 * * *``,
-  ``0 6,18 * * *``, ``0 0-23/6 * * *``) is a time of day on the wall clock: a time that does not exist (the hour skipped when clocks go
-  forward) runs at the next valid minute (``02:30`` runs at ``03:00``), and a time that occurs
-  twice (the hour repeated when clocks go back) runs once, at its first occurrence;
+  ``0 6,18 * * *``, ``0 0-23/6 * * *``) is a time of day on the wall clock: a time that does
+  not exist (the hour skipped when clocks go forward) runs at the next valid minute (``02:30``
+  runs at ``03:00``), and a time that occurs twice (the hour repeated when clocks go back) runs
+  once, at its first occurrence;
 - an expression whose minute or hour field starts with ``*`` (``* * * * *``, ``*/5 * * * *``,
-  ``0 * * * *``, ``0 */6 * * *``) is an interval: it runs at each real instant whose wall-clock time matches, so
-  an hourly schedule runs in both passes of a repeated hour and has no run in a skipped one.
+  ``0 * * * *``, ``0 */6 * * *``) is an interval: it runs at each real instant whose wall-clock
+  time matches, so an hourly schedule runs in both passes of a repeated hour and has no run in a
+  skipped one.
   Its interval holds in real time; it never stops for an hour.
 
 Every slot is turned into UTC here, and a slot is never earlier than or equal to the one before
@@ -39,14 +41,17 @@ class CronError(ValueError):
     """An expression or a time zone that cannot name slots; the message says why."""
 
 
+UNKNOWN_ZONE = "unknown time zone {!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'"
+
+
 def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name``; :class:`CronError` for an unknown one."""
     if not isinstance(name, str) or not name or "\x00" in name:
-        raise CronError(f"unknown time zone {name!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'")
+        raise CronError(UNKNOWN_ZONE.format(name))
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise CronError(f"unknown time zone {name!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'") from None
+        raise CronError(UNKNOWN_ZONE.format(name)) from None
 
 
 def check(expression: str, timezone: str) -> None:
@@ -54,7 +59,9 @@ def check(expression: str, timezone: str) -> None:
     slot in ``timezone``, a known zone."""
     tz = zone(timezone)
     if not isinstance(expression, str) or len(expression.split()) != FIELDS or "\x00" in expression:
-        raise CronError(f"cron expression {expression!r} must have five fields: minute hour day month weekday")
+        raise CronError(
+            f"cron expression {expression!r} must have five fields: minute hour day month weekday"
+        )
     try:
         next(iter(CronSim(expression, datetime(2000, 1, 1, tzinfo=tz))))
     except CronSimError as problem:
@@ -132,7 +139,8 @@ def due(expression: str, timezone: str, first: datetime, now: datetime, missed: 
     # Far behind: the newest slots up to now, found backwards, each re-read forwards (the
     # forward walk names the slots, so a key is the same whichever way it was found).
     tz = zone(timezone)
-    backwards = list(islice(CronSim(expression, (now + timedelta(seconds=1)).astimezone(tz), reverse=True), keep))
+    back_from = (now + timedelta(seconds=1)).astimezone(tz)
+    backwards = list(islice(CronSim(expression, back_from, reverse=True), keep))
     start = min(backwards).astimezone(UTC) - timedelta(microseconds=1) if backwards else now
     start = max(start, first - timedelta(microseconds=1))
     newest.clear()

@@ -32,8 +32,10 @@ from .records import JobRecord
 from .sql import query
 from .values import aware
 
-CLOCK, DECLARE, RETIRE_OTHERS = query("schedule_clock"), query("schedule_declare"), query("schedule_retire_others")
-LOCK_DUE, ADVANCE, NEXT_DUE = query("schedule_lock_due"), query("schedule_advance"), query("schedule_next_due")
+CLOCK, DECLARE = query("schedule_clock"), query("schedule_declare")
+RETIRE_OTHERS = query("schedule_retire_others")
+LOCK_DUE, ADVANCE = query("schedule_lock_due"), query("schedule_advance")
+NEXT_DUE = query("schedule_next_due")
 LOCK_ONE, SET_PAUSED = query("schedule_lock_one"), query("schedule_set_paused")
 CREATE, FIND_BY_KEY = query("create"), query("find_by_idempotency_key")
 
@@ -246,12 +248,14 @@ def set_paused(name: str, paused: bool, *, actor: str, now: datetime | None = No
                 next_run_at = cron.next_slot(row["cron"], row["timezone"], row["clock"])
             except cron.CronError:
                 next_run_at = row["next_run_at"]
-        params = {"name": name, "paused": paused, "actor": actor, "now": row["clock"], "next_run_at": next_run_at}
-        fetch_rows(conn, SET_PAUSED, params)
+        params = {"name": name, "paused": paused, "actor": actor, "now": row["clock"]}
+        fetch_rows(conn, SET_PAUSED, {**params, "next_run_at": next_run_at})
     return True
 
 
-def run_now(name: str, *, event_data: dict[str, Any] | None = None, now: datetime | None = None) -> JobRecord | None:
+def run_now(
+    name: str, *, event_data: dict[str, Any] | None = None, now: datetime | None = None
+) -> JobRecord | None:
     """Enqueue one run of ``name`` now, outside its slots (:func:`run_now_key`); ``None`` for an
     unknown name, :class:`ScheduleRetired` for a retired one. A paused schedule runs: the
     operator asked. Its slots and ``next_run_at`` are not touched."""

@@ -8,6 +8,7 @@ real time.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -45,15 +46,16 @@ def test_a_daily_time_the_autumn_change_repeats_runs_once_at_its_first_occurrenc
 def test_hourly_and_every_minute_keep_their_interval_in_real_time(day, hours):
     hourly = day_slots("0 * * * *", day)
     assert len(hourly) == hours
-    assert all(b - a == timedelta(hours=1) for a, b in zip(hourly, hourly[1:], strict=False))
+    assert all(b - a == timedelta(hours=1) for a, b in itertools.pairwise(hourly))
     minutes = day_slots("* * * * *", day)
     assert len(minutes) == hours * 60
-    assert all(b - a == timedelta(minutes=1) for a, b in zip(minutes, minutes[1:], strict=False))
+    assert all(b - a == timedelta(minutes=1) for a, b in itertools.pairwise(minutes))
 
 
 def test_slots_after_an_instant_in_the_repeated_hour_never_go_back():
     second_pass = datetime(2026, 10, 25, 1, 20, tzinfo=UTC)  # 02:20 CET, after 02:30 CEST ran
-    assert cron.next_slot("30 2 * * *", "Europe/Berlin", second_pass) == datetime(2026, 10, 26, 1, 30, tzinfo=UTC)
+    after = cron.next_slot("30 2 * * *", "Europe/Berlin", second_pass)
+    assert after == datetime(2026, 10, 26, 1, 30, tzinfo=UTC)
 
 
 def test_due_latest_takes_the_newest_and_all_takes_each_bounded():
