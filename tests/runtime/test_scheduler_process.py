@@ -16,7 +16,6 @@ from dashboard.extensions import db
 from dashboard.store import enqueue, read_jobs
 from dashboard.store.schedules import Declaration, run_key, sync
 from tests.waiting import wait_until
-from tests.worker.conftest import start_worker  # noqa: F401  (the fixture)
 
 from . import schedules_many
 
@@ -104,9 +103,9 @@ def test_a_worker_killed_while_it_holds_the_row_leaves_the_slots_to_another(app,
     blocker = psycopg.connect(libpq_url)
     try:
         blocker.execute(
-            "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, max_attempts, "
-            "idempotency_key, last_error, created_at, updated_at) VALUES (gen_random_uuid(), 'sample.nothing', "
-            "'{}', 'queued', 50, now(), 0, 3, %s, '', now(), now())",
+            "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
+            "max_attempts, idempotency_key, last_error, created_at, updated_at) VALUES "
+            "(gen_random_uuid(), 'sample.nothing', '{}', 'queued', 50, now(), 0, 3, %s, '', now(), now())",
             (run_key("one", start),),
         )
         env = {"JOB_HANDLER_MODULES": "tests.runtime.schedules_one", "JOB_WORKER_THREADS": "1"}
@@ -122,9 +121,9 @@ def test_a_worker_killed_while_it_holds_the_row_leaves_the_slots_to_another(app,
                 ).all()
 
         wait_until(waiting_insert, 30, "the first worker's fire to wait, holding the row")
-        with db.engine.connect() as conn:  # the row is locked: NOWAIT fails
-            with pytest.raises(Exception, match="could not obtain lock"):
-                conn.execute(text("SELECT 1 FROM jobs_schedule WHERE name = 'one' FOR UPDATE NOWAIT"))
+        # the row is locked: NOWAIT fails
+        with db.engine.connect() as conn, pytest.raises(Exception, match="could not obtain lock"):
+            conn.execute(text("SELECT 1 FROM jobs_schedule WHERE name = 'one' FOR UPDATE NOWAIT"))
         first.send(signal.SIGKILL)
         first.wait()
     finally:
