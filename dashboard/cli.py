@@ -1,4 +1,5 @@
-"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings.
+"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings, and
+``flask --app wsgi schedules`` (list; ``pause``, ``resume``, ``run`` one by name).
 
 Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) whose
 metadata has an ``option`` help becomes an option of ``flask worker`` that overrides its
@@ -10,6 +11,7 @@ A boolean is a ``--name/--no-name`` pair, the log level a choice of :data:`LOG_L
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import math
 import sys
@@ -30,6 +32,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s
 def init_app(app: Flask) -> None:
     """Register the project's commands on ``app``."""
     app.cli.add_command(worker_command)
+    app.cli.add_command(schedules_command)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -149,3 +152,77 @@ def _check_pool(app: Flask, threads: int) -> None:
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
             f"set JOB_WORKER_THREADS={threads} in the environment instead, so the pool is sized for them"
         )
+
+
+def _actor() -> str:
+    """Who acts from the command line: ``cli:`` and the operating-system user."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name for this uid
+        return "cli"
+
+
+@click.group("schedules", invoke_without_command=True)
+@click.pass_context
+@with_appcontext
+def schedules_command(ctx: click.Context) -> None:
+    """List the schedules with their next runs; pause, resume or run one now."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .store import read_schedules
+
+    rows = read_schedules.list_schedules(upcoming=3)
+    if not rows:
+        click.echo("No schedules: declare them with schedule(...) in a module JOB_HANDLER_MODULES names.")
+        return
+    for row in rows:
+        last = (
+            f"last run {row.last_run_at.isoformat()} ({row.last_job_status or 'gone'})"
+            if row.last_run_at
+            else "never run"
+        )
+        click.echo(
+            f"{row.name}  [{row.state}]  {row.cron}  {row.words}  -> {row.job_type} on {row.queue}; {last}"
+        )
+        for slot in row.upcoming:
+            click.echo(f"    next {slot.isoformat()}")
+
+
+def _paused(name: str, paused: bool) -> None:
+    from .store import schedules
+
+    if not schedules.set_paused(name, paused, actor=_actor()):
+        raise click.ClickException(f"no schedule named {name!r}")
+    click.echo(f"{name}: {'paused' if paused else 'resumed'}")
+
+
+@schedules_command.command("pause")
+@click.argument("name")
+@with_appcontext
+def schedules_pause(name: str) -> None:
+    """Pause NAME: no slot is enqueued until it is resumed."""
+    _paused(name, True)
+
+
+@schedules_command.command("resume")
+@click.argument("name")
+@with_appcontext
+def schedules_resume(name: str) -> None:
+    """Resume NAME from its next slot after now."""
+    _paused(name, False)
+
+
+@schedules_command.command("run")
+@click.argument("name")
+@with_appcontext
+def schedules_run(name: str) -> None:
+    """Enqueue one run of NAME now, outside its slots."""
+    from .store import schedules
+
+    try:
+        job = schedules.run_now(name, event_data={"source": "cli", "actor": _actor()})
+    except schedules.ScheduleRetired:
+        raise click.ClickException(f"schedule {name!r} is retired: the code no longer declares it") from None
+    if job is None:
+        raise click.ClickException(f"no schedule named {name!r}")
+    click.echo(f"{name}: job {job.id} enqueued ({job.idempotency_key})")
