@@ -4,7 +4,9 @@ runs with their jobs' outcomes, paused or retired; pause, resume and run now for
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from flask import abort, current_app, flash, redirect, url_for
 from werkzeug.wrappers import Response
@@ -27,13 +29,27 @@ def schedules_context() -> dict[str, Any]:
             rows: list[read_schedules.ScheduleRow] | None = read_schedules.list_schedules(runs=RUNS_SHOWN)
     except read_timeout.QueryTimeout:
         rows = None
-    return {"schedules": rows, "action_form": RetryForm()}
+    return {
+        "schedules": rows,
+        "action_form": RetryForm(),
+        "config_time_zone": settings_of(current_app).time_zone,  # the zone the times are shown in
+    }
 
 
 @bp.app_template_filter("schedule_of")
 def schedule_of(key: str | None) -> str | None:
     """The schedule a job's idempotency key names (a run of it), for the job page's link."""
     return schedules.schedule_of_key(key)
+
+
+@bp.app_template_filter("local_time")
+def local_time(moment: datetime, zone: str) -> str:
+    """``moment`` on the wall clock of the schedule's zone: ``06:00 Europe/Berlin`` (Mon 2 Dec)."""
+    try:
+        local = moment.astimezone(ZoneInfo(zone))
+    except (ValueError, KeyError, OSError):
+        return ""
+    return f"{local:%a %d %b %H:%M} {zone}"
 
 
 @bp.get("/schedules/")

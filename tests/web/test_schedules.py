@@ -29,6 +29,7 @@ def test_the_page_shows_each_schedule_in_words_with_next_and_last_runs(app, clie
     assert 'data-schedule="old" data-state="retired"' in html and "the code no longer declares it" in html
     nightly = html.split('id="schedule-nightly"')[1].split("</section>")[0]
     assert nightly.count("<li><time") == 5 and "No run yet." in nightly
+    assert "Tue 02 Jun 06:00 Europe/Berlin" in nightly  # each next run on the schedule's own clock too
     tick = html.split('id="schedule-tick"')[1].split("</section>")[0]
     assert tick.count("data-run=") == 2 and "status-queued" in tick
     assert "/jobs/?q=schedule%3Atick%3A" in tick or "/jobs/?q=schedule:tick:" in tick
