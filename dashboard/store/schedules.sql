@@ -134,3 +134,9 @@ CROSS JOIN LATERAL (
     ORDER BY j.idempotency_key USING ~>~
     LIMIT :limit
 ) AS r
+
+-- name: schedule_figures
+-- The active schedules' figures for /metrics: one series per schedule the code declares.
+-- A few rows (the table holds what the code declares), bounded by :limit.
+SELECT name, paused, next_run_at, last_run_at, last_fired_at, fired_count, skipped_count
+FROM jobs_schedule WHERE retired_at IS NULL ORDER BY name LIMIT :limit
