@@ -24,7 +24,7 @@ from dashboard.store import enqueue, service
 
 from .helpers import SETTINGS, event_types, events, job, one_job_loop, wait_until
 
-SERVICE_THREADS = ("progress-flusher", "listener", "thread-0", "retention", "heartbeat")
+SERVICE_THREADS = ("progress-flusher", "listener", "thread-0", "scheduler", "retention", "heartbeat")
 
 
 def free_port() -> int:
@@ -43,7 +43,7 @@ def heartbeat_rows(app: Any) -> list[dict[str, Any]]:
 
 
 def test_the_worker_starts_and_stops_every_service_in_one_place(app):
-    """Flusher, metrics server, listener, rescuer, pruner and heartbeat: one list, started
+    """Flusher, metrics server, listener, rescuer, scheduler, pruner and heartbeat: one list, started
     before the claiming threads and stopped, the last first, once they are done."""
     wait_until(lambda: not alive(SERVICE_THREADS), 15, "services of earlier tests to end")
     port = free_port()
@@ -57,6 +57,7 @@ def test_the_worker_starts_and_stops_every_service_in_one_place(app):
         "metrics",
         "listener",
         "rescuer",
+        "scheduler",
         "retention",
         "heartbeat",
     ]
