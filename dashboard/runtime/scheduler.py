@@ -4,10 +4,10 @@ Every worker process runs one (unless ``--no-schedules`` / ``JOB_WORKER_SCHEDULE
 with no leader among them: each fire locks the due rows ``FOR UPDATE SKIP LOCKED`` and creates
 their runs in the transaction that advances them, so two processes never fire one slot, and a
 process that dies mid-fire leaves it to the others. Between fires it sleeps until the earliest
-schedule is due by the database's clock (``seconds_until_due``), at most
-:data:`WAKE_MAX_SECONDS`, so a schedule resumed or declared by another process is seen within
-that; a schedule due but locked by another fire is looked at again after
-:data:`WAKE_MIN_SECONDS`.
+schedule is due by the database's clock (``seconds_until_due``, one statement: the whole cost
+of an idle tick), at most :data:`WAKE_MAX_SECONDS`, so a schedule resumed or declared by
+another process is seen within that; a schedule due but locked by another fire is looked at
+again after :data:`WAKE_MIN_SECONDS`.
 
 :func:`sync_declared` writes this process's declarations into ``jobs_schedule`` (and retires
 the rest); ``flask worker`` calls it at start, before any thread runs.
@@ -98,14 +98,25 @@ class Scheduler:
         with runtime.holding_connection():
             while not stopping.is_set():
                 try:
-                    fired = fire(runtime, self.reported)
-                    if len(fired) >= store.FIRE_BATCH:
-                        continue  # more may be due: fire again at once
-                    seconds = store.seconds_until_due(conn=runtime.connection)
+                    seconds = self.tick()
                     runtime.backoff.reset()
                 except Exception as error:
                     runtime.back_off(error)
                     continue
-                if seconds is None:
-                    seconds = WAKE_MAX_SECONDS
-                stopping.wait(min(max(seconds, WAKE_MIN_SECONDS), WAKE_MAX_SECONDS))
+                if seconds > 0:
+                    stopping.wait(seconds)
+
+    def tick(self) -> float:
+        """One look at the schedules: fire if one is due; returns how long to sleep (0: look
+        again at once, more may be due). An idle tick is one statement (``seconds_until_due``);
+        the fire's transaction is opened only when a schedule is due."""
+        runtime = self.runtime
+        seconds = store.seconds_until_due(conn=runtime.connection)
+        if seconds is None:
+            return WAKE_MAX_SECONDS
+        if seconds > 0:
+            return min(max(seconds, WAKE_MIN_SECONDS), WAKE_MAX_SECONDS)
+        fired = fire(runtime, self.reported)
+        if any(one.error is None for one in fired):
+            return 0.0  # progress was made: what is still due is fired at once
+        return WAKE_MIN_SECONDS  # due but locked by another fire, or not fireable here

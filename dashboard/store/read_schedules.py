@@ -16,6 +16,7 @@ from typing import Any
 
 from . import cron
 from .read_timeout import reading
+from .schedules import is_name
 from .sql import query
 
 LIST, ONE, RUNS = query("schedule_list"), query("schedule_one"), query("schedule_runs")
@@ -121,7 +122,9 @@ def list_schedules(*, upcoming: int = NEXT_SHOWN, runs: int = 0) -> list[Schedul
 
 
 def get_schedule(name: str, *, upcoming: int = NEXT_SHOWN, runs: int = 0) -> ScheduleRow | None:
-    """One schedule by name, or ``None``."""
+    """One schedule by name, or ``None`` (also for text that cannot be a name)."""
+    if not is_name(name):
+        return None
     with reading() as conn:
         row = conn.execute(ONE, {"name": name}).mappings().one_or_none()
         if row is None:

@@ -16,6 +16,7 @@ worker hosts' clocks drift. The slots are cron.py's. Tests pass ``now=`` to move
 
 from __future__ import annotations
 
+import re
 import secrets
 import uuid
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..limits import MISSED_ALL_MAX
+from ..limits import MISSED_ALL_MAX, SCHEDULE_NAME_PATTERN
 from . import cron, planner_stats
 from .connection import autocommit, fetch_job, fetch_rows, transaction
 from .records import JobRecord
@@ -40,6 +41,15 @@ LOCK_ONE, SET_PAUSED = query("schedule_lock_one"), query("schedule_set_paused")
 CREATE, FIND_BY_KEY = query("create"), query("find_by_idempotency_key")
 
 KEY_PREFIX = "schedule:"
+_NAME = re.compile(SCHEDULE_NAME_PATTERN)
+
+
+def is_name(name: str) -> bool:
+    """Whether ``name`` can be a schedule's (limits.SCHEDULE_NAME_PATTERN): any other text,
+    one with NUL included, names no schedule and is never sent to the database."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
 FIRE_BATCH = 10  # schedules locked per fire transaction
 
 
@@ -237,6 +247,8 @@ def set_paused(name: str, paused: bool, *, actor: str, now: datetime | None = No
 
     Pausing twice, or resuming a running schedule, changes only who and when. A resume starts
     from the first slot after now: the slots that passed while paused are not fired."""
+    if not is_name(name):
+        return False
     with autocommit(None) as conn, transaction(conn):
         rows = fetch_rows(conn, LOCK_ONE, {"name": name, "now": now})
         if not rows:
@@ -259,6 +271,8 @@ def run_now(
     """Enqueue one run of ``name`` now, outside its slots (:func:`run_now_key`); ``None`` for an
     unknown name, :class:`ScheduleRetired` for a retired one. A paused schedule runs: the
     operator asked. Its slots and ``next_run_at`` are not touched."""
+    if not is_name(name):
+        return None
     with autocommit(None) as conn:
         with transaction(conn):
             rows = fetch_rows(conn, LOCK_ONE, {"name": name, "now": now})

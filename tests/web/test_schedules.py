@@ -58,12 +58,10 @@ def test_a_form_without_its_token_changes_nothing(app, client):
     sync([TICK], now=T0)
     assert client.post("/schedules/tick/pause/").status_code == 400
     assert not read_schedules.get_schedule("tick").paused
-    assert (
-        client.post(
-            "/schedules/nope/pause/", data={"csrf_token": csrf_token(client, "/schedules/")}
-        ).status_code
-        == 404
-    )
+    token = csrf_token(client, "/schedules/")
+    for name in ("nope", "%00", "a%20b"):
+        for action in ("pause", "resume", "run"):
+            assert client.post(f"/schedules/{name}/{action}/", data={"csrf_token": token}).status_code == 404
 
 
 def test_a_run_links_back_to_its_schedule_and_the_search_lists_its_runs(app, client):
