@@ -103,9 +103,11 @@ def schedule(
     if problem := type_problem(job_type):
         raise ValueError(f"schedule {name!r}: type {problem}")
     try:
-        json.dumps(payload, allow_nan=False)
+        payload = json.loads(json.dumps(payload, allow_nan=False))  # a copy: the caller's stays theirs
     except (TypeError, ValueError) as error:
         raise TypeError(f"schedule {name!r}: payload must be JSON-serialisable ({error})") from None
+    except RecursionError:
+        raise ValueError(f"schedule {name!r}: payload is nested too deeply to store") from None
     if payload is not None and (problem_json := json_problem(payload)) is not None:
         where = problem_json.where or "the top level"
         raise ValueError(f"schedule {name!r}: payload cannot be stored ({problem_json.kind} at {where})")

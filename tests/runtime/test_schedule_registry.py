@@ -46,6 +46,18 @@ def test_a_bad_argument_is_refused_naming_the_schedule_and_the_argument(argument
     assert schedules.declared() == []  # nothing registered
 
 
+def test_the_payload_is_copied_and_one_nested_too_deep_is_refused():
+    payload = {"ids": [1, 2]}
+    declared = schedule("nightly", cron="0 6 * * *", type="reports.nightly", payload=payload)
+    payload["ids"].append(3)
+    assert declared.payload == {"ids": [1, 2]}
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="schedule 'deep': payload is nested too deeply"):
+        schedule("deep", cron="0 6 * * *", type="reports.nightly", payload=deep)
+
+
 def test_declaring_the_same_schedule_twice_is_one_and_with_other_arguments_an_error():
     first = schedule("nightly", cron="0 6 * * *", type="reports.nightly")
     assert schedule("nightly", cron="0 6 * * *", type="reports.nightly") == first
