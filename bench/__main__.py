@@ -273,6 +273,27 @@ def main(argv: list[str] | None = None) -> int:
                 jobs_s(demo_batch),
                 f"{demo_batch / peer:.2f}",
             )
+        # Ten every-minute schedules declared (bench/schedules.py) against none, pair by pair:
+        # the scheduler's due check each second and its fires must not slow the claims.
+        schedule_pairs = [
+            (
+                drain.throughput(url, jobs=sizes.drain_jobs, threads=top),
+                drain.throughput(url, jobs=sizes.drain_jobs, threads=top, **drain.WITH_SCHEDULES),
+            )
+            for _ in range(runs)
+        ]
+        scheduled = figure_of([rate for _, rate in schedule_pairs])
+        scheduled_ratio = figure_of([rate / plain for plain, rate in schedule_pairs])
+        drained[f"one-job-ten-schedules/{top}"] = scheduled
+        drained[f"one-job-ten-schedules-ratio/{top}"] = scheduled_ratio
+        row(
+            f"one-job mode, {top} threads, no-op, ten schedules declared, vs none beside it",
+            jobs_s(scheduled),
+            f"{scheduled_ratio:.2f}",
+        )
+        row(
+            "  (those pairs' ratios, lowest-highest)", f"{scheduled_ratio.low:.2f}-{scheduled_ratio.high:.2f}"
+        )
         results["drain"] = drained
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)

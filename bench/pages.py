@@ -60,9 +60,33 @@ def long_job(url: str, events: int) -> str:
     return str(job_id)
 
 
+SCHEDULES = 10
+SCHEDULE_RUNS = 100  # runs of each schedule, among the seeded jobs
+
+
+def seed_schedules(app: Flask) -> None:
+    """Ten every-minute schedules, each with :data:`SCHEDULE_RUNS` runs enqueued (its missed
+    slots of the last hours, fired with ``missed="all"``), so /schedules/ reads real runs."""
+    from datetime import timedelta
+
+    from dashboard.store.schedules import Declaration, fire_due, sync
+    from dashboard.store.values import utcnow
+
+    start = utcnow() - timedelta(minutes=SCHEDULE_RUNS)
+    with app.app_context():
+        declared = [
+            Declaration(f"bench-{n}", "* * * * *", "UTC", "bench.noop", {"n": n}, "default", 50, 3, "all")
+            for n in range(SCHEDULES)
+        ]
+        sync(declared, now=start)
+        while fire_due(now=start + timedelta(minutes=SCHEDULE_RUNS)):
+            pass
+
+
 def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, dict[str, str]]]:
     """(path, headers) pairs to measure."""
     ids = _sample_ids(url)
+    seed_schedules(app)
     found: list[tuple[str, dict[str, str]]] = []
     for rule in app.url_map.iter_rules():
         if "GET" not in (rule.methods or set()) or rule.endpoint == "static" or ".static" in rule.endpoint:
@@ -92,6 +116,7 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         "q=smtp.example.com",
         "q=n=1&type=mail",
         "order=next",
+        "q=schedule:bench-0",  # a schedule's runs: job_schedule_key_idx
     ):
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
     # A job with a long timeline: its page and a poll far behind read a window of its events;
@@ -102,6 +127,7 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         (f"/jobs/{long}/live/?after=0&status=running", {"HX-Request": "true"}),
         (f"/api/jobs/{long}/events/?limit=50", {}),
     ]
+    found.append(("/api/schedules/bench-0/", {}))
     for slug in ("retry", "cancel", "run-now", "delete"):
         # Unfiltered (every failed or queued job: the largest count) and by type.
         found += [(f"/jobs/bulk/{slug}/", {}), (f"/jobs/bulk/{slug}/?type=mail", {})]

@@ -1,4 +1,5 @@
-"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings.
+"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings, and
+``flask --app wsgi schedules`` (list; ``pause``, ``resume``, ``run`` one by name).
 
 Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) whose
 metadata has an ``option`` help becomes an option of ``flask worker`` that overrides its
@@ -10,6 +11,7 @@ A boolean is a ``--name/--no-name`` pair, the log level a choice of :data:`LOG_L
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import math
 import sys
@@ -32,6 +34,7 @@ def init_app(app: Flask, *, embedded: bool = False) -> None:
     """Register the project's commands on ``app``: ``flask worker``, and in a host's app the
     queue's other commands under ``flask jobqueue``."""
     app.cli.add_command(worker_command)
+    app.cli.add_command(schedules_command)
     if embedded:
         app.cli.add_command(jobqueue_group)
 
@@ -129,6 +132,13 @@ def worker_command(**options: Any) -> None:
     log.info("database: %s", engine().url.render_as_string(hide_password=True))
 
     schema.require_current(app)  # an older schema: refuse to start, naming the command to run
+    if settings.schedules:
+        from .runtime.scheduler import sync_declared
+
+        try:
+            sync_declared(app, settings)
+        except ValueError as problem:  # a schedule that cannot be synced names itself
+            raise click.ClickException(str(problem)) from None
     worker = Worker(app, settings, ops=ops)
     sys.exit(worker.run_until_signalled())
 
@@ -143,7 +153,7 @@ def _check_pool(app: Flask, threads: int) -> None:
     engine, whose pool is read as it is."""
     from .mount import mount_of
 
-    needed = threads + 4  # the rescuer, and in batch mode the dispatcher and the completer
+    needed = threads + 5  # the rescuer, the scheduler, and in batch mode the dispatcher and the completer
     if mount_of(app).embedded:
         from .extensions import engine
 
@@ -185,8 +195,82 @@ def _add_queue_commands() -> None:
     from .auth.commands import hash_password_command, new_token_command
     from .ops.commands import prune_command
 
-    for command in (prune_command, hash_password_command, new_token_command):
+    for command in (prune_command, hash_password_command, new_token_command, schedules_command):
         jobqueue_group.add_command(command)
+
+
+def _actor() -> str:
+    """Who acts from the command line: ``cli:`` and the operating-system user."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name for this uid
+        return "cli"
+
+
+@click.group("schedules", invoke_without_command=True)
+@click.pass_context
+@with_appcontext
+def schedules_command(ctx: click.Context) -> None:
+    """List the schedules with their next runs; pause, resume or run one now."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .store import read_schedules
+
+    rows = read_schedules.list_schedules(upcoming=3)
+    if not rows:
+        click.echo("No schedules: declare them with schedule(...) in a module JOB_HANDLER_MODULES names.")
+        return
+    for row in rows:
+        last = (
+            f"last run {row.last_run_at.isoformat()} ({row.last_job_status or 'gone'})"
+            if row.last_run_at
+            else "never run"
+        )
+        click.echo(
+            f"{row.name}  [{row.state}]  {row.cron}  {row.words}  -> {row.job_type} on {row.queue}; {last}"
+        )
+        for slot in row.upcoming:
+            click.echo(f"    next {slot.isoformat()}")
+
+
+def _paused(name: str, paused: bool) -> None:
+    from .store import schedules
+
+    if not schedules.set_paused(name, paused, actor=_actor()):
+        raise click.ClickException(f"no schedule named {name!r}")
+    click.echo(f"{name}: {'paused' if paused else 'resumed'}")
+
+
+@schedules_command.command("pause")
+@click.argument("name")
+@with_appcontext
+def schedules_pause(name: str) -> None:
+    """Pause NAME: no slot is enqueued until it is resumed."""
+    _paused(name, True)
+
+
+@schedules_command.command("resume")
+@click.argument("name")
+@with_appcontext
+def schedules_resume(name: str) -> None:
+    """Resume NAME from its next slot after now."""
+    _paused(name, False)
+
+
+@schedules_command.command("run")
+@click.argument("name")
+@with_appcontext
+def schedules_run(name: str) -> None:
+    """Enqueue one run of NAME now, outside its slots."""
+    from .store import schedules
+
+    try:
+        job = schedules.run_now(name, event_data={"source": "cli", "actor": _actor()})
+    except schedules.ScheduleRetired:
+        raise click.ClickException(f"schedule {name!r} is retired: the code no longer declares it") from None
+    if job is None:
+        raise click.ClickException(f"no schedule named {name!r}")
+    click.echo(f"{name}: job {job.id} enqueued ({job.idempotency_key})")
 
 
 _add_queue_commands()

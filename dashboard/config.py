@@ -146,6 +146,14 @@ class WorkerSettings:
             option="Wake idle threads on NOTIFY instead of waiting for the next poll",
         ),
     )
+    schedules: bool = field(
+        default=True,
+        metadata=env(
+            "JOB_WORKER_SCHEDULES",
+            read_bool,
+            option="Fire due schedules (recurring jobs); --no-schedules opts this worker out",
+        ),
+    )
     # Register the demo.* types; unset: follows DEBUG (on in development, off in production).
     demo_handlers: bool = field(
         default=False,

@@ -68,6 +68,7 @@ from .limits import (
 from .mount import EXTENSION as MOUNTED
 from .runtime import handlers as _handlers
 from .runtime.handlers import Handler, JobContext
+from .runtime.schedules import schedule
 from .store import enqueue as _store
 from .store.records import CreateResult
 from .store.values import utcnow
@@ -206,16 +207,6 @@ def handler(
         _check_int("max_attempts", max_attempts, 1, INT_MAX)
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
     return _handlers.handler(type, queue=queue, priority=priority, max_attempts=max_attempts, timeout=seconds)
-
-
-def _missing_schedule(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("schedule() is not available in this build of dashboard")
-
-
-try:  # schedules are declared by the runtime's scheduler, where this build has one
-    from .runtime.schedules import schedule
-except ImportError:  # pragma: no cover - depends on the build
-    schedule = _missing_schedule
 
 
 # --- checks -------------------------------------------------------------------------------------

@@ -21,6 +21,16 @@ DEFAULT_PRIORITY = 50
 INT_MAX = 2_147_483_647  # integer columns (max_attempts)
 BIGINT_MAX = 2**63 - 1  # bigint columns (event ids, and so event cursors)
 
+# Names of queues and schedules: 1 to 64 characters of A-Z a-z 0-9 _ . : - (a queue) or of the
+# same without ':' (a schedule: its name sits between colons in its runs' idempotency keys,
+# ``schedule:{name}:{slot}``, so a name never contains the separator and a key's prefix names
+# exactly one schedule).
+NAME_MAX_LENGTH = 64
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+DEFAULT_QUEUE = "default"
+MISSED_ALL_MAX = 100  # missed="all" enqueues at most this many missed slots at once
+
 # JSON documents (payloads, results): nesting PostgreSQL and both parsers handle comfortably.
 MAX_JSON_DEPTH = 100
 

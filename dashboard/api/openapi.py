@@ -122,6 +122,7 @@ def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
         "tags": [
             {"name": "jobs", "description": "Jobs and their events."},
             {"name": "ops", "description": "Health, configuration and this documentation."},
+            {"name": "schedules", "description": "Recurring jobs declared in code: state, pause, run now."},
         ],
         "paths": paths,
         "security": [{BEARER: []}],

@@ -248,6 +248,7 @@ class Config(BaseModel):
     JOB_WORKER_PROGRESS_FLUSH_MS: float = Field(
         description="A handler's pending progress report is written within this long (else with its settle)."
     )
+    JOB_WORKER_SCHEDULES: bool = Field(description="Workers fire due schedules (recurring jobs).")
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 

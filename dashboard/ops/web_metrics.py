@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from flask import Flask
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..config import settings_of
 from ..store.read_metrics import COUNT_CAP, FINISHED, Snapshot, read_snapshot
@@ -138,12 +138,47 @@ class QueueCollector:
                 "Worker processes whose heartbeat (jobs_worker) is recent",
                 value=snap.workers_alive,
             )
+        yield from schedule_families(snap)
         if snap.finished_counted_at is not None:
             yield GaugeMetricFamily(
                 "jobqueue_finished_counted_age_seconds",
                 "Age of the succeeded/failed totals (jobs_finished_counts)",
                 value=max(0.0, (snap.taken_at - snap.finished_counted_at).total_seconds()),
             )
+
+
+def schedule_families(snap: Snapshot) -> Iterator[Metric]:
+    """Per active schedule: its next run and last fire (Unix time; absent: never fired), paused,
+    and the runs enqueued and the missed slots skipped (``outcome``), counted in the table by
+    every worker that fired it."""
+    next_run = GaugeMetricFamily(
+        "jobqueue_schedule_next_run_timestamp_seconds",
+        "When the schedule's next slot is due (Unix time): past by more than a tick means no worker fires it",
+        labels=["schedule"],
+    )
+    last_fire = GaugeMetricFamily(
+        "jobqueue_schedule_last_fire_timestamp_seconds",
+        "When a worker last enqueued a run of the schedule (Unix time, database clock)",
+        labels=["schedule"],
+    )
+    paused = GaugeMetricFamily(
+        "jobqueue_schedule_paused", "1 while an operator has paused the schedule", labels=["schedule"]
+    )
+    runs = CounterMetricFamily(
+        "jobqueue_schedule_runs",
+        "Slots of the schedule: enqueued (fired) or left out by its missed-run policy (skipped)",
+        labels=["schedule", "outcome"],
+    )
+    for row in snap.schedules:
+        name = str(row["name"])
+        if row["next_run_at"] is not None:
+            next_run.add_metric([name], row["next_run_at"].timestamp())  # type: ignore[attr-defined]
+        if row["last_fired_at"] is not None:
+            last_fire.add_metric([name], row["last_fired_at"].timestamp())  # type: ignore[attr-defined]
+        paused.add_metric([name], 1.0 if row["paused"] else 0.0)
+        runs.add_metric([name, "fired"], float(row["fired_count"]))  # type: ignore[arg-type]
+        runs.add_metric([name, "skipped"], float(row["skipped_count"]))  # type: ignore[arg-type]
+    yield from (next_run, last_fire, paused, runs)
 
 
 def init_app(app: Flask) -> None:

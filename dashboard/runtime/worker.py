@@ -9,9 +9,10 @@ The **work** is the threads that claim and run jobs:
 The **services** are the process's other parts, one list (:attr:`Worker.services`), each a
 :class:`Service` the worker starts before the work and stops, in reverse order, after it: the
 progress flusher, the metrics server (``JOB_WORKER_METRICS_PORT``), the LISTEN connection
-that rings the doorbell, the rescuer (expired leases), the pruner (``JOB_RETENTION_*``) and the
-heartbeat (the ``jobs_worker`` row). The listener, the rescuer and the pruner end with the
-claims: they watch the worker's stop signal.
+that rings the doorbell, the rescuer (expired leases), the scheduler (due schedules, unless
+``schedules`` is off), the pruner (``JOB_RETENTION_*``) and the heartbeat (the ``jobs_worker``
+row). The listener, the rescuer, the scheduler and the pruner end with the claims: they watch
+the worker's stop signal.
 
 The first SIGINT/SIGTERM stops claiming and lets running handlers finish, and any job already
 claimed with a success (exit 0), for at most ``shutdown_timeout_seconds``
@@ -51,6 +52,7 @@ from .progress import Flusher
 from .pruner import Pruner
 from .rescuer import Rescuer
 from .runner import Runner
+from .scheduler import Scheduler
 from .threads import RECONNECT_BASE_SECONDS, RECONNECT_MAX_SECONDS, Backoff, ThreadRuntime, make_worker_id
 from .wakeup import Doorbell, Listener
 
@@ -166,7 +168,11 @@ class Worker:
             )
         if self.listener is not None:
             self.services.append(self.listener)
-        self.services += [self.rescuer, Pruner.from_settings(app, self.ops, self.stopping), self.heartbeat]
+        self.services.append(self.rescuer)
+        self.scheduler = Scheduler(runtime(0)) if settings.schedules else None
+        if self.scheduler is not None:
+            self.services.append(self.scheduler)
+        self.services += [Pruner.from_settings(app, self.ops, self.stopping), self.heartbeat]
 
         self.threads: list[threading.Thread] = []
         self._started: list[Service] = []  # the services started, in order

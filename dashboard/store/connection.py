@@ -112,6 +112,19 @@ def autocommit(conn: Connection | None) -> Iterator[Connection]:
     yield conn
 
 
+@contextmanager
+def transaction(conn: Connection) -> Iterator[Connection]:
+    """One transaction of several statements on an autocommit connection (``fetch_rows`` in it
+    runs inside it): committed when the block ends, rolled back if it raises. For a read-decide-
+    write that must hold its row locks between statements (firing a schedule)."""
+    raw = _driver(conn)
+    try:
+        with raw.transaction():
+            yield conn
+    except psycopg.Error as error:
+        raise sa_exc.DBAPIError.instance("COMMIT", {}, error, psycopg.Error) from error
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     sql: str  # psycopg's %(name)s placeholders

@@ -60,6 +60,9 @@ ARM_CAP = 10_000  # matches one kind of search contributes at most
 # and predicate whatever plan it caches.
 ERROR_VECTOR: ColumnClause[Any] = literal_column(ERROR_VECTOR_SQL)
 HAS_ERROR = text("last_error <> ''")
+# job_schedule_key_idx's predicate, as SQL text for the same reason; the range is in byte order
+# (text_pattern_ops: ~>=~ and ~<~), ';' being the character after ':'.
+IS_SCHEDULE_RUN = text("idempotency_key LIKE 'schedule:%'")
 
 Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of the list
 
@@ -265,6 +268,11 @@ def matching(
         arms.append(select(*found).where(jobs.c.id.between(low, high), *where).limit(ARM_CAP))
     if terms.idempotency_key is not None:
         arms.append(select(*found).where(jobs.c.idempotency_key == terms.idempotency_key, *where))
+    if terms.key_prefix is not None:  # a schedule's runs
+        prefix_low, prefix_high = terms.key_prefix, terms.key_prefix[:-1] + ";"
+        key = jobs.c.idempotency_key
+        in_range = (key.op("~>=~")(prefix_low), key.op("~<~")(prefix_high))
+        arms.append(select(*found).where(IS_SCHEDULE_RUN, *in_range, *where).limit(ARM_CAP))
     if terms.error_query is not None:  # any status: a job backing off has its error too
         tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
         matched = ERROR_VECTOR.op("@@")(tsquery)

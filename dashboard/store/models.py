@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -35,7 +36,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..limits import TYPE_MAX_LENGTH
+from ..limits import NAME_MAX_LENGTH, TYPE_MAX_LENGTH
 from .states import EVENT_TYPES
 
 if TYPE_CHECKING:
@@ -174,6 +175,16 @@ class Job(Model):
             unique=True,
             postgresql_where=text("idempotency_key IS NOT NULL"),
         ),
+        # A schedule's runs by key prefix (``schedule_runs`` in schedules.sql, the search's
+        # ``schedule:{name}:`` arm): text_pattern_ops orders the key by its bytes, so a prefix
+        # is one range (``~>=~`` / ``~<~``) in any database collation. Partial: only runs of
+        # schedules have an entry (migration 0012).
+        Index(
+            "job_schedule_key_idx",
+            "idempotency_key",
+            postgresql_ops={"idempotency_key": "text_pattern_ops"},
+            postgresql_where=text("idempotency_key LIKE 'schedule:%'"),
+        ),
     )
 
 
@@ -233,6 +244,45 @@ class WorkerProcess(Model):
     activity: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
 
     __table_args__ = (Index("jobs_worker_last_seen_idx", "last_seen"),)
+
+
+class Schedule(Model):
+    """A recurring job declared in code (``runtime/schedules.py``), and its runtime state.
+
+    Workers upsert their declarations at start (``schedules.sync``) and fire due rows
+    (``schedules.fire_due``). A declaration the code no longer makes is retired
+    (``retired_at``), never deleted: its runs keep their link. One row per name: a few rows.
+    """
+
+    __tablename__ = "jobs_schedule"
+
+    name: Mapped[str] = mapped_column(String(NAME_MAX_LENGTH), primary_key=True)
+    cron: Mapped[str] = mapped_column(String(255))
+    timezone: Mapped[str] = mapped_column(String(64))
+    job_type: Mapped[str] = mapped_column(String(TYPE_MAX_LENGTH))
+    payload: Mapped[Any] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    queue: Mapped[str] = mapped_column(String(NAME_MAX_LENGTH), server_default=text("'default'"))
+    priority: Mapped[int] = mapped_column(SmallInteger, server_default=text("50"))
+    max_attempts: Mapped[int] = mapped_column(Integer, server_default=text("3"))
+    missed: Mapped[str] = mapped_column(String(8), server_default=text("'latest'"))
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    paused_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    paused_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    next_run_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_run_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_fired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)  # no FK: prune may delete it
+    fired_count: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    skipped_count: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    declared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint("missed IN ('latest', 'all')", name="schedule_missed_valid"),
+        # The due schedules (``schedule_lock_due``, ``schedule_next_due``): active rows only.
+        Index("schedule_due_idx", "next_run_at", postgresql_where=text("NOT paused AND retired_at IS NULL")),
+    )
 
 
 class AuditEntry(Model):

@@ -12,7 +12,9 @@ Every figure is read through a partial index and bounded:
   older than ``STATS_REFRESH_SECONDS``, and left out of a snapshot once older than twice that:
   a scrape never publishes a figure it has not computed (a view last counted before an idle
   spell would say 0 finished jobs);
-- worker processes alive: the recent rows of the small ``jobs_worker`` heartbeat table.
+- worker processes alive: the recent rows of the small ``jobs_worker`` heartbeat table;
+- each active schedule's next run, last fire and fired / skipped counters: the small
+  ``jobs_schedule`` table (``schedule_figures``), one row per schedule the code declares.
 
 When a walk reaches the cap, its figures are lower bounds taken over the first jobs in claim
 (or lease) order, and :attr:`Snapshot.capped` says so. Turning a snapshot into metric families
@@ -30,6 +32,10 @@ from ..extensions import engine
 from . import workers
 from .read_overview import RUNNING_SQL
 from .read_stats import StatsPolicy, is_large
+from .sql import query
+
+SCHEDULE_FIGURES = query("schedule_figures")
+SCHEDULES_MAX = 500  # series per schedule figure at most
 
 COUNT_CAP = 100_000
 
@@ -69,6 +75,7 @@ class Snapshot:
     finished: dict[str, int] = field(default_factory=dict)
     finished_counted_at: datetime | None = None
     workers_alive: int | None = None
+    schedules: list[dict[str, object]] = field(default_factory=list)
 
     def total(self, figure: str) -> float:
         return sum(row.get(figure, 0) for row in self.by_type.values())
@@ -92,6 +99,9 @@ def read_snapshot(policy: StatsPolicy, now: datetime | None = None, cap: int = C
             running_total += row["running"]
         snap.capped = {"queued": queued_total >= cap, "running": running_total >= cap}
         snap.finished, snap.finished_counted_at = finished_totals(conn, now, policy)
+        snap.schedules = [
+            dict(row) for row in conn.execute(SCHEDULE_FIGURES, {"limit": SCHEDULES_MAX}).mappings()
+        ]
     snap.workers_alive, _types = workers.live_job_types(now)
     return snap
 

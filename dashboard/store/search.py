@@ -7,6 +7,8 @@ bulk dry run counts exactly the jobs the list shows. Each kind is an index looku
 - a full id, or 4 to 32 hex digits of one (the 8-character short id the lists show): a range
   on the primary key, the prefix padded with ``0`` and with ``f``;
 - an idempotency key, exactly: ``job_idempotency_key_unique``;
+- a schedule's key prefix, ``schedule:{name}`` or ``schedule:{name}:``: the runs of that
+  schedule (keys ``schedule:{name}:...``), one range of ``job_schedule_key_idx`` in byte order;
 - words or fragments of any job's ``last_error`` (:func:`error_query`): every word present,
   and what an operator copies out of an error (a host name, a dotted name, a path) as the run
   of its parts, the last a prefix: ``smtp.example.com`` finds ``... to smtp.example.com:25``,
@@ -39,6 +41,7 @@ PAYLOAD_SCAN_ROWS = 10_000  # a payload search reads the newest this many jobs o
 MAX_WORDS = 8
 _HEX = re.compile(r"[0-9a-f]+")
 _KEY_VALUE = re.compile(r"^([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
+_SCHEDULE = re.compile(r"^schedule:([A-Za-z0-9_.-]{1,64}):?$")  # limits.SCHEDULE_NAME_PATTERN
 _PIECE = re.compile(r"[^\W_]+")  # a run of letters and digits: what the error's index holds
 MAX_PIECES = 16  # parts of the words of an error search, all together
 
@@ -83,6 +86,7 @@ class Terms:
     idempotency_key: str | None = None
     error_query: str | None = None  # a to_tsquery('simple', ...) text built from word parts only
     payload: dict[str, Any] | None = None
+    key_prefix: str | None = None  # a schedule's runs: keys starting with it
     kinds: tuple[str, ...] = field(default=())
 
 
@@ -160,8 +164,18 @@ def error_query(text: str) -> str | None:
 def _text_terms(text: str) -> Terms:
     id_range = _id_range(text)
     query = error_query(text)
-    kinds = (("id",) if id_range else ()) + ("idempotency key",) + (("error text",) if query else ())
-    return Terms(text=text, id_range=id_range, idempotency_key=text[:255], error_query=query, kinds=kinds)
+    schedule = _SCHEDULE.match(text)
+    prefix = f"schedule:{schedule.group(1)}:" if schedule else None
+    kinds = (("id",) if id_range else ()) + ("idempotency key",) + (("schedule runs",) if prefix else ())
+    kinds += ("error text",) if query else ()
+    return Terms(
+        text=text,
+        id_range=id_range,
+        idempotency_key=text[:255],
+        error_query=query,
+        key_prefix=prefix,
+        kinds=kinds,
+    )
 
 
 def parse_api_q(raw: str) -> Terms | None:

@@ -19,6 +19,7 @@ from . import (  # noqa: F401  # noqa: F401
     metrics,
     overview,
     rendering,
+    schedules,
     signin,
     timeline,
     workers,

@@ -67,6 +67,9 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/jobs/bulk-retry/", "POST"), ("/api/jobs/bulk-cancel/", "POST"),
         ("/api/jobs/bulk-run-now/", "POST"), ("/api/jobs/bulk-delete/", "POST"),
         ("/api/jobs/{job_id}/", "DELETE"),
+        ("/api/schedules/", "GET"), ("/api/schedules/{name}/", "GET"),
+        ("/api/schedules/{name}/pause/", "POST"), ("/api/schedules/{name}/resume/", "POST"),
+        ("/api/schedules/{name}/run/", "POST"),
     } == routes  # fmt: skip
 
 

@@ -8,12 +8,13 @@ import uuid
 import pytest
 
 from dashboard.api import routes
-from dashboard.store import read_jobs
+from dashboard.store import read_jobs, schedules
 from tests.support.factories import make_job
 from tests.support.secured import OPERATOR_TOKEN, VIEWER_TOKEN, bearer
 from tests.support.timelines import table_snapshot
 
 OPEN = {"health", "ready", "schema", "docs"}
+NIGHTLY = schedules.Declaration("nightly", "0 6 * * *", "UTC", "demo.success", {}, "default", 50, 3)
 WRITES = {
     "create_job",
     "create_jobs",
@@ -23,6 +24,9 @@ WRITES = {
     "bulk_run_now",
     "bulk_delete",
     "job_delete",
+    "schedule_pause",
+    "schedule_resume",
+    "schedule_run",
 }
 
 
@@ -48,6 +52,11 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "bulk_run_now": "/api/jobs/bulk-run-now/",
         "bulk_delete": "/api/jobs/bulk-delete/",
         "job_delete": f"/api/jobs/{job_id}/",
+        "schedule_list": "/api/schedules/",
+        "schedule_detail": "/api/schedules/nightly/",
+        "schedule_pause": "/api/schedules/nightly/pause/",
+        "schedule_resume": "/api/schedules/nightly/resume/",
+        "schedule_run": "/api/schedules/nightly/run/",
     }
     bodies = {
         "create_job": {"type": "demo.success"},
@@ -67,6 +76,7 @@ def call(client, method: str, path: str, body: dict | None, headers: dict[str, s
 
 
 def test_every_endpoint_against_every_kind_of_caller(app, secured_app):
+    schedules.sync([NIGHTLY])
     client = secured_app.test_client()
     for name in sorted(ep.name for ep in routes.endpoints):
         job = make_job("failed")  # a fresh failed job for each endpoint, so each retry succeeds

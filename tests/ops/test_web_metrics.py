@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
@@ -10,6 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import read_metrics, stats_refresh, workers
 from dashboard.store.read_stats import DEFAULT_POLICY
+from dashboard.store.schedules import Declaration, fire_due, set_paused, sync
 from dashboard.store.service import utcnow
 from tests.support.factories import make_job, seed_analysed_backlog
 from tests.support.secured import VIEWER_TOKEN, bearer, build
@@ -122,3 +123,25 @@ def test_metrics_answer_503_not_500_when_the_database_is_down(app):
     down = create_app({**TEST_CONFIG, "DATABASE_URL": "postgresql://nobody@127.0.0.1:9/none"})
     response = down.test_client().get("/metrics")
     assert response.status_code == 503
+
+
+def test_each_schedule_has_its_next_run_last_fire_and_run_counters(app):
+    t0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+    tick = Declaration("tick", "* * * * *", "UTC", "demo.success", {}, "default", 50, 3)
+    nightly = Declaration("nightly", "0 6 * * *", "UTC", "demo.success", {}, "default", 50, 3)
+    old = Declaration("old", "0 6 * * *", "UTC", "demo.success", {}, "default", 50, 3)
+    sync([tick, nightly, old], now=t0)
+    sync([tick, nightly], now=t0)  # old is retired: no series
+    fire_due(now=t0 + timedelta(minutes=5))  # latest: one fired, four skipped
+    set_paused("nightly", True, actor="olga", now=t0)
+    samples = parse(scrape_app(app).get_data(as_text=True))
+    fired_at = datetime(2026, 6, 1, 12, 5, 30, tzinfo=UTC).timestamp()
+    assert value(samples, "jobqueue_schedule_last_fire_timestamp_seconds", schedule="tick") == fired_at
+    assert value(samples, "jobqueue_schedule_last_fire_timestamp_seconds", schedule="nightly") is None
+    next_tick = datetime(2026, 6, 1, 12, 6, tzinfo=UTC).timestamp()
+    assert value(samples, "jobqueue_schedule_next_run_timestamp_seconds", schedule="tick") == next_tick
+    assert value(samples, "jobqueue_schedule_runs_total", schedule="tick", outcome="fired") == 1
+    assert value(samples, "jobqueue_schedule_runs_total", schedule="tick", outcome="skipped") == 4
+    assert value(samples, "jobqueue_schedule_paused", schedule="nightly") == 1
+    assert value(samples, "jobqueue_schedule_paused", schedule="tick") == 0
+    assert value(samples, "jobqueue_schedule_paused", schedule="old") is None

@@ -23,7 +23,7 @@ from dashboard.runtime.worker import Worker
 from dashboard.store import enqueue, service
 from tests.support.worker_loop import SETTINGS, event_types, events, job, one_job_loop, wait_until
 
-SERVICE_THREADS = ("progress-flusher", "listener", "thread-0", "retention", "heartbeat")
+SERVICE_THREADS = ("progress-flusher", "listener", "thread-0", "scheduler", "retention", "heartbeat")
 
 
 def free_port() -> int:
@@ -42,7 +42,7 @@ def heartbeat_rows(app: Any) -> list[dict[str, Any]]:
 
 
 def test_the_worker_starts_and_stops_every_service_in_one_place(app):
-    """Flusher, metrics server, listener, rescuer, pruner and heartbeat: one list, started
+    """Flusher, metrics server, listener, rescuer, scheduler, pruner and heartbeat: one list, started
     before the claiming threads and stopped, the last first, once they are done."""
     wait_until(lambda: not alive(SERVICE_THREADS), 15, "services of earlier tests to end")
     port = free_port()
@@ -56,6 +56,7 @@ def test_the_worker_starts_and_stops_every_service_in_one_place(app):
         "metrics",
         "listener",
         "rescuer",
+        "scheduler",
         "retention",
         "heartbeat",
     ]

@@ -1,0 +1,48 @@
+"""The scheduler service's tick in process: idle, due, and its place among the worker's services."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from sqlalchemy import text
+
+from dashboard.config import WorkerSettings
+from dashboard.extensions import db
+from dashboard.runtime import scheduler
+from dashboard.runtime.threads import ThreadRuntime
+from dashboard.runtime.worker import Worker
+from dashboard.store.schedules import Declaration, sync
+
+TICK = Declaration("tick", "* * * * *", "UTC", "demo.success", {}, "default", 50, 3, "all")
+
+
+def make_scheduler(app) -> scheduler.Scheduler:
+    return scheduler.Scheduler(ThreadRuntime(app, WorkerSettings(), "h:1:thread-0:abcd", threading.Event()))
+
+
+def test_an_idle_tick_sleeps_the_longest_and_a_due_one_fires_then_looks_again(app):
+    part = make_scheduler(app)
+    with part.runtime.holding_connection():
+        assert part.tick() == scheduler.WAKE_MAX_SECONDS  # no schedule at all
+        sync([TICK])
+        wait = part.tick()
+        assert scheduler.WAKE_MIN_SECONDS <= wait <= scheduler.WAKE_MAX_SECONDS  # next minute
+        with db.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE jobs_schedule SET next_run_at = date_trunc('minute', now()) - interval '2 min'")
+            )
+        assert part.tick() == 0.0  # fired the three passed slots: look again at once
+        assert part.tick() > 0
+    with db.engine.connect() as conn:
+        runs = conn.execute(
+            text("SELECT count(*) FROM jobs_job WHERE idempotency_key LIKE 'schedule:tick:%'")
+        )
+        assert runs.scalar_one() in (3, 4)  # 4 if the database's minute turned meanwhile
+
+
+def test_the_scheduler_is_a_worker_service_unless_schedules_are_off(app):
+    on = Worker(app, WorkerSettings(threads=1))
+    off = Worker(app, dataclasses.replace(WorkerSettings(threads=1), schedules=False))
+    assert "scheduler" in [part.name for part in on.services] and on.scheduler is not None
+    assert "scheduler" not in [part.name for part in off.services] and off.scheduler is None
