@@ -21,7 +21,16 @@ from flask.cli import with_appcontext
 from flask.logging import default_handler
 
 from .config import OpsSettings, WorkerSettings
-from .config_parsers import LOG_LEVELS, read_bool, read_int, read_log_level, read_number
+from .config_parsers import (
+    LOG_LEVELS,
+    ConfigError,
+    parse_queues,
+    read_bool,
+    read_int,
+    read_log_level,
+    read_number,
+    read_queues,
+)
 from .logsafe import SafeFormatter
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
@@ -36,6 +45,15 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number, got {value!r}")
     return value
+
+
+def _queues(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    try:
+        return parse_queues(value, "--queues")
+    except ConfigError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 def _upper(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -60,6 +78,8 @@ def setting_option(spec: dataclasses.Field[Any]) -> click.Option:
     if parser is read_number:
         kind = click.FloatRange(bounds.get("minimum"), bounds.get("maximum"))
         return click.Option([flag, spec.name], type=kind, callback=_finite, help=help_text)
+    if parser is read_queues:
+        return click.Option([flag, spec.name], type=str, callback=_queues, help=help_text)
     if parser is read_log_level:
         kind = click.Choice(LOG_LEVELS, case_sensitive=False)
         return click.Option([flag, spec.name], type=kind, callback=_upper, help=help_text)

@@ -39,6 +39,7 @@ from .config_parsers import (
     read_number,
     read_optional_bool,
     read_optional_str,
+    read_queues,
     read_secret,
     read_str,
     read_time_zone,
@@ -143,6 +144,16 @@ class WorkerSettings:
             "JOB_WORKER_LISTEN",
             read_bool,
             option="Wake idle threads on NOTIFY instead of waiting for the next poll",
+        ),
+    )
+    # The named queues this worker claims from; unset (or blank): every queue, including ones
+    # that first appear later.
+    queues: tuple[str, ...] | None = field(
+        default=None,
+        metadata=env(
+            "JOB_WORKER_QUEUES",
+            read_queues,
+            option="Queues to claim from, comma separated (unset: every queue)",
         ),
     )
     # Register the demo.* types; unset: follows DEBUG (on in development, off in production).

@@ -28,7 +28,7 @@ from flask import current_app, has_app_context
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from ..limits import TYPE_MAX_LENGTH, type_problem
+from ..limits import TYPE_MAX_LENGTH, queue_problem, type_problem
 from ..store import service
 from ..store.records import JobRecord
 from .failures import check_report, first_line, is_connection_error
@@ -46,13 +46,17 @@ Handler = Callable[["JobContext"], Any]  # called with the job's context; return
 
 _registry: dict[str, Handler] = {}
 _demo: dict[str, Handler] = {}  # the built-in demo handlers, shown only where enabled
+_queues: dict[str, str] = {}  # a type's default queue, from @handler(type, queue=...)
 
 BUILTIN_MODULES = ("dashboard.runtime.demo",)
 DEMO_SWITCH = "jobqueue.demo_handlers"  # app.extensions key: JOB_DEMO_HANDLERS of that app
 
 
-def handler(job_type: str, *, demo: bool = False) -> Callable[[Handler], Handler]:
+def handler(job_type: str, *, queue: str | None = None, demo: bool = False) -> Callable[[Handler], Handler]:
     """Register ``fn`` as the handler of ``job_type`` (the last registration wins).
+
+    ``queue``: the queue a job of this type goes to when its create names none (a create's own
+    ``queue`` wins); ``ValueError`` naming ``queue`` for an invalid name.
 
     ``demo=True`` (the built-in ``demo.*`` types only): the type exists only in an app whose
     ``JOB_DEMO_HANDLERS`` is on (:func:`demo_enabled`); elsewhere it is not registered, as far
@@ -62,9 +66,15 @@ def handler(job_type: str, *, demo: bool = False) -> Callable[[Handler], Handler
         raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
     if problem := type_problem(job_type):
         raise ValueError(f"a job type {problem}")
+    if queue is not None and (problem := queue_problem(queue)):
+        raise ValueError(f"queue {problem}")
 
     def register(fn: Handler) -> Handler:
         _registry[job_type] = fn
+        if queue is None:
+            _queues.pop(job_type, None)
+        else:
+            _queues[job_type] = queue
         if demo:
             _demo[job_type] = fn
         return fn
@@ -84,6 +94,12 @@ def _visible(job_type: str, fn: Handler) -> bool:
 def get_handler(job_type: str) -> Handler | None:
     fn = _registry.get(job_type)
     return fn if fn is not None and _visible(job_type, fn) else None
+
+
+def handler_queue(job_type: str) -> str | None:
+    """The default queue ``@handler(job_type, queue=...)`` named, or ``None``."""
+    fn = _registry.get(job_type)
+    return _queues.get(job_type) if fn is not None and _visible(job_type, fn) else None
 
 
 def registered_types() -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..limits import queue_problem
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .records import CleanupResult, JobRecord
@@ -44,13 +45,20 @@ def claim_jobs(
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
+    queues: Sequence[str] | None = None,
 ) -> list[JobRecord]:
     """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first.
 
     ``now``: the claim's time; unset, the database's clock when the statement runs (claim.sql),
-    which is also what the lease is measured from (as for every worker-side call below)."""
+    which is also what the lease is measured from (as for every worker-side call below).
+    ``queues``: as :func:`claim_batch`."""
     return claim_batch(
-        [worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn, avoid_expired=avoid_expired
+        [worker_id] * limit,
+        lease_seconds=lease_seconds,
+        now=now,
+        conn=conn,
+        avoid_expired=avoid_expired,
+        queues=queues,
     )
 
 
@@ -61,9 +69,12 @@ def claim_batch(
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
+    queues: Sequence[str] | None = None,
 ) -> list[JobRecord]:
     """Claim up to one job per id in ``worker_ids`` in one statement.
 
+    ``queues``: the named queues served (``None``: every queue); a paused queue, or one whose
+    concurrency or rate limit is reached, gives nothing (claim.sql).
     The n-th claimed job is locked by the n-th id: a worker process claims for all its idle
     threads at once, and each job still belongs to the thread that will run it.
     ``avoid_expired``: skip jobs whose last attempt's lease expired (a worker process passes
@@ -76,6 +87,7 @@ def claim_batch(
         "now": _given(now),
         "lease_seconds": float(lease_seconds),
         "avoid_expired": avoid_expired,
+        "queues": _served(queues),
     }
     statement = CLAIM_ONE if len(worker_ids) == 1 else CLAIM
     with autocommit(conn) as conn:
@@ -84,11 +96,28 @@ def claim_batch(
 
 
 def claim_next_job(
-    worker_id: str, *, lease_seconds: float, now: datetime | None = None, conn: Connection | None = None
+    worker_id: str,
+    *,
+    lease_seconds: float,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+    queues: Sequence[str] | None = None,
 ) -> JobRecord | None:
     """Claim the next eligible job: queued -> running, ``attempts + 1``, lease set."""
-    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now, conn=conn)
+    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now, conn=conn, queues=queues)
     return jobs[0] if jobs else None
+
+
+def _served(queues: Sequence[str] | None) -> list[str] | None:
+    """The claim's ``:queues``: the names, checked, or ``None`` for every queue."""
+    if queues is None:
+        return None
+    if isinstance(queues, str) or not queues:
+        raise ValueError("queues must be a non-empty list of queue names, or None for every queue")
+    for name in queues:
+        if problem := queue_problem(name):
+            raise ValueError(f"queues: {name!r} {problem}")
+    return list(queues)
 
 
 def _owner(job_id: uuid.UUID, worker_id: str, attempt: int) -> dict[str, Any]:
@@ -195,12 +224,15 @@ def complete_and_claim(
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
+    queues: Sequence[str] | None = None,
 ) -> tuple[bool, JobRecord | None]:
     """:func:`complete_job` and :func:`claim_next_job` for the same worker, in one statement.
 
     Returns whether the success was recorded (``False``: the attempt was no longer ours) and
     the next job claimed, if any. The two are independent: a fenced-off completion still
-    claims, and an empty queue still completes. ``avoid_expired`` as :func:`claim_batch`.
+    claims, and an empty queue still completes. ``avoid_expired`` and ``queues`` as
+    :func:`claim_batch`. A concurrency slot the completion frees is free for the next
+    statement, not for this one's claim (it reads the statement's snapshot).
     """
     params = {
         **_owner(job_id, worker_id, attempt),
@@ -209,6 +241,7 @@ def complete_and_claim(
         "result": result,
         "avoid_expired": avoid_expired,
         "started_at": started_at,
+        "queues": _served(queues),
     }
     statement = COMPLETE_AND_CLAIM
     if progress:
