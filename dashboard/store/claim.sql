@@ -123,7 +123,7 @@ WITH served AS (
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
-           jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', GREATEST(0, round(
+           jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
                extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
                * 1000))::bigint),
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
@@ -209,7 +209,7 @@ WITH served AS (
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
-           jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', GREATEST(0, round(
+           jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
                extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
                * 1000))::bigint),
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())

@@ -136,6 +136,15 @@ class Job(db.Model):
             text("id DESC"),
             postgresql_where=text("queue <> 'default'"),
         ),
+        # Each queue's live figures (``queues.py``): ready / scheduled / retrying as capped
+        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011).
+        Index(
+            "job_queued_queue_idx",
+            "queue",
+            text("least(attempts, 1)"),
+            "available_at",
+            postgresql_where=text("status = 'queued'"),
+        ),
         # Retention (``prune_batch`` in retention.sql): the oldest finished jobs first.
         Index(
             "job_finished_idx",

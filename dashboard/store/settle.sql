@@ -197,7 +197,7 @@ WITH done AS (
         FROM done AS s
         UNION ALL
         SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', GREATEST(0, round(
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
                    extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
                    * 1000))::bigint),
                COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
@@ -315,7 +315,7 @@ WITH done AS (
         FROM done AS s
         UNION ALL
         SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', GREATEST(0, round(
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
                    extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
                    * 1000))::bigint),
                COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'

@@ -10,6 +10,9 @@
 - ``job_queue_created_idx`` ``(queue, status, created_at DESC, id DESC) WHERE queue <>
   'default'``: the lists' queue filter, newest first. Partial: jobs of the default queue have
   no entry, so a deployment that never names a queue pays nothing for it on any write.
+- ``job_queued_queue_idx`` ``(queue, least(attempts, 1), available_at) WHERE status = 'queued'``:
+  each queue's ready / scheduled / retrying counts and oldest ready job as bounded ranges, as
+  ``job_queued_idx`` gives them for every queue together (the Queues page, ``/api/queues/``).
 - ``jobs_queue``: one row per queue that has had a job or a setting: paused (by whom, when), the
   concurrency limit, the rate limit, who changed them last and when. ``default`` is added.
 - ``jobs_queue_slot`` ``(queue, n, job_id, attempt)``: N rows for a concurrency limit of N,
@@ -36,6 +39,7 @@ CONCURRENT_FROM_ROWS = 10_000
 NEW_INDEXES = (
     ("job_queue_claim_idx", "(queue, priority DESC, available_at, created_at, id)", "status = 'queued'"),
     ("job_queue_created_idx", "(queue, status, created_at DESC, id DESC)", "queue <> 'default'"),
+    ("job_queued_queue_idx", "(queue, least(attempts, 1), available_at)", "status = 'queued'"),
 )
 TABLES = (
     """
