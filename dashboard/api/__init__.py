@@ -12,7 +12,7 @@ JSON, not forms with a session cookie; they authenticate with bearer tokens, see
 from flask.blueprints import BlueprintSetupState
 
 from ..extensions import csrf
-from . import access, bulk, docs, errors, ready, views
+from . import access, bulk, docs, errors, queues, ready, views
 from .blueprint import bp, routes
 
 
@@ -28,4 +28,4 @@ bp.before_request(access.authenticate)
 csrf.exempt(bp)
 bp.record_once(_install_cors)
 
-__all__ = ["bp", "bulk", "docs", "ready", "routes", "views"]
+__all__ = ["bp", "bulk", "docs", "queues", "ready", "routes", "views"]

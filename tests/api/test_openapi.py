@@ -67,6 +67,8 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/jobs/bulk-retry/", "POST"), ("/api/jobs/bulk-cancel/", "POST"),
         ("/api/jobs/bulk-run-now/", "POST"), ("/api/jobs/bulk-delete/", "POST"),
         ("/api/jobs/{job_id}/", "DELETE"),
+        ("/api/queues/", "GET"), ("/api/queues/{name}/", "GET"), ("/api/queues/{name}/", "PATCH"),
+        ("/api/queues/{name}/pause/", "POST"), ("/api/queues/{name}/resume/", "POST"),
     } == routes  # fmt: skip
 
 
