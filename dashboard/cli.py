@@ -1,4 +1,5 @@
-"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings.
+"""CLI commands: ``flask --app wsgi worker``, its options generated from the settings, and
+``flask --app wsgi queues [list | pause NAME | resume NAME]``.
 
 Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) whose
 metadata has an ``option`` help becomes an option of ``flask worker`` that overrides its
@@ -10,9 +11,11 @@ A boolean is a ``--name/--no-name`` pair, the log level a choice of :data:`LOG_L
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -39,6 +42,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s
 def init_app(app: Flask) -> None:
     """Register the project's commands on ``app``."""
     app.cli.add_command(worker_command)
+    app.cli.add_command(queues_command)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -162,3 +166,73 @@ def _check_pool(app: Flask, threads: int) -> None:
             f"--threads {threads} needs {needed} database connections but the pool holds {capacity}; "
             f"set JOB_WORKER_THREADS={threads} in the environment instead, so the pool is sized for them"
         )
+
+
+@click.group("queues", invoke_without_command=True)
+@click.pass_context
+@with_appcontext
+def queues_command(ctx: click.Context) -> None:
+    """List the named queues (paused, limits, ready/running counts), or pause or resume one."""
+    if ctx.invoked_subcommand is None:
+        _list_queues()
+
+
+@queues_command.command("list")
+@with_appcontext
+def list_queues_command() -> None:
+    """List the named queues (the same as ``flask queues``)."""
+    _list_queues()
+
+
+def _list_queues() -> None:
+    from .store import queues
+
+    found = queues.list_queues()
+    if not found:
+        click.echo("No queues yet: a queue appears with its first job or setting.")
+        return
+    click.echo(f"{'queue':<24} {'state':<7} {'ready':>7} {'running':>7}  limits")
+    for q in found:
+        limits = []
+        if q.concurrency_limit is not None:
+            limits.append(f"concurrency {q.slots_held}/{q.concurrency_limit}")
+        if q.rate_limit is not None:
+            limits.append(f"rate {q.rate_used}/{q.rate_limit.count} per {q.rate_limit.period_seconds:g}s")
+        state = "paused" if q.paused else "active"
+        ready = f">{q.cap}" if q.ready > q.cap else str(q.ready)
+        click.echo(f"{q.name:<24} {state:<7} {ready:>7} {q.running:>7}  {', '.join(limits) or '-'}")
+
+
+def _queue_change(change: Callable[..., bool], name: str, done: str, already: str) -> None:
+    from .store import queues
+
+    try:
+        queues.check_name(name)
+    except ValueError as problem:
+        raise click.BadParameter(str(problem), param_hint="NAME") from None
+    try:
+        actor = f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name in this environment
+        actor = "cli"
+    changed = change(name, actor=actor, event_data={"source": "cli", "actor": actor})
+    click.echo(f"queue {name}: {done}" if changed else f"queue {name}: {already}")
+
+
+@queues_command.command("pause")
+@click.argument("name")
+@with_appcontext
+def pause_queue_command(name: str) -> None:
+    """Pause NAME: no worker claims its jobs until it is resumed (running ones finish)."""
+    from .store import queues
+
+    _queue_change(queues.pause, name, "paused", "already paused")
+
+
+@queues_command.command("resume")
+@click.argument("name")
+@with_appcontext
+def resume_queue_command(name: str) -> None:
+    """Resume NAME and wake the idle workers serving it."""
+    from .store import queues
+
+    _queue_change(queues.resume, name, "resumed", "was not paused")
