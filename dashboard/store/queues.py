@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
 
 from ..extensions import db
 from ..limits import (
+    CHART_EVENTS_MAX,
     CONCURRENCY_LIMIT_MAX,
     DEFAULT_QUEUE,
     LIVE_COUNT_CAP,
@@ -341,3 +342,59 @@ def get_queue(name: str, *, now: datetime | None = None, cap: int = LIVE_COUNT_C
             if found.first() is None:
                 return None
     return _info(row, now, cap)
+
+
+# Claims per queue in the last hour, from at most the newest CHART_EVENTS_MAX events of it
+# (jobs_jobevent_created_at_idx, as the overview's charts read them): each `claimed` event's
+# data names its queue. Past the cap the figure is a lower bound (``sampled``).
+CLAIMS_HOUR_SQL = text(
+    """
+    SELECT COALESCE(data ->> 'queue', :default) AS queue, count(*) AS claims, max(total) AS read
+    FROM (SELECT type, data, count(*) OVER () AS total FROM jobs_jobevent
+          WHERE created_at > :since AND created_at <= :now
+          ORDER BY created_at DESC LIMIT :cap) AS e
+    WHERE type = 'claimed'
+    GROUP BY 1
+    """
+)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    claims: dict[str, int]
+    sampled: bool  # the hour held more events than were read: the figures are lower bounds
+
+
+def claims_last_hour(*, now: datetime | None = None) -> Throughput:
+    """Claims per queue over the last hour (attempts started), bounded as the charts are."""
+    now = aware(now or utcnow(), "now")
+    params = {
+        "since": now - timedelta(hours=1),
+        "now": now,
+        "cap": CHART_EVENTS_MAX,
+        "default": DEFAULT_QUEUE,
+    }
+    with reading() as conn:
+        rows = conn.execute(CLAIMS_HOUR_SQL, params).mappings().all()
+    sampled = any(row["read"] >= CHART_EVENTS_MAX for row in rows)
+    return Throughput({row["queue"]: row["claims"] for row in rows}, sampled)
+
+
+# The queues whose settings can hold a job back: paused, or with a limit.
+SET_SQL = text(
+    "SELECT name FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL "
+    "ORDER BY name LIMIT :shown"
+)
+
+
+def held_back(*, now: datetime | None = None) -> list[QueueInfo]:
+    """The queues that hold ready jobs back now: paused, at their concurrency limit, or with a
+    full rate window, and with a ready job (the overview's notice)."""
+    now = aware(now or utcnow(), "now")
+    with reading() as conn:
+        names = list(conn.execute(SET_SQL, {"shown": QUEUES_SHOWN}).scalars())
+        if not names:
+            return []
+        rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": LIVE_COUNT_CAP}).mappings()
+        found = [_info(row, now, LIVE_COUNT_CAP) for row in rows]
+    return [q for q in found if q.ready and (q.paused or q.full or q.rate_limited)]
