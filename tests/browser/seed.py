@@ -67,7 +67,9 @@ def seed_pages() -> Seeded:
     orphan = seed_workers(now)
     held = enqueue.create_job("mail.send", {}, queue="mail:" + LONG_WORD[:50]).job
     queues.pause(held.queue, actor="olga")
-    queues.set_limits("reports", concurrency_limit=2, rate_limit={"count": 10, "period_seconds": 60}, actor="olga")
+    queues.set_limits(
+        "reports", concurrency_limit=2, rate_limit={"count": 10, "period_seconds": 60}, actor="olga"
+    )
     return Seeded(
         failed=failed,
         running=running,

@@ -17,7 +17,9 @@ VIEWPORTS = [
 
 
 @pytest.mark.parametrize(("size", "scheme"), VIEWPORTS)
-def test_pause_and_resume_from_the_queues_page(app: Any, dashboard_server: str, browser_page: Any, size, scheme):
+def test_pause_and_resume_from_the_queues_page(
+    app: Any, dashboard_server: str, browser_page: Any, size, scheme
+):
     from playwright.sync_api import expect
 
     page = browser_page
