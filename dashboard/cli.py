@@ -185,9 +185,9 @@ def list_queues_command() -> None:
 
 
 def _list_queues() -> None:
-    from .store import queues
+    from .store import read_queues as figures  # not config_parsers.read_queues
 
-    found = queues.list_queues()
+    found = figures.list_queues()
     if not found:
         click.echo("No queues yet: a queue appears with its first job or setting.")
         return

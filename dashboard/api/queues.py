@@ -15,7 +15,7 @@ from flask import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..limits import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS
-from ..store import queues
+from ..store import queues, read_queues
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError, validation_error
@@ -82,7 +82,7 @@ def _name(name: str) -> str:
 
 
 def _answer(name: str) -> Response:
-    info = queues.get_queue(name)
+    info = read_queues.get_queue(name)
     if info is None:  # a write always leaves a row; only a GET can get here
         raise ApiError(404, "No such queue: it has neither jobs nor settings.")
     return json_response(Queue.model_validate(info.as_json()))
@@ -102,7 +102,7 @@ def _actor(data: dict[str, Any]) -> str:
 def queue_list() -> Response:
     """Every queue that has jobs or settings: name, paused, limits, bounded counts and the
     oldest ready job's wait."""
-    found = [Queue.model_validate(q.as_json()) for q in queues.list_queues()]
+    found = [Queue.model_validate(q.as_json()) for q in read_queues.list_queues()]
     return json_response(QueueList(results=found))
 
 

@@ -42,7 +42,11 @@ SELECT changed.name FROM changed LEFT JOIN wake ON true
 
 -- name: ensure_queue
 -- The queue's row, created if missing (its settings at their defaults: not paused, no limits).
-INSERT INTO jobs_queue (name, created_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING
+WITH ensured AS (
+    INSERT INTO jobs_queue (name, created_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING
+    RETURNING name
+)
+SELECT name FROM ensured
 
 -- name: lock_queue
 -- The queue's row, locked for a change of its limits: one change of a queue at a time.
@@ -55,14 +59,21 @@ SELECT n, job_id FROM jobs_queue_slot WHERE queue = :name ORDER BY n FOR UPDATE
 
 -- name: drop_slots
 -- Delete the slots :ns of the queue (lowering or removing its concurrency limit).
-DELETE FROM jobs_queue_slot WHERE queue = :name AND n = ANY(CAST(:ns AS integer[]))
+WITH dropped AS (
+    DELETE FROM jobs_queue_slot WHERE queue = :name AND n = ANY(CAST(:ns AS integer[])) RETURNING n
+)
+SELECT n FROM dropped
 
 -- name: add_slots
 -- Add :count free slots numbered after the queue's highest one (raising or setting a limit).
-INSERT INTO jobs_queue_slot (queue, n)
-SELECT :name, g FROM generate_series(
-    COALESCE((SELECT max(n) FROM jobs_queue_slot WHERE queue = :name), 0) + 1,
-    COALESCE((SELECT max(n) FROM jobs_queue_slot WHERE queue = :name), 0) + CAST(:count AS integer)) AS g
+WITH added AS (
+    INSERT INTO jobs_queue_slot (queue, n)
+    SELECT :name, g FROM generate_series(
+        COALESCE((SELECT max(n) FROM jobs_queue_slot WHERE queue = :name), 0) + 1,
+        COALESCE((SELECT max(n) FROM jobs_queue_slot WHERE queue = :name), 0) + CAST(:count AS integer)) AS g
+    RETURNING n
+)
+SELECT n FROM added
 
 -- name: seat_running
 -- A limit set where there was none: give the queue's running attempts a free slot each.
@@ -116,8 +127,11 @@ SELECT name FROM changed
 -- each pass, and a limit change after its own). Safe against claims: a slot seen held by an
 -- attempt that is over cannot be taken meanwhile (only free slots are claimed), and a slot
 -- and its claim are committed together, so one held in this snapshot has its job's row here too.
-UPDATE jobs_queue_slot AS s SET job_id = NULL, attempt = NULL
-WHERE s.job_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM jobs_job AS j
-                  WHERE j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt)
-RETURNING pg_notify(:notify_channel, s.queue)
+WITH freed AS (
+    UPDATE jobs_queue_slot AS s SET job_id = NULL, attempt = NULL
+    WHERE s.job_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM jobs_job AS j
+                      WHERE j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt)
+    RETURNING s.queue
+)
+SELECT pg_notify(:notify_channel, queue) FROM freed

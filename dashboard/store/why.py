@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from . import queues
+from . import read_queues
 from .capacity import capacity
 from .read_timeout import reading
 from .records import JobRecord
@@ -88,7 +88,7 @@ def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:
             reasons.append(Reason("backing_off", values))
         else:
             reasons.append(Reason("scheduled", {"at": job.available_at, "seconds": wait}))
-    queue = queues.get_queue(job.queue, now=now)
+    queue = read_queues.get_queue(job.queue, now=now)
     if queue is not None and queue.paused:
         reasons.append(Reason("paused", {"queue": queue.name, "by": queue.paused_by, "at": queue.paused_at}))
     if queue is not None and queue.full and due:

@@ -10,25 +10,25 @@ from flask import current_app, flash, redirect, request, url_for
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..store import queues, read_timeout
+from ..store import queues, read_queues, read_timeout
 from .blueprint import bp
 from .forms import RetryForm
 from .rendering import now, page_or_fragment
 from .signin import audit_data, operator_required
 
 
-def queue_board() -> list[queues.QueueInfo] | None:
+def queue_board() -> list[read_queues.QueueInfo] | None:
     """Every queue under the dashboard's query time limit; None if it ran past it."""
     try:
         with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
-            return queues.list_queues(now=now())
+            return read_queues.list_queues(now=now())
     except read_timeout.QueryTimeout:
         return None
 
 
 def queues_context() -> dict[str, Any]:
     board = queue_board()
-    throughput = queues.claims_last_hour(now=now()) if board is not None else None
+    throughput = read_queues.claims_last_hour(now=now()) if board is not None else None
     return {"queues": board, "throughput": throughput, "action_form": RetryForm()}
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, queues
+from dashboard.store import enqueue, queues, read_queues
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORTS = [
@@ -34,7 +34,7 @@ def test_pause_and_resume_from_the_queues_page(
     row.locator("[data-action=resume]").click()
     expect(page.locator(".notice-success")).to_contain_text("Queue hold resumed.")
     expect(page.locator("tr[data-queue=hold]")).to_have_attribute("data-paused", "false")
-    assert not queues.get_queue("hold").paused
+    assert not read_queues.get_queue("hold").paused
     page.locator("tr[data-queue=hold] [data-action=pause]").click()
     expect(page.locator(".notice-success")).to_contain_text("Queue hold paused.")
     paused = page.locator("tr[data-queue=hold]")

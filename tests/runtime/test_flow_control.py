@@ -4,6 +4,7 @@ and threads, sampled from the database while they run."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -37,8 +38,8 @@ def backlog(queue: str, rows: int) -> None:
             text(
                 "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
                 "max_attempts, last_error, created_at, updated_at, queue) "
-                "SELECT gen_random_uuid(), 'demo.success', '{}', 'queued', 50, now() - interval '1 hour', 0, 3, "
-                "'', now() - interval '1 hour', now(), :q FROM generate_series(1, :n)"
+                "SELECT gen_random_uuid(), 'demo.success', '{}', 'queued', 50, now() - interval '1 hour', "
+                "0, 3, '', now() - interval '1 hour', now(), :q FROM generate_series(1, :n)"
             ),
             {"q": queue, "n": rows},
         )
@@ -72,7 +73,7 @@ def test_a_pause_holds_across_a_worker_restart_and_resume_wakes_the_worker(app, 
     wait_until(lambda: status(other.id) == "succeeded", 10, "the other queue's job")
     time.sleep(0.5)
     assert status(held.id) == "queued"
-    first.send(__import__("signal").SIGTERM)
+    first.send(signal.SIGTERM)
     assert first.wait() == 0
     second = start_worker(JOB_WORKER_POLL_INTERVAL_MS="5000")  # a poll would come too late
     second.wait_for_output("listening for new jobs")
@@ -138,7 +139,7 @@ def test_a_concurrency_limit_holds_across_processes_and_threads_and_is_reached(a
     jobs = 24
     enqueue.create_jobs([JobSpec("demo.success", {"sleep_seconds": 0.05}) for _ in range(jobs)], queue="lim")
     with Sampler(app, "lim") as sampler:
-        for n in range(3):
+        for _ in range(3):
             start_worker(JOB_WORKER_THREADS="4", JOB_WORKER_POLL_INTERVAL_MS="20")
         wait_until(
             lambda: (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, queues
+from dashboard.store import enqueue, queues, read_queues
 
 
 def test_queues_list_pause_and_resume(app):
@@ -20,7 +20,7 @@ def test_queues_list_pause_and_resume(app):
     line = next(row for row in listing.splitlines() if row.startswith("mail"))
     assert "paused" in line and "concurrency 0/2" in line
     assert "resumed" in runner.invoke(args=["queues", "resume", "mail"]).output
-    assert not queues.get_queue("mail").paused
+    assert not read_queues.get_queue("mail").paused
     with db.engine.connect() as conn:
         actors = list(
             conn.execute(text("SELECT actor FROM jobs_audit WHERE action LIKE 'queue_p%'")).scalars()
@@ -31,4 +31,4 @@ def test_queues_list_pause_and_resume(app):
 def test_an_invalid_name_is_refused_and_changes_nothing(app):
     result = app.test_cli_runner().invoke(args=["queues", "pause", "no way"])
     assert result.exit_code == 2 and "NAME" in result.output
-    assert queues.list_queues() == []
+    assert read_queues.list_queues() == []

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, queues, service
+from dashboard.store import enqueue, queues, read_queues, service
 from dashboard.store.enqueue import JobSpec
 from tests.queue.helpers import LEASE, T0, at, cleanup
 
@@ -44,7 +44,7 @@ def audit_actions() -> list[tuple[str, str, str]]:
 def test_a_job_is_in_default_unless_it_names_a_queue(app):
     plain, named = make(None)[0], make("mail")[0]
     assert (plain.queue, named.queue) == ("default", "mail")
-    assert {q.name for q in queues.list_queues(now=T0)} == {"default", "mail"}
+    assert {q.name for q in read_queues.list_queues(now=T0)} == {"default", "mail"}
 
 
 @pytest.mark.parametrize("bad", ["", "a b", "x" * 65, "é", "a/b", "\x00"])
@@ -64,7 +64,7 @@ def test_bulk_create_takes_the_call_queue_unless_a_spec_names_its_own(app):
         [JobSpec("demo.success"), JobSpec("demo.success", queue="own")], queue="bulk"
     )
     assert [r.job.queue for r in results] == ["bulk", "own"]
-    assert {q.name for q in queues.list_queues(now=T0)} >= {"bulk", "own"}
+    assert {q.name for q in read_queues.list_queues(now=T0)} >= {"bulk", "own"}
 
 
 def test_a_worker_claims_only_from_the_queues_it_serves(app):
@@ -100,7 +100,7 @@ def test_a_paused_queue_is_not_claimed_and_resume_brings_it_back(app):
     assert queues.resume("mail", actor="carol", now=at(2)) is True
     assert [j.id for j in claim(now=at(3))] == [job.id]
     assert audit_actions() == [("queue_paused", "alice", "mail"), ("queue_resumed", "carol", "mail")]
-    info = queues.get_queue("mail", now=at(3))
+    info = read_queues.get_queue("mail", now=at(3))
     assert info is not None and not info.paused and info.paused_by == "carol"
 
 
@@ -120,10 +120,10 @@ def test_a_running_attempt_of_a_paused_queue_settles_and_its_retry_waits_in_the_
 def test_pause_and_limits_take_a_name_with_no_jobs_yet(app):
     queues.pause("future", now=T0)
     queues.set_limits("later", concurrency_limit=2, rate_limit={"count": 5, "period_seconds": 60}, now=T0)
-    info = queues.get_queue("later", now=T0)
+    info = read_queues.get_queue("later", now=T0)
     assert info is not None and info.concurrency_limit == 2 and info.rate_limit == queues.RateLimit(5, 60.0)
-    assert queues.get_queue("future", now=T0).paused
-    assert queues.get_queue("nothing-here", now=T0) is None
+    assert read_queues.get_queue("future", now=T0).paused
+    assert read_queues.get_queue("nothing-here", now=T0) is None
 
 
 def test_a_concurrency_limit_holds_and_each_end_frees_exactly_one_slot(app):
@@ -213,7 +213,7 @@ def test_a_rate_limit_allows_count_claims_per_period(app):
     make("r", 5)
     assert len(claim(limit=5, now=at(1))) == 2
     assert claim(limit=5, now=at(5)) == []
-    info = queues.get_queue("r", now=at(5))
+    info = read_queues.get_queue("r", now=at(5))
     assert info.rate_limited and info.rate_free_at == at(11)
     assert len(claim(limit=5, now=at(11))) == 2
     assert claim(limit=5, now=at(12)) == []
@@ -244,13 +244,13 @@ def test_a_full_queue_does_not_hold_back_another(app):
 def test_an_out_of_range_limit_is_refused_naming_it_and_changes_nothing(app, field, value):
     with pytest.raises(ValueError, match=field):
         queues.set_limits("q", **{field: value})
-    assert queues.get_queue("q", now=T0) is None
+    assert read_queues.get_queue("q", now=T0) is None
 
 
 def test_the_figures_of_a_queue(app):
     make("f", 2, now=T0)
     make("f", 1, now=T0, available_at=at(100))
     claim(now=at(10))
-    info = queues.get_queue("f", now=at(10))
+    info = read_queues.get_queue("f", now=at(10))
     assert (info.ready, info.scheduled, info.retrying, info.running) == (1, 1, 0, 1)
     assert info.oldest_ready_wait_seconds == pytest.approx(10.0)

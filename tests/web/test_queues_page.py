@@ -3,7 +3,7 @@ waits on its queue, on the job page and the overview."""
 
 from __future__ import annotations
 
-from dashboard.store import enqueue, queues, service
+from dashboard.store import enqueue, queues, read_queues, service
 
 from .conftest import csrf_token
 
@@ -18,12 +18,12 @@ def test_the_page_lists_each_queue_with_its_figures_and_is_linked_from_the_heade
 def test_an_operator_pauses_and_resumes_with_the_csrf_token_and_it_is_shown(app, client):
     enqueue.create_job("demo.success", queue="mail")
     assert client.post("/queues/mail/pause/", data={}).status_code == 400  # no CSRF token
-    assert not queues.get_queue("mail").paused
+    assert not read_queues.get_queue("mail").paused
     token = csrf_token(client, "/queues/")
     paused = client.post("/queues/mail/pause/", data={"csrf_token": token}, follow_redirects=True)
     html = paused.get_data(as_text=True)
     assert "Queue mail paused." in html and 'data-paused="true"' in html and "paused by" in html
-    assert queues.get_queue("mail").paused
+    assert read_queues.get_queue("mail").paused
     log = client.get("/audit/").get_data(as_text=True)
     assert 'data-audit="queue_paused"' in log
     resumed = client.post("/queues/mail/resume/", data={"csrf_token": token}, follow_redirects=True)
@@ -38,10 +38,10 @@ def test_the_limits_form_sets_and_clears_and_refuses_bad_values(app, client):
     assert "Limits of queue mail saved." in saved and "0 of 2 running" in saved and "claims per" in saved
     bad = client.post("/queues/mail/limits/", data={**form, "concurrency_limit": "0"}, follow_redirects=True)
     assert "Nothing changed: concurrency_limit" in bad.get_data(as_text=True)
-    assert queues.get_queue("mail").concurrency_limit == 2
+    assert read_queues.get_queue("mail").concurrency_limit == 2
     cleared = {"csrf_token": token, "concurrency_limit": "", "rate_count": "", "rate_period_seconds": ""}
     client.post("/queues/mail/limits/", data=cleared)
-    info = queues.get_queue("mail")
+    info = read_queues.get_queue("mail")
     assert info.concurrency_limit is None and info.rate_limit is None
 
 
@@ -88,4 +88,4 @@ def test_a_viewer_reads_the_page_but_cannot_pause(app, database_url):
         token = form_token(viewer, "/queues/")
         refused = viewer.post("/queues/mail/pause/", data={"csrf_token": token})
         assert refused.status_code == 403
-        assert not queues.get_queue("mail").paused
+        assert not read_queues.get_queue("mail").paused
