@@ -35,6 +35,12 @@
 -- them with the claim's time, so any window of the period holds at most rate_count claims.
 -- A queue's share of the batch is the least of n, its free slots and its free ring entries:
 -- a full queue gets a LIMIT 0 (no index read, no lock) and costs the other queues nothing.
+-- Locks only what it claims: with several queues that have room, an unlocked look at the head
+-- of each (`heads`, up to its share) decides how many of the next n each queue gives
+-- (`takes`), then only that many rows of each queue's range are locked (SKIP LOCKED skips,
+-- within the queue, rows another claimer holds). Row locks are writes: locking the head of
+-- twenty queues to claim one job cost twenty times the locks (docs/benchmarks.md). With one
+-- queue with room (the default's case) there is no look: its share is locked at once.
 --
 -- :avoid_expired (true while a thread of the claiming process runs an attempt past its
 -- lease): skip jobs whose last attempt's lease expired, the ones whose last_error lease
@@ -82,20 +88,37 @@ WITH served AS (
         CASE WHEN served.rate_count IS NULL THEN cardinality(CAST(:worker_ids AS text[]))
              ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
     FROM served
-), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+), heads AS (
+    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
     FROM shares CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = shares.name AND status = 'queued'
+        SELECT queue, priority, available_at, created_at, id FROM jobs_job
+        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
+          AND queue = shares.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT shares.share
+    ) AS h
+    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+    LIMIT cardinality(CAST(:worker_ids AS text[]))
+), takes AS (
+    SELECT name AS queue, share AS take FROM shares
+    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    UNION ALL
+    SELECT queue, count(*) FROM heads GROUP BY queue
+), picked AS (
+    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+    FROM takes CROSS JOIN LATERAL (
+        SELECT id, queue, priority, available_at, created_at FROM jobs_job
+        WHERE queue = takes.queue AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
-    ORDER BY p.priority DESC, p.available_at, p.created_at, p.id
-    LIMIT cardinality(CAST(:worker_ids AS text[]))
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
@@ -168,20 +191,37 @@ WITH served AS (
         CASE WHEN served.rate_count IS NULL THEN 1
              ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
     FROM served
-), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+), heads AS (
+    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
     FROM shares CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = shares.name AND status = 'queued'
+        SELECT queue, priority, available_at, created_at, id FROM jobs_job
+        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
+          AND queue = shares.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT shares.share
+    ) AS h
+    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+    LIMIT 1
+), takes AS (
+    SELECT name AS queue, share AS take FROM shares
+    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    UNION ALL
+    SELECT queue, count(*) FROM heads GROUP BY queue
+), picked AS (
+    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+    FROM takes CROSS JOIN LATERAL (
+        SELECT id, queue, priority, available_at, created_at FROM jobs_job
+        WHERE queue = takes.queue AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
-    ORDER BY p.priority DESC, p.available_at, p.created_at, p.id
-    LIMIT 1
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,

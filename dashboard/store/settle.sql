@@ -138,20 +138,37 @@ WITH done AS (
         CASE WHEN served.rate_count IS NULL THEN 1
              ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
     FROM served
-), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+), heads AS (
+    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
     FROM shares CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = shares.name AND status = 'queued'
+        SELECT queue, priority, available_at, created_at, id FROM jobs_job
+        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
+          AND queue = shares.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT shares.share
+    ) AS h
+    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+    LIMIT 1
+), takes AS (
+    SELECT name AS queue, share AS take FROM shares
+    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    UNION ALL
+    SELECT queue, count(*) FROM heads GROUP BY queue
+), picked AS (
+    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+    FROM takes CROSS JOIN LATERAL (
+        SELECT id, queue, priority, available_at, created_at FROM jobs_job
+        WHERE queue = takes.queue AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
-    ORDER BY p.priority DESC, p.available_at, p.created_at, p.id
-    LIMIT 1
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
@@ -250,20 +267,37 @@ WITH done AS (
         CASE WHEN served.rate_count IS NULL THEN 1
              ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
     FROM served
-), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+), heads AS (
+    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
     FROM shares CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = shares.name AND status = 'queued'
+        SELECT queue, priority, available_at, created_at, id FROM jobs_job
+        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
+          AND queue = shares.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT shares.share
+    ) AS h
+    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+    LIMIT 1
+), takes AS (
+    SELECT name AS queue, share AS take FROM shares
+    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    UNION ALL
+    SELECT queue, count(*) FROM heads GROUP BY queue
+), picked AS (
+    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+    FROM takes CROSS JOIN LATERAL (
+        SELECT id, queue, priority, available_at, created_at FROM jobs_job
+        WHERE queue = takes.queue AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
-    ORDER BY p.priority DESC, p.available_at, p.created_at, p.id
-    LIMIT 1
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
