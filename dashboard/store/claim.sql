@@ -119,6 +119,7 @@ WITH served AS (
         LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
+    LIMIT cardinality(CAST(:worker_ids AS text[]))
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
@@ -222,6 +223,7 @@ WITH served AS (
         LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
+    LIMIT 1
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,

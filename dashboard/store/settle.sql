@@ -169,6 +169,7 @@ WITH done AS (
         LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
+    LIMIT 1
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
@@ -298,6 +299,7 @@ WITH done AS (
         LIMIT takes.take
         FOR UPDATE SKIP LOCKED
     ) AS p
+    LIMIT 1
 ), next AS (
     SELECT id, queue,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
