@@ -258,3 +258,75 @@ WITH served AS (
     FROM claimed
 )
 SELECT * FROM claimed
+
+-- name: claim_all
+-- `claim` over every queue while no queue is paused or limited: job_claim_idx in claim order.
+-- The reference's claim with one guard, an uncorrelated NOT EXISTS over the small jobs_queue
+-- (evaluated once): while any queue has a setting it claims nothing, and the caller runs
+-- `claim` (service.claim_batch). Cheaper to plan and run than `claim`, which a drain of one
+-- queue with no settings would otherwise pay on every claim (docs/benchmarks.md).
+WITH picked AS (
+    SELECT id FROM jobs_job
+    WHERE status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+    ORDER BY priority DESC, available_at, created_at, id
+    LIMIT cardinality(CAST(:worker_ids AS text[]))
+    FOR UPDATE SKIP LOCKED
+), next AS (
+    SELECT id, row_number() OVER () AS n FROM picked
+), claimed AS (
+    UPDATE jobs_job AS j
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = (CAST(:worker_ids AS text[]))[next.n],
+        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                       + make_interval(secs => CAST(:lease_seconds AS float8)),
+        last_error = '', result = NULL,
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM next WHERE j.id = next.id
+    RETURNING j.*
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
+           jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
+               extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+               * 1000))::bigint),
+           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM claimed
+)
+SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
+
+-- name: claim_one_all
+-- `claim_all` for one id, LIMIT 1 written out (as `claim_one`).
+WITH picked AS (
+    SELECT id FROM jobs_job
+    WHERE status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+    ORDER BY priority DESC, available_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs_job AS j
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = (CAST(:worker_ids AS text[]))[1],
+        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                       + make_interval(secs => CAST(:lease_seconds AS float8)),
+        last_error = '', result = NULL,
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.*
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
+           jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
+               extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+               * 1000))::bigint),
+           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM claimed
+)
+SELECT * FROM claimed

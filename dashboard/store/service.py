@@ -12,6 +12,7 @@ cookie, no template.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -28,10 +29,34 @@ from .values import aware as _aware
 from .values import pg_safe, utcnow
 
 CLAIM, CLAIM_ONE = query("claim"), query("claim_one")
+CLAIM_ALL, CLAIM_ONE_ALL = query("claim_all"), query("claim_one_all")
 RENEW, PROGRESS = query("renew"), query("progress")
 COMPLETE, COMPLETE_WITH_PROGRESS = query("complete"), query("complete_with_progress")
 COMPLETE_AND_CLAIM = query("complete_and_claim")
 COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
+COMPLETE_AND_CLAIM_ALL = query("complete_and_claim_all")
+COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL = query("complete_and_claim_with_progress_all")
+
+# Which claim a worker serving every queue runs. While no queue is paused or limited,
+# `claim_all` (the reference's claim over job_claim_idx, guarded: it claims nothing once a
+# queue has a setting) costs less to plan and run than `claim` (per-queue reads, slots, the
+# rate ring). Once a guard held a claim back, `claim` is run directly for SETTINGS_SEEN_SECONDS
+# before `claim_all` is tried again. Only the choice of statement is remembered: each one
+# reads the settings at statement time, so a pause or a limit holds from its commit either way.
+SETTINGS_SEEN_SECONDS = 5.0
+_settings_seen_until = 0.0
+
+
+def _unrestricted(queues: Sequence[str] | None) -> bool:
+    """Whether the guarded reference claim may serve this call (every queue, no setting seen lately)."""
+    return queues is None and time.monotonic() >= _settings_seen_until
+
+
+def _saw_settings() -> None:
+    global _settings_seen_until
+    _settings_seen_until = time.monotonic() + SETTINGS_SEEN_SECONDS
+
+
 COMPLETE_MANY, COMPLETE_MANY_WITH_PROGRESS = query("complete_many"), query("complete_many_with_progress")
 FAIL, FAIL_WITH_PROGRESS = query("fail"), query("fail_with_progress")
 CLEANUP_EXPIRED = query("cleanup_expired")
@@ -89,9 +114,14 @@ def claim_batch(
         "avoid_expired": avoid_expired,
         "queues": _served(queues),
     }
-    statement = CLAIM_ONE if len(worker_ids) == 1 else CLAIM
     with autocommit(conn) as conn:
-        rows = fetch_rows(conn, statement, params)
+        if _unrestricted(queues):
+            rows = fetch_rows(conn, CLAIM_ONE_ALL if len(worker_ids) == 1 else CLAIM_ALL, params)
+            if rows:
+                return [JobRecord.from_row(row) for row in rows]
+        rows = fetch_rows(conn, CLAIM_ONE if len(worker_ids) == 1 else CLAIM, params)
+        if rows and queues is None:
+            _saw_settings()  # `claim_all` found nothing where `claim` found jobs: a setting holds
     return [JobRecord.from_row(row) for row in rows]
 
 
@@ -243,11 +273,17 @@ def complete_and_claim(
         "started_at": started_at,
         "queues": _served(queues),
     }
-    statement = COMPLETE_AND_CLAIM
+    every = _unrestricted(queues)
+    if every:
+        statement = COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL if progress else COMPLETE_AND_CLAIM_ALL
+    else:
+        statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
     if progress:
-        params["progress"], statement = list(progress), COMPLETE_AND_CLAIM_WITH_PROGRESS
+        params["progress"] = list(progress)
     with autocommit(conn) as conn:
         row = fetch_rows(conn, statement, params)[0]
+    if every and row["held_back"]:
+        _saw_settings()  # the caller's own claim (no job came back) takes the full statement
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 
