@@ -17,6 +17,8 @@ import time
 import psycopg
 from flask import Flask
 
+from dashboard.store import connection, service
+
 from . import claim, drain
 from .db import truncate
 
@@ -45,16 +47,38 @@ def seed_spread(url: str, count: int, queues: int = QUEUES, *, prefix: str = "q"
         conn.execute("ANALYZE jobs_job")
 
 
+def claim_ms(app: Flask, samples: int, served: list[str]) -> tuple[float, float]:
+    """p50 and p95 (ms) of a one-job claim for the queues ``served`` (named: the per-queue claim),
+    on one held connection with generic plans, as a one-job worker thread claims."""
+    times: list[float] = []
+    with app.app_context():
+        conn = connection.connect_worker()
+        for _ in range(6):  # psycopg prepares a statement on its fifth execution
+            service.claim_next_job("bench:claim", lease_seconds=30, conn=conn, queues=served)
+        for _ in range(samples):
+            start = time.perf_counter()
+            job = service.claim_next_job("bench:claim", lease_seconds=30, conn=conn, queues=served)
+            times.append((time.perf_counter() - start) * 1000)
+            assert job is not None, "the queues ran dry during the claim benchmark"
+        connection.release_worker(conn)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
 def claim_across(app: Flask, url: str, *, small: int, large: int, queues: int = QUEUES) -> dict[str, tuple]:
-    """Claim p50/p95 (ms) at ``small`` and ``large`` queued over ``queues`` queues."""
+    """Claim p50/p95 (ms) at ``small`` and ``large`` queued over ``queues`` queues: a worker
+    serving every queue (no settings: the guarded reference claim), and one naming them all
+    (the per-queue claim)."""
     results = {}
+    names = [f"q{n}" for n in range(queues)]
     for queued in (small, large):
         truncate(url)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DELETE FROM jobs_queue")
         seed_spread(url, queued, queues)
-        samples = min(200, queued // 4)
-        results[f"{queued:,} queued over {queues} queues"] = claim.claim_ms(app, samples)
+        samples = min(200, queued // 8)
+        results[f"{queued:,} queued over {queues} queues, every queue served"] = claim.claim_ms(app, samples)
+        results[f"{queued:,} queued over {queues} queues, the {queues} named"] = claim_ms(app, samples, names)
     truncate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM jobs_queue")
@@ -84,7 +108,8 @@ def _queue_rate(url: str, queue: str, jobs: int, timeout: float = 600) -> float:
 
 
 def one_drain(url: str, *, jobs: int, threads: int, limited: bool, **env: str) -> float:
-    """The ``fast`` queue's jobs/s, alone or beside ``slow`` held at its concurrency limit."""
+    """The ``fast`` queue's jobs/s, alone or beside ``slow`` held at its concurrency limit of 1
+    (its jobs sleep 5 s, so one thread of the worker is always in one of them)."""
     truncate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM jobs_queue")
@@ -93,10 +118,10 @@ def one_drain(url: str, *, jobs: int, threads: int, limited: bool, **env: str) -
     if limited:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
-                "INSERT INTO jobs_queue (name, concurrency_limit) VALUES ('slow', 2) "
-                "ON CONFLICT (name) DO UPDATE SET concurrency_limit = 2"
+                "INSERT INTO jobs_queue (name, concurrency_limit) VALUES ('slow', 1) "
+                "ON CONFLICT (name) DO UPDATE SET concurrency_limit = 1"
             )
-            conn.execute("INSERT INTO jobs_queue_slot (queue, n) VALUES ('slow', 1), ('slow', 2)")
+            conn.execute("INSERT INTO jobs_queue_slot (queue, n) VALUES ('slow', 1)")
             conn.execute(
                 "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
                 "max_attempts, last_error, created_at, updated_at, queue) "
