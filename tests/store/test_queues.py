@@ -254,3 +254,20 @@ def test_the_figures_of_a_queue(app):
     info = read_queues.get_queue("f", now=at(10))
     assert (info.ready, info.scheduled, info.retrying, info.running) == (1, 1, 0, 1)
     assert info.oldest_ready_wait_seconds == pytest.approx(10.0)
+
+
+def test_the_reference_claim_claims_nothing_once_any_queue_has_a_setting(app):
+    """A worker serving every queue tries the reference's claim first (service.claim_batch);
+    its guard must hold it back as soon as any queue is paused or limited, whatever queue the
+    job is in, so the per-queue claim decides."""
+    from dashboard.store.connection import autocommit, fetch_rows
+
+    make("mail")
+    params = {"worker_ids": ["w"], "now": at(1), "lease_seconds": LEASE, "avoid_expired": False}
+    queues.pause("elsewhere")
+    with autocommit(None) as conn:
+        assert fetch_rows(conn, service.CLAIM_ONE_ALL, params) == []
+        assert fetch_rows(conn, service.CLAIM_ALL, {**params, "worker_ids": ["w", "w"]}) == []
+    queues.resume("elsewhere")
+    with autocommit(None) as conn:
+        assert len(fetch_rows(conn, service.CLAIM_ONE_ALL, params)) == 1
