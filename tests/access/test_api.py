@@ -16,6 +16,9 @@ from .secured import OPERATOR_TOKEN, VIEWER_TOKEN, bearer
 
 OPEN = {"health", "ready", "schema", "docs"}
 WRITES = {
+    "queue_pause",
+    "queue_resume",
+    "queue_limits",
     "create_job",
     "create_jobs",
     "job_retry",
@@ -49,6 +52,11 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "bulk_run_now": "/api/jobs/bulk-run-now/",
         "bulk_delete": "/api/jobs/bulk-delete/",
         "job_delete": f"/api/jobs/{job_id}/",
+        "queue_list": "/api/queues/",
+        "queue_detail": "/api/queues/default/",
+        "queue_pause": "/api/queues/mail/pause/",
+        "queue_resume": "/api/queues/mail/resume/",
+        "queue_limits": "/api/queues/mail/",
     }
     bodies = {
         "create_job": {"type": "demo.success"},
@@ -57,6 +65,7 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "bulk_cancel": {"dry_run": True},
         "bulk_run_now": {"dry_run": True},
         "bulk_delete": {"dry_run": True},
+        "queue_limits": {"concurrency_limit": 2},
     }
     registered = {ep.name: ep.method for ep in routes.endpoints}
     assert set(registered) == set(paths), "a new endpoint needs a row here"
