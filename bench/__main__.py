@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from dashboard import upgrade_database
 from dashboard.store import stats_refresh
 
-from . import api_enqueue, ceiling, claim, drain, enqueue, pages
+from . import api_enqueue, ceiling, claim, drain, enqueue, flow, pages
 from .db import (
     ROOT,
     fresh_database,
@@ -73,7 +73,7 @@ FULL = Sizes(
     100_000,
 )
 SMOKE = Sizes(300, 400, (1, 4), 5, 200, 100, 1_000, 3_000, 3, 400, 10, 3_000, 150)
-SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "pages", "prune")
+SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "queues", "pages", "prune")
 # prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
 PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
 BATCH = {"JOB_WORKER_BATCH_SIZE": "16"}
@@ -393,6 +393,26 @@ def main(argv: list[str] | None = None) -> int:
         results["claim_ms"] = claimed
         for label, (p50, p95) in claimed.items():
             row(f"claim with {label}, {sizes.page_jobs:,} finished, p50 / p95", f"{p50:.2f} / {p95:.2f} ms")
+    if "queues" in wanted:
+        # Named queues: the claim over 20 queues at 10k and 1M queued (the drain database), and
+        # an unlimited queue's drain beside a queue held at its concurrency limit, vs alone.
+        flow_app = make_app(url)
+        across = flow.claim_across(flow_app, url, small=sizes.claim_small, large=sizes.claim_large)
+        results["claim_across_queues_ms"] = across
+        for label, (p50, p95) in across.items():
+            row(f"claim with {label}, p50 / p95", f"{p50:.2f} / {p95:.2f} ms")
+        (small_all, _), (small_named, _), (large_all, _), (large_named, _) = across.values()
+        row("  every queue served: the larger / the smaller (target <= 1.5)", f"{large_all / small_all:.2f}")
+        row("  the 20 named: the larger / the smaller (target <= 1.5)", f"{large_named / small_named:.2f}")
+        top = max(sizes.threads)
+        for mode, env in (("one-job", {}), ("batch", BATCH)):
+            beside = flow.beside_limited(url, jobs=sizes.drain_jobs, threads=top, runs=runs, **env)
+            results[f"beside_limited/{mode}"] = beside
+            row(
+                f"{mode} mode, {top} threads: an unlimited queue beside one at its limit, vs alone",
+                f"{beside['beside_full']:,.0f} / {beside['solo']:,.0f} jobs/s",
+                f"{beside['ratio']:.2f}",
+            )
     if "pages" in wanted:
         with large_app.app_context():
             stats_refresh.refresh_finished_counts()

@@ -180,36 +180,44 @@ def seed_finished(url: str, count: int, *, events_per_job: int = 3) -> None:
 BACKLOG_TYPES = ("bench.burst", "bench.retried", "bench.running")
 
 
+BACKLOG_QUEUES = 20  # the backlog's named queues (the pages' figures at 1M queued over 20 queues)
+
+
 def seed_backlog(url: str, queued: int, running: int) -> None:
-    """A backlog on top of the finished jobs, since pages must stay bounded during one: ``queued``
-    jobs, half one recent burst (ready now, never run), half spread over the last 30 days by
-    creation time as retried jobs (``attempts > 0``, due now or backing off), and ``running``
-    jobs with live leases. Added in place to the large database and removed again by
-    :func:`remove_backlog`."""
+    """A backlog on top of the finished jobs, since pages must stay bounded during one:
+    ``queued`` jobs, half one recent burst (ready now, never run), half spread over the last
+    30 days by creation time as retried jobs (``attempts > 0``, due now or backing off), and
+    ``running`` jobs with live leases, the queued ones spread over :data:`BACKLOG_QUEUES` named
+    queues. Added in place to the large database and removed again by :func:`remove_backlog`."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            """
-            INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                                  max_attempts, last_error, created_at, updated_at)
-            SELECT gen_random_uuid(), 'bench.burst', '{}'::jsonb, 'queued', 50,
-                   now() - interval '5 minutes', 0, 3, '', now() - interval '5 minutes',
-                   now() - interval '5 minutes'
-            FROM generate_series(1, %(half)s) AS g
-            """,
-            {"half": queued // 2},
+            "INSERT INTO jobs_queue (name) SELECT 'backlog' || g FROM generate_series(0, %(n)s - 1) AS g "
+            "ON CONFLICT DO NOTHING",
+            {"n": BACKLOG_QUEUES},
         )
         conn.execute(
             """
             INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                                  max_attempts, last_error, created_at, updated_at)
+                                  max_attempts, last_error, created_at, updated_at, queue)
+            SELECT gen_random_uuid(), 'bench.burst', '{}'::jsonb, 'queued', 50,
+                   now() - interval '5 minutes', 0, 3, '', now() - interval '5 minutes',
+                   now() - interval '5 minutes', 'backlog' || (g %% %(queues)s)
+            FROM generate_series(1, %(half)s) AS g
+            """,
+            {"half": queued // 2, "queues": BACKLOG_QUEUES},
+        )
+        conn.execute(
+            """
+            INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                                  max_attempts, last_error, created_at, updated_at, queue)
             SELECT gen_random_uuid(), 'bench.retried', '{}'::jsonb, 'queued', 50,
                    now() + (CASE WHEN g %% 2 = 0 THEN 1 ELSE -1 END) * interval '10 minutes',
-                   1 + g %% 2, 5, 'ValueError: seeded retry', ts, ts
+                   1 + g %% 2, 5, 'ValueError: seeded retry', ts, ts, 'backlog' || (g %% %(queues)s)
             FROM generate_series(1, %(half)s) AS g,
                  LATERAL (SELECT now() - interval '30 days'
                                  + (g::float8 / %(half)s) * interval '30 days' AS ts) AS t
             """,
-            {"half": queued - queued // 2},
+            {"half": queued - queued // 2, "queues": BACKLOG_QUEUES},
         )
         conn.execute(
             """
@@ -229,6 +237,7 @@ def remove_backlog(url: str) -> None:
     """Undo :func:`seed_backlog`: the large database is left as it was."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM jobs_job WHERE type = ANY(%s)", (list(BACKLOG_TYPES),))
+        conn.execute("DELETE FROM jobs_queue WHERE name LIKE 'backlog%%'")
         conn.execute("VACUUM ANALYZE jobs_job")
 
 

@@ -117,6 +117,7 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         "q=n=1&type=mail",
         "order=next",
         "q=schedule:bench-0",  # a schedule's runs: job_schedule_key_idx
+        "order=next&queue=backlog3",
     ):
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
     # A job with a long timeline: its page and a poll far behind read a window of its events;
@@ -128,6 +129,7 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         (f"/api/jobs/{long}/events/?limit=50", {}),
     ]
     found.append(("/api/schedules/bench-0/", {}))
+    found += [("/api/queues/default/", {}), ("/api/queues/backlog1/", {})]  # 404 without the backlog
     for slug in ("retry", "cancel", "run-now", "delete"):
         # Unfiltered (every failed or queued job: the largest count) and by type.
         found += [(f"/jobs/bulk/{slug}/", {}), (f"/jobs/bulk/{slug}/?type=mail", {})]
@@ -143,6 +145,9 @@ FILTERS = (
     "offset=10000",  # the deepest the API serves (API_OFFSET_MAX); the dashboard pages by key
     "status=failed&cancelled=false",  # failures only: what the overview's failed card opens
     "cancelled=true",  # cancelled jobs: job_cancelled_idx
+    "queue=backlog7",  # one named queue of the backlog: job_queue_created_idx
+    "queue=no-such-queue",
+    "queue=default&status=queued",
 )
 
 

@@ -1,5 +1,6 @@
 """CLI commands: ``flask --app wsgi worker``, its options generated from the settings, and
 ``flask --app wsgi schedules`` (list; ``pause``, ``resume``, ``run`` one by name).
+``flask --app wsgi queues [list | pause NAME | resume NAME]``.
 
 Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) whose
 metadata has an ``option`` help becomes an option of ``flask worker`` that overrides its
@@ -15,6 +16,7 @@ import getpass
 import logging
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -24,7 +26,16 @@ from flask.globals import app_ctx
 from flask.logging import default_handler
 
 from .config import OpsSettings, WorkerSettings
-from .config_parsers import LOG_LEVELS, read_bool, read_int, read_log_level, read_number
+from .config_parsers import (
+    LOG_LEVELS,
+    ConfigError,
+    parse_queues,
+    read_bool,
+    read_int,
+    read_log_level,
+    read_number,
+    read_queues,
+)
 from .logsafe import SafeFormatter
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
@@ -35,6 +46,7 @@ def init_app(app: Flask, *, embedded: bool = False) -> None:
     queue's other commands under ``flask jobqueue``."""
     app.cli.add_command(worker_command)
     app.cli.add_command(schedules_command)
+    app.cli.add_command(queues_command)
     if embedded:
         app.cli.add_command(jobqueue_group)
 
@@ -43,6 +55,15 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number, got {value!r}")
     return value
+
+
+def _queues(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    try:
+        return parse_queues(value, "--queues")
+    except ConfigError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 def _upper(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -67,6 +88,8 @@ def setting_option(spec: dataclasses.Field[Any]) -> click.Option:
     if parser is read_number:
         kind = click.FloatRange(bounds.get("minimum"), bounds.get("maximum"))
         return click.Option([flag, spec.name], type=kind, callback=_finite, help=help_text)
+    if parser is read_queues:
+        return click.Option([flag, spec.name], type=str, callback=_queues, help=help_text)
     if parser is read_log_level:
         kind = click.Choice(LOG_LEVELS, case_sensitive=False)
         return click.Option([flag, spec.name], type=kind, callback=_upper, help=help_text)
@@ -195,7 +218,13 @@ def _add_queue_commands() -> None:
     from .auth.commands import hash_password_command, new_token_command
     from .ops.commands import prune_command
 
-    for command in (prune_command, hash_password_command, new_token_command, schedules_command):
+    for command in (
+        prune_command,
+        hash_password_command,
+        new_token_command,
+        schedules_command,
+        queues_command,
+    ):
         jobqueue_group.add_command(command)
 
 
@@ -271,6 +300,76 @@ def schedules_run(name: str) -> None:
     if job is None:
         raise click.ClickException(f"no schedule named {name!r}")
     click.echo(f"{name}: job {job.id} enqueued ({job.idempotency_key})")
+
+
+@click.group("queues", invoke_without_command=True)
+@click.pass_context
+@with_appcontext
+def queues_command(ctx: click.Context) -> None:
+    """List the named queues (paused, limits, ready/running counts), or pause or resume one."""
+    if ctx.invoked_subcommand is None:
+        _list_queues()
+
+
+@queues_command.command("list")
+@with_appcontext
+def list_queues_command() -> None:
+    """List the named queues (the same as ``flask queues``)."""
+    _list_queues()
+
+
+def _list_queues() -> None:
+    from .store import read_queues as figures  # not config_parsers.read_queues
+
+    found = figures.list_queues()
+    if not found:
+        click.echo("No queues yet: a queue appears with its first job or setting.")
+        return
+    click.echo(f"{'queue':<24} {'state':<7} {'ready':>7} {'running':>7}  limits")
+    for q in found:
+        limits = []
+        if q.concurrency_limit is not None:
+            limits.append(f"concurrency {q.slots_held}/{q.concurrency_limit}")
+        if q.rate_limit is not None:
+            limits.append(f"rate {q.rate_used}/{q.rate_limit.count} per {q.rate_limit.period_seconds:g}s")
+        state = "paused" if q.paused else "active"
+        ready = f">{q.cap}" if q.ready > q.cap else str(q.ready)
+        click.echo(f"{q.name:<24} {state:<7} {ready:>7} {q.running:>7}  {', '.join(limits) or '-'}")
+
+
+def _queue_change(change: Callable[..., bool], name: str, done: str, already: str) -> None:
+    from .store import queues
+
+    try:
+        queues.check_name(name)
+    except ValueError as problem:
+        raise click.BadParameter(str(problem), param_hint="NAME") from None
+    try:
+        actor = f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name in this environment
+        actor = "cli"
+    changed = change(name, actor=actor, event_data={"source": "cli", "actor": actor})
+    click.echo(f"queue {name}: {done}" if changed else f"queue {name}: {already}")
+
+
+@queues_command.command("pause")
+@click.argument("name")
+@with_appcontext
+def pause_queue_command(name: str) -> None:
+    """Pause NAME: no worker claims its jobs until it is resumed (running ones finish)."""
+    from .store import queues
+
+    _queue_change(queues.pause, name, "paused", "already paused")
+
+
+@queues_command.command("resume")
+@click.argument("name")
+@with_appcontext
+def resume_queue_command(name: str) -> None:
+    """Resume NAME and wake the idle workers serving it."""
+    from .store import queues
+
+    _queue_change(queues.resume, name, "resumed", "was not paused")
 
 
 _add_queue_commands()

@@ -40,6 +40,7 @@ from .config_parsers import (
     read_number,
     read_optional_bool,
     read_optional_str,
+    read_queues,
     read_secret,
     read_str,
     read_time_zone,
@@ -152,6 +153,16 @@ class WorkerSettings:
             "JOB_WORKER_SCHEDULES",
             read_bool,
             option="Fire due schedules (recurring jobs); --no-schedules opts this worker out",
+        ),
+    )
+    # The named queues this worker claims from; unset (or blank): every queue, including ones
+    # that first appear later.
+    queues: tuple[str, ...] | None = field(
+        default=None,
+        metadata=env(
+            "JOB_WORKER_QUEUES",
+            read_queues,
+            option="Queues to claim from, comma separated (unset: every queue)",
         ),
     )
     # Register the demo.* types; unset: follows DEBUG (on in development, off in production).

@@ -36,6 +36,8 @@ class OpsSettings:
     # /metrics: the job types with the most live jobs keep their own ``type`` label; the rest
     # are summed under ``type="other"``, so a client sending new types cannot add series.
     metrics_type_labels: int = field(default=50, metadata=env("METRICS_TYPE_LABELS", read_int, minimum=0))
+    # The same for the ``queue`` label: the queues with the most live jobs, the rest "other".
+    metrics_queue_labels: int = field(default=20, metadata=env("METRICS_QUEUE_LABELS", read_int, minimum=0))
     retention_succeeded_days: float = field(default=7.0, metadata=env("JOB_RETENTION_SUCCEEDED", read_days))
     retention_failed_days: float = field(default=30.0, metadata=env("JOB_RETENTION_FAILED", read_days))
     retention_interval_seconds: float = field(

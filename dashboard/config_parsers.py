@@ -17,6 +17,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from .config_docs import SETTING_DOCS
+from .limits import queue_problem
 
 TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -81,6 +82,26 @@ def read_list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tu
     if raw is None:
         return default
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def parse_queues(raw: str, name: str) -> tuple[str, ...] | None:
+    """A comma-separated list of queue names (``--queues`` / ``JOB_WORKER_QUEUES``); blank: every
+    queue (``None``). ``ConfigError`` naming ``name`` and the bad entry otherwise."""
+    parts = [part.strip() for part in raw.split(",")]
+    if not any(parts):
+        return None
+    names: list[str] = []
+    for part in parts:
+        if problem := queue_problem(part):
+            raise ConfigError(f"{name}: queue {part!r} {problem}")
+        if part not in names:
+            names.append(part)
+    return tuple(names)
+
+
+def read_queues(env: Mapping[str, str], name: str, default: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    raw = env.get(name)
+    return default if raw is None else parse_queues(raw, name)
 
 
 def read_networks(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -44,7 +44,6 @@ attempt is retried. ``renew()`` and ``progress()`` return ``False`` once the att
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import re
 import uuid
@@ -79,7 +78,6 @@ SOURCE = "python"  # the door recorded in the created event
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 DEFAULT_QUEUE = "default"
 ARGUMENTS = ("type", "payload", "queue", "priority", "run_at", "delay", "max_attempts", "idempotency_key")
-_STORE_TAKES_QUEUE = "queue" in inspect.signature(_store.create_job).parameters
 
 Connectable = Connection | Session | scoped_session[Session]
 
@@ -135,7 +133,6 @@ def enqueue(
     )
     _require_app(connection)
     within = _connection(connection)
-    extra = {} if job_queue is None else {"queue": job_queue}
     result = _store.create_job(
         spec.type,
         spec.payload,
@@ -144,8 +141,8 @@ def enqueue(
         max_attempts=spec.max_attempts,
         idempotency_key=spec.idempotency_key,
         event_data={"source": SOURCE},
+        queue=job_queue,
         within=within,
-        **extra,
     )
     return _enqueued(result)
 
@@ -158,7 +155,7 @@ def enqueue_many(
     item is checked before any is written; an error names the item (``jobs[3]: ...``)."""
     if isinstance(jobs, Mapping | str | bytes) or not isinstance(jobs, Iterable):
         raise TypeError("jobs must be a list of dicts with enqueue's argument names")
-    specs, queues = [], []
+    specs = []
     for index, item in enumerate(jobs):
         if not isinstance(item, Mapping):
             raise TypeError(f"jobs[{index}] must be a dict, got {_kind(item)}")
@@ -168,15 +165,12 @@ def enqueue_many(
         if "type" not in item:
             raise TypeError(f"jobs[{index}]: type is required")
         try:
-            spec, job_queue = _spec({name: item.get(name) for name in ARGUMENTS})
+            spec, _ = _spec({name: item.get(name) for name in ARGUMENTS})
         except (TypeError, ValueError) as error:
             raise type(error)(f"jobs[{index}]: {error}") from None
         specs.append(spec)
-        queues.append(job_queue)
     _require_app(connection)
     within = _connection(connection)
-    if any(q is not None for q in queues):
-        specs = [_with_queue(spec, q) for spec, q in zip(specs, queues, strict=True)]
     results = _store.create_jobs(specs, event_data={"source": SOURCE}, within=within)
     return [_enqueued(result) for result in results]
 
@@ -246,17 +240,9 @@ def _spec(args: dict[str, Any]) -> tuple[_store.JobSpec, str | None]:
         available_at=available_at,
         **({"max_attempts": attempts} if attempts is not None else {}),
         idempotency_key=key,
+        queue=job_queue,
     )
-    if job_queue is not None and not _STORE_TAKES_QUEUE and job_queue != DEFAULT_QUEUE:
-        raise ValueError(f"queue {job_queue!r}: this build has only the default queue")
-    return spec, (job_queue if _STORE_TAKES_QUEUE else None)
-
-
-def _with_queue(spec: _store.JobSpec, job_queue: str | None) -> _store.JobSpec:
-    """The spec with its queue, where the store's specs carry one."""
-    if job_queue is None or "queue" not in getattr(spec, "_fields", ()):
-        return spec
-    return spec._replace(queue=job_queue)  # type: ignore[call-arg]
+    return spec, job_queue
 
 
 def _check_type(job_type: Any) -> None:

@@ -8,6 +8,7 @@ The API (``api/inputs.py``, ``api/fields.py``), the web forms and query paramete
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -15,20 +16,24 @@ from typing import Any
 # Column sizes and ranges (the schema in store/models.py and the migrations).
 TYPE_MAX_LENGTH = 120  # jobs_job.type varchar(120)
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
+# A queue's name: 1 to 64 characters of A-Z a-z 0-9 _ . : - (jobs_job.queue varchar(64)).
+QUEUE_NAME_MAX_LENGTH = 64
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+DEFAULT_QUEUE = "default"
+CONCURRENCY_LIMIT_MAX = 10_000  # slot rows per queue: one per attempt it may run at once
+RATE_COUNT_MAX = 10_000  # ring entries per queue: one per claim a window may hold
+RATE_PERIOD_MAX_SECONDS = 86_400.0  # a rate window of at most a day
 Q_MAX_LENGTH = 500  # a search text (``q``), page and API
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # smallint
 DEFAULT_PRIORITY = 50
 INT_MAX = 2_147_483_647  # integer columns (max_attempts)
 BIGINT_MAX = 2**63 - 1  # bigint columns (event ids, and so event cursors)
 
-# Names of queues and schedules: 1 to 64 characters of A-Z a-z 0-9 _ . : - (a queue) or of the
-# same without ':' (a schedule: its name sits between colons in its runs' idempotency keys,
-# ``schedule:{name}:{slot}``, so a name never contains the separator and a key's prefix names
-# exactly one schedule).
+# Names of schedules: the queue's characters without ':' (a schedule's name sits between colons
+# in its runs' idempotency keys, ``schedule:{name}:{slot}``, so a name never contains the
+# separator and a key's prefix names exactly one schedule).
 NAME_MAX_LENGTH = 64
-QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-DEFAULT_QUEUE = "default"
 MISSED_ALL_MAX = 100  # missed="all" enqueues at most this many missed slots at once
 
 # JSON documents (payloads, results): nesting PostgreSQL and both parsers handle comfortably.
@@ -77,6 +82,15 @@ TYPE_PATTERN = (
     + "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in _TYPE_FORBIDDEN_RANGES)
     + "]*$"
 )
+
+
+def queue_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a queue's name (:data:`QUEUE_NAME_PATTERN`), or None."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if not re.fullmatch(QUEUE_NAME_PATTERN, value):
+        return f"must be 1 to {QUEUE_NAME_MAX_LENGTH} characters of A-Z a-z 0-9 _ . : -"
+    return None
 
 
 def type_problem(value: str) -> str | None:

@@ -92,7 +92,10 @@ def clean_tables(request: pytest.FixtureRequest) -> None:
         return
     app: Flask = request.getfixturevalue("app")
     with app.app_context(), db.engine.begin() as conn:
-        tables = "jobs_jobevent, jobs_job, jobs_worker, jobs_audit, jobs_schedule, auth_signin_failure"
+        tables = (
+            "jobs_jobevent, jobs_job, jobs_worker, jobs_audit, jobs_schedule, auth_signin_failure, "
+            "jobs_queue_rate, jobs_queue_slot, jobs_queue"
+        )
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
 
 

@@ -13,7 +13,7 @@ from flask import Flask
 from flask.blueprints import BlueprintSetupState
 
 from ..extensions import csrf
-from . import access, bulk, docs, errors, ready, schedules, views
+from . import access, bulk, docs, errors, queues, ready, schedules, views
 from .blueprint import bp, routes
 
 
@@ -31,4 +31,4 @@ bp.before_request(access.authenticate)
 csrf.exempt(bp)
 bp.record_once(_install_cors)
 
-__all__ = ["bp", "bulk", "docs", "ready", "routes", "schedules", "views"]
+__all__ = ["bp", "bulk", "docs", "queues", "ready", "routes", "schedules", "views"]

@@ -26,7 +26,15 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-from ..limits import MAX_JSON_DEPTH, TYPE_PATTERN, json_problem, text_kind, type_problem
+from ..limits import (
+    MAX_JSON_DEPTH,
+    QUEUE_NAME_PATTERN,
+    TYPE_PATTERN,
+    json_problem,
+    queue_problem,
+    text_kind,
+    type_problem,
+)
 
 TEXT_PROBLEMS = {
     "nul": "Must not contain NUL characters.",
@@ -225,6 +233,22 @@ class TypeName(GroupedMetadata):
         yield AfterValidator(_storable_text)
         yield AfterValidator(_type_characters)
         yield _Documented(pattern=TYPE_PATTERN)
+
+
+def _queue_characters(value: str) -> str:
+    problem = queue_problem(value)
+    if problem:
+        raise PydanticCustomError("queue_name", "A queue name " + problem + ".")
+    return value
+
+
+# A queue's name (``limits.QUEUE_NAME_PATTERN``), published as its pattern.
+QueueName = Annotated[
+    str,
+    StringConstraints(strict=True),
+    AfterValidator(_queue_characters),
+    _Documented(pattern=QUEUE_NAME_PATTERN),
+]
 
 
 AwareDatetime = Annotated[

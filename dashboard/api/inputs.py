@@ -48,7 +48,7 @@ from ..store import search
 from ..store.states import EventType, Status
 from .cursor import PATTERN as CURSOR_PATTERN
 from .cursor import Cursor, decode
-from .fields import AwareDatetime, Integer, JsonObject, Text, TypeName
+from .fields import AwareDatetime, Integer, JsonObject, QueueName, Text, TypeName
 
 # One request, one INSERT statement: big enough to enqueue at bulk speed, small enough that a
 # request's validation and its statement stay well under a second and its body usually fits
@@ -121,6 +121,13 @@ class CreateJob(BaseModel):
     idempotency_key: IdempotencyKey | None = Field(
         default=None,
         description="A second create with the same key returns the first job (200) instead of a new one.",
+    )
+    queue: QueueName | None = Field(
+        default=None,
+        description=(
+            "Extension: the named queue, 1 to 64 characters of A-Z a-z 0-9 _ . : -. Null or omitted: the "
+            "type's handler default (@handler(queue=...)), else `default`."
+        ),
     )
 
     @field_validator("type")
@@ -200,6 +207,7 @@ class JobListQuery(BaseModel):
     )
     status: Status | None = Field(default=None, description="Exact status.")
     type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
+    queue: QueueName | None = Field(default=None, description="Extension: exact queue name.")
     q: SearchText | None = Field(
         default=None,
         description=(

@@ -14,6 +14,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from ..limits import QUEUE_NAME_PATTERN
 from .fields import COMPONENTS
 from .registry import Endpoint, Registry
 
@@ -21,6 +22,8 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 BEARER = "bearerAuth"
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 _PATH_PARAM_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": {"type": "integer"}}
+# Path parameters by name: a queue's name is published with its pattern (api/queues.py).
+_NAMED_PARAM_SCHEMAS = {"name": {"type": "string", "pattern": QUEUE_NAME_PATTERN}}
 
 INFO = {
     "title": "Job queue API",
@@ -43,7 +46,11 @@ def openapi_path(rule: str) -> tuple[str, list[dict[str, Any]]]:
             "name": name,
             "in": "path",
             "required": True,
-            "schema": dict(_PATH_PARAM_SCHEMAS.get(converter or "", {"type": "string"})),
+            "schema": dict(
+                _PATH_PARAM_SCHEMAS.get(converter or "")
+                or _NAMED_PARAM_SCHEMAS.get(name)
+                or {"type": "string"}
+            ),
         }
         for converter, name in _CONVERTER.findall(rule)
     ]
@@ -122,6 +129,7 @@ def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
         "tags": [
             {"name": "jobs", "description": "Jobs and their events."},
             {"name": "ops", "description": "Health, configuration and this documentation."},
+            {"name": "queues", "description": "Named queues: figures, pause, resume, limits."},
             {"name": "schedules", "description": "Recurring jobs declared in code: state, pause, run now."},
         ],
         "paths": paths,

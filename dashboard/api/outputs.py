@@ -68,6 +68,7 @@ class Job(Output):
     created_at: Timestamp
     updated_at: Timestamp
     finished_at: Timestamp | None
+    queue: str = Field(description="Extension: the job's named queue (`default` unless one was named).")
 
 
 class BulkResult(BaseModel):
@@ -159,6 +160,7 @@ def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[
         "created_at": iso(job.created_at),
         "updated_at": iso(job.updated_at),
         "finished_at": iso(job.finished_at),
+        "queue": job.queue,
     }
 
 
@@ -241,6 +243,9 @@ class Config(BaseModel):
     JOB_HANDLER_MODULES: list[str]
     JOB_WORKER_BATCH_SIZE: int = Field(description="Jobs claimed per claim statement (1: one at a time).")
     JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
+    JOB_WORKER_QUEUES: list[str] | None = Field(
+        description="Extension: the queues workers claim from by default; null: every queue."
+    )
     JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = Field(
         description="After SIGINT/SIGTERM, seconds running jobs get before they are requeued (0: no limit)."
     )

@@ -18,7 +18,7 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
 from ..ops import recount
 from ..runtime.failures import first_line
-from ..runtime.handlers import registered_types
+from ..runtime.handlers import handler_queue, registered_types
 from ..store import actions, enqueue, find_jobs, read_jobs, read_stats, search
 from ..store.values import utcnow
 from .access import audit_data
@@ -141,6 +141,7 @@ def create_job(body: CreateJob) -> Response:
         available_at=spec.available_at,
         max_attempts=spec.max_attempts,
         idempotency_key=spec.idempotency_key,
+        queue=spec.queue,
         event_data=audit_data(),
     )
     answer = job_json(result.job, settings_of(current_app).tz)  # = json_response(Job.model_validate(...))
@@ -163,6 +164,7 @@ def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> enqueu
         available_at=body.available_at,
         max_attempts=body.max_attempts or max_attempts_default,
         idempotency_key=body.idempotency_key,
+        queue=body.queue or handler_queue(body.type),
     )
 
 
@@ -210,7 +212,13 @@ def job_list(query: JobListQuery) -> Response:
     terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference's list
     if terms is not None:
         page = find_jobs.search_jobs(
-            terms, limit=limit, offset=offset, status=query.status, type=query.type, cancelled=query.cancelled
+            terms,
+            limit=limit,
+            offset=offset,
+            status=query.status,
+            type=query.type,
+            cancelled=query.cancelled,
+            queue=query.queue,
         )
     else:
         page = find_jobs.list_jobs(
@@ -220,6 +228,7 @@ def job_list(query: JobListQuery) -> Response:
             type=query.type,
             policy=policy,
             cancelled=query.cancelled,
+            queue=query.queue,
         )
     deeper = offset + limit < page.count and offset + limit <= offset_max()  # never a link to a 400
     next_url = page_url(JobListQuery, limit=limit, offset=offset + limit) if deeper else None

@@ -8,6 +8,8 @@ cap, its figures are lower bounds and ``jobqueue_queue_capped{status}`` is 1. Th
 gauges keep the ``METRICS_TYPE_LABELS`` types with the most live jobs under their own ``type``
 label and sum the rest (and a type actually named ``other``) under ``type="other"``
 (:func:`capped_types`), so the number of series stays bounded whatever types clients send.
+The per-queue gauges (``jobqueue_queue_jobs_ready{queue}``, ``..._scheduled``, ``..._running``,
+``jobqueue_queue_paused{queue}``) are capped the same way by ``METRICS_QUEUE_LABELS``.
 
 The HTTP view, ``GET /metrics`` with its access rule, is a door: ``web/metrics.py``.
 """
@@ -132,6 +134,18 @@ class QueueCollector:
         for status, hit in sorted(snap.capped.items()):
             capped.add_metric([status], 1.0 if hit else 0.0)
         yield capped
+        by_queue = capped_types(snap.by_queue, settings_of(self.app).ops.metrics_queue_labels)
+        per_queue = {
+            "ready": ("jobqueue_queue_jobs_ready", "Queued jobs eligible now, by queue"),
+            "scheduled": ("jobqueue_queue_jobs_scheduled", "Queued jobs due later, by queue"),
+            "running": ("jobqueue_queue_jobs_running", "Running jobs, by queue"),
+            "paused": ("jobqueue_queue_paused", "1 for a paused queue (other: how many of them are paused)"),
+        }
+        for figure, (name, doc) in per_queue.items():
+            family = GaugeMetricFamily(name, doc, labels=["queue"])
+            for queue, figures in sorted(by_queue.items()):
+                family.add_metric([queue], figures.get(figure, 0))
+            yield family
         if snap.workers_alive is not None:
             yield GaugeMetricFamily(
                 "jobqueue_workers_alive",

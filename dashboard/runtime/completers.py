@@ -115,6 +115,7 @@ class CarryingCompleter:
                 started_at=ctx.started_at,
                 conn=runtime.connection,
                 avoid_expired=runtime.attempts.any_overdue(),
+                queues=runtime.settings.queues,
             )
             worker_metrics.claimed("complete_and_claim", claim_started)
             if self.carried is not None:

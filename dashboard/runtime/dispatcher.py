@@ -251,6 +251,7 @@ class Dispatcher:
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.runtime.connection,
                 avoid_expired=overdue,
+                queues=self.settings.queues,
             )
             worker_metrics.claimed("batch", claim_started)
         except BaseException:

@@ -29,7 +29,7 @@ from flask import current_app, has_app_context
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from ..limits import TYPE_MAX_LENGTH, type_problem
+from ..limits import TYPE_MAX_LENGTH, queue_problem, type_problem
 from ..store import service
 from ..store.records import JobRecord
 from .failures import check_report, first_line, is_connection_error
@@ -80,7 +80,9 @@ def handler(
     ``queue``, ``priority`` and ``max_attempts`` are the type's defaults for an enqueue that
     does not name them (``dashboard.jobs.enqueue``); ``timeout`` (seconds, > 0) is a deadline
     per attempt: the worker fails an attempt still running past it (:func:`defaults_of`).
-    Each is checked here, so a bad declaration fails at import with the argument named.
+    Each is checked here, so a bad declaration fails at import with the argument named
+    (``ValueError`` naming ``queue`` for a name outside ``limits.QUEUE_NAME_PATTERN``).
+
     ``demo=True`` (the built-in ``demo.*`` types only): the type exists only in an app whose
     ``JOB_DEMO_HANDLERS`` is on (:func:`demo_enabled`); elsewhere it is not registered, as far
     as :func:`get_handler` and :func:`registered_types` tell.
@@ -91,6 +93,8 @@ def handler(
         raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
     if problem := type_problem(job_type):
         raise ValueError(f"a job type {problem}")
+    if queue is not None and (problem := queue_problem(queue)):
+        raise ValueError(f"queue {problem}")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
@@ -128,6 +132,11 @@ def _visible(job_type: str, fn: Handler) -> bool:
 def get_handler(job_type: str) -> Handler | None:
     fn = _registry.get(job_type)
     return fn if fn is not None and _visible(job_type, fn) else None
+
+
+def handler_queue(job_type: str) -> str | None:
+    """The default queue ``@handler(job_type, queue=...)`` named, or ``None``."""
+    return defaults_of(job_type).queue
 
 
 def registered_types() -> list[str]:

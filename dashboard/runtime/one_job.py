@@ -123,6 +123,7 @@ class OneJobLoop:
             limit=limit,
             conn=runtime.connection,
             avoid_expired=runtime.attempts.any_overdue(),
+            queues=runtime.settings.queues,
         )
         worker_metrics.claimed("claim", started)
         for job in jobs:

@@ -10,7 +10,8 @@ if every thread of every worker is busy, expired leases would wait for a free th
 lease + cleanup interval. ``SKIP LOCKED`` keeps it and the threads from stepping on each
 other. After each pass it also analyzes a queue table that outgrew its planner statistics
 tenfold (``store/planner_stats.py``: a burst into a nearly empty table would otherwise run on
-plans made for a page or two).
+plans made for a page or two), and frees the concurrency slots of attempts already over that
+a settle could not see (``store/queues.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 from sqlalchemy import exc as sa_exc
 
 from ..ops import worker_metrics
-from ..store import planner_stats, service
+from ..store import planner_stats, queues, service
 from ..store.records import CleanupResult
 from .threads import ThreadRuntime
 
@@ -72,6 +73,19 @@ def refresh_statistics(runtime: ThreadRuntime) -> list[dict[str, object]]:
     return grown
 
 
+def free_stale_slots(runtime: ThreadRuntime) -> int:
+    """Free the concurrency slots of attempts that are over but whose settle could not see
+    their slot (``store/queues.py``); usually none. A database error is left to the next pass."""
+    try:
+        freed = queues.free_stale_slots(conn=runtime.connection)
+    except sa_exc.SQLAlchemyError as error:
+        log.warning("%s: could not check the queue slots: %s", runtime.worker_id, type(error).__name__)
+        return 0
+    if freed:
+        log.info("%s: freed %d concurrency slot(s) of attempts already over", runtime.worker_id, freed)
+    return freed
+
+
 class Rescuer:
     """The process's rescue thread (a worker service): a pass every cleanup interval.
 
@@ -107,4 +121,5 @@ class Rescuer:
                     runtime.back_off(error)
                     continue
                 refresh_statistics(runtime)
+                free_stale_slots(runtime)
                 stopping.wait(runtime.settings.cleanup_interval_seconds)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import psycopg
@@ -51,6 +51,10 @@ class Listener:
     ``connect_args``: libpq options of the connection (``database.tcp_connect_args``: TCP
     keepalives and ``tcp_user_timeout``, so that a partition that drops packets ends an idle
     LISTEN connection within a bounded time; the loss is logged, and polling covers the gap).
+
+    ``queues``: the queues this worker serves (``None``: every one). A notification's payload
+    names the queue it is about (a new job, a freed slot, a resume); one about a queue this
+    worker does not serve rings nothing, and one without a name (an operator's retry) rings.
     """
 
     name = "listener"
@@ -61,7 +65,9 @@ class Listener:
         doorbell: Doorbell,
         stopping: threading.Event,
         connect_args: Mapping[str, Any] | None = None,
+        queues: Collection[str] | None = None,
     ) -> None:
+        self.queues = None if queues is None else frozenset(queues)
         self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self.connect_args = {"connect_timeout": 5, **(connect_args or {})}
         self.doorbell = doorbell
@@ -87,8 +93,9 @@ class Listener:
                     delay = 0.5
                     self.doorbell.ring()  # jobs may have arrived while we were not listening
                     while not self.stopping.is_set():
-                        for _ in conn.notifies(timeout=0.5):
-                            self.doorbell.ring()
+                        for notice in conn.notifies(timeout=0.5):
+                            if self.concerns(notice.payload):
+                                self.doorbell.ring()
             except psycopg.Error as error:
                 self.connected.clear()
                 log.warning(
@@ -97,6 +104,10 @@ class Listener:
                 self.stopping.wait(delay)
                 delay = min(delay * 2, 10.0)
         self.connected.clear()
+
+    def concerns(self, payload: str) -> bool:
+        """Whether a notification with ``payload`` (a queue's name, or empty) is for us."""
+        return self.queues is None or not payload or payload in self.queues
 
     def connect(self) -> psycopg.Connection[Any]:
         """A new autocommit connection with :attr:`connect_args` (not yet listening)."""

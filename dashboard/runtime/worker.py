@@ -186,7 +186,13 @@ class Worker:
         url = pooling.listen_url(self.app) if self.settings.listen else None  # direct URL behind a pooler
         if url is None:
             return None
-        return Listener(url, self.doorbell, self.stopping, connect_args=tcp_connect_args(self.ops))
+        return Listener(
+            url,
+            self.doorbell,
+            self.stopping,
+            connect_args=tcp_connect_args(self.ops),
+            queues=self.settings.queues,
+        )
 
     def listening(self) -> bool:
         """Whether the LISTEN connection is up (the metrics' scrape-time gauge)."""

@@ -80,6 +80,7 @@ class Selection:
     """
 
     type: str | None = None
+    queue: str | None = None  # exact
     terms: Terms | None = None
     status: str | None = None
     cancelled: bool | None = None
@@ -117,7 +118,7 @@ def _message(action: str, event_data: dict[str, Any]) -> str:
 def _where(conn: Connection, action: str, selection: Selection, now: datetime) -> list[ColumnElement[bool]]:
     status = ACTION_STATUS[action] or (selection.status if selection.status in FINISHED else None)
     types = types_matching(conn, selection.type) if selection.type else None
-    where = filters(status, types)
+    where = filters(status, types, selection.queue)
     if action == "delete" and status is None:
         where.append(jobs.c.status.in_(FINISHED))
     if selection.cancelled is not None:
@@ -127,7 +128,9 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
     if action == "run_now":
         where.append(jobs.c.available_at > now)
     if selection.terms is not None:
-        ids = matching(selection.terms, list(where), status=status, types=types).subquery()
+        ids = matching(
+            selection.terms, list(where), status=status, types=None if selection.queue else types
+        ).subquery()
         where.append(jobs.c.id.in_(select(ids.c.id)))
     return where
 

@@ -1,7 +1,11 @@
 -- Creating jobs. Read by sql.py: each statement under its `-- name:` header, its one-line
 -- description below it; the other full-line comments are for the reader and are not sent.
 -- A job that is due now wakes idle workers (pg_notify on :notify_channel, sent at commit and
--- folded within a transaction); one queued for later sends nothing: the poll finds it.
+-- folded within a transaction); one queued for later sends nothing: the poll finds it. The
+-- notification's payload is the job's queue, so a worker serving other queues stays asleep.
+-- Each create adds its queue's `jobs_queue` row if it has none (ON CONFLICT DO NOTHING: for a
+-- queue that has one, an index probe and no write), so "every queue" is that small table
+-- (claim.sql drives its per-queue claims from it).
 
 -- name: create
 -- Queue one job with its `created` event, unless another job holds its idempotency key.
@@ -9,18 +13,20 @@
 -- ON CONFLICT waits for a concurrent insert of the same key to commit or roll back, so two
 -- clients racing on one key leave one row; the loser gets no row and reads the winner's
 -- (find_by_idempotency_key).
-WITH ins AS (
+WITH named AS (
+    INSERT INTO jobs_queue (name, created_at) VALUES (:queue, :now) ON CONFLICT DO NOTHING
+), ins AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                          max_attempts, idempotency_key, last_error, created_at, updated_at)
+                          max_attempts, idempotency_key, last_error, created_at, updated_at, queue)
     VALUES (:id, :type, CAST(:payload AS jsonb), 'queued', :priority, :available_at, 0,
-            :max_attempts, :idempotency_key, '', :now, :now)
+            :max_attempts, :idempotency_key, '', :now, :now, :queue)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'created', 0, NULL, 'Job created', CAST(:event_data AS jsonb), :now FROM ins
 ), wake AS (
-    SELECT pg_notify(:notify_channel, '') FROM ins WHERE available_at <= :now
+    SELECT pg_notify(:notify_channel, queue) FROM ins WHERE available_at <= :now
 )
 SELECT ins.* FROM ins LEFT JOIN wake ON true
 
@@ -34,22 +40,26 @@ SELECT ins.* FROM ins LEFT JOIN wake ON true
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         n integer, id uuid, type text, payload jsonb, priority smallint,
-        available_at timestamptz, max_attempts integer, idempotency_key text)
+        available_at timestamptz, max_attempts integer, idempotency_key text, queue text)
+), named AS (
+    INSERT INTO jobs_queue (name, created_at)
+    SELECT DISTINCT queue, CAST(:now AS timestamptz) FROM input ORDER BY queue
+    ON CONFLICT DO NOTHING
 ), ins AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                          max_attempts, idempotency_key, last_error, created_at, updated_at)
+                          max_attempts, idempotency_key, last_error, created_at, updated_at, queue)
     SELECT id, type, COALESCE(payload, '{}'::jsonb), 'queued', priority, available_at, 0,
-           max_attempts, idempotency_key, '', :now, :now
+           max_attempts, idempotency_key, '', :now, :now, queue
     FROM input ORDER BY n
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, type, available_at
+    RETURNING id, type, available_at, queue
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'created', 0, NULL, 'Job created',
            CAST(:event_data AS jsonb) || jsonb_build_object('type', type), :now
     FROM ins
 ), wake AS (
-    SELECT pg_notify(:notify_channel, '') WHERE EXISTS (SELECT 1 FROM ins WHERE available_at <= :now)
+    SELECT pg_notify(:notify_channel, queue) FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= :now) AS q
 )
 SELECT input.n FROM input WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = input.id)
 UNION ALL

@@ -16,11 +16,13 @@ from sqlalchemy import Connection
 
 from ..limits import (
     DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
+    queue_problem,
     type_problem,
 )
 from . import planner_stats
@@ -46,6 +48,7 @@ def create_job(
     available_at: datetime | None = None,
     max_attempts: int = 3,
     idempotency_key: str | None = None,
+    queue: str | None = None,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
@@ -53,14 +56,17 @@ def create_job(
 ) -> CreateResult:
     """Queue a job, or return the job that already holds ``idempotency_key``.
 
-    ``available_at`` defaults to ``now``. ``event_data`` is merged into the ``created``
-    event (who created it, through which door). ``conn``: an autocommit connection
-    (``connection.connect()``), the job committed at once. ``within``: instead, the caller's
-    connection in its open transaction: the job, its event and the workers' wake-up are
-    written there and exist only if the caller commits (:func:`connection.fetch_rows_within`).
+    ``available_at`` defaults to ``now``. ``queue``: its named queue, ``default`` when
+    ``None`` (``ValueError`` naming ``queue`` for a name outside ``limits.QUEUE_NAME_PATTERN``).
+    ``event_data`` is merged into the ``created`` event (who created it, through which door).
+    ``conn``: an autocommit connection (``connection.connect()``), the job committed at once.
+    ``within``: instead, the caller's connection in its open transaction: the job, its event
+    and the workers' wake-up are written there and exist only if the caller commits
+    (:func:`connection.fetch_rows_within`).
     """
     now = _aware(now or utcnow(), "now")
-    _check(JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key))
+    spec = JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key, queue)
+    _check(spec)
     params = {
         "id": uuid.uuid4(),
         "type": type,
@@ -69,6 +75,7 @@ def create_job(
         "available_at": available_at or now,
         "max_attempts": max_attempts,
         "idempotency_key": idempotency_key,
+        "queue": spec.queue or DEFAULT_QUEUE,
         "event_data": {"type": type, **(event_data or {})},
         "now": now,
     }
@@ -110,6 +117,7 @@ class JobSpec(NamedTuple):
     available_at: datetime | None = None
     max_attempts: int = 3
     idempotency_key: str | None = None
+    queue: str | None = None  # None: the default queue
 
 
 def _check(spec: JobSpec) -> None:
@@ -126,11 +134,14 @@ def _check(spec: JobSpec) -> None:
         raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
     if spec.available_at is not None:
         _aware(spec.available_at, "available_at")
+    if spec.queue is not None and (problem := queue_problem(spec.queue)):
+        raise ValueError(f"queue {problem}")
 
 
 def create_jobs(
     specs: Sequence[JobSpec],
     *,
+    queue: str | None = None,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
@@ -139,6 +150,8 @@ def create_jobs(
 ) -> list[CreateResult]:
     """Queue many jobs in one transaction; all are checked before any is written.
 
+    ``queue``: the queue of every spec that names none (``None``: ``default``); a spec's own
+    ``queue`` wins. ``ValueError`` naming ``queue`` for an invalid name.
     ``within``: the caller's connection in its open transaction, which the jobs join instead
     of a transaction of their own (as :func:`create_job`'s ``within``): the chunks go one after
     the other, not pipelined, and nothing commits here.
@@ -160,6 +173,10 @@ def create_jobs(
     back. The API renders its answer so (``api/outputs.bulk_results_json``).
     """
     now = _aware(now or utcnow(), "now").astimezone(UTC)
+    if queue is not None:
+        if problem := queue_problem(queue):
+            raise ValueError(f"queue {problem}")
+        specs = [spec if spec.queue is not None else spec._replace(queue=queue) for spec in specs]
     for index, spec in enumerate(specs):
         try:
             _check(spec)
@@ -197,6 +214,7 @@ def create_jobs(
             "available_at": iso(spec),
             "max_attempts": spec.max_attempts,
             "idempotency_key": spec.idempotency_key,
+            "queue": spec.queue or DEFAULT_QUEUE,
         }
 
     shared = {"now": now, "event_data": event_data or {}}
@@ -269,4 +287,5 @@ def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
         created_at=now,
         updated_at=now,
         finished_at=None,
+        queue=spec.queue or DEFAULT_QUEUE,
     )

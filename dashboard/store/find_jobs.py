@@ -78,14 +78,18 @@ def types_matching(conn: Connection, fragment: str) -> list[str]:
     return [name for name in conn.execute(JOB_TYPES_SQL).scalars() if wanted in name.lower()]
 
 
-def filters(status: str | None, types: list[str] | None) -> list[ColumnElement[bool]]:
-    """The status filter (exact) and the type filter (``types``: :func:`types_matching`'s
-    answer; ``None``: no type filter) as WHERE clauses."""
+def filters(
+    status: str | None, types: list[str] | None, queue: str | None = None
+) -> list[ColumnElement[bool]]:
+    """The status filter (exact), the type filter (``types``: :func:`types_matching`'s
+    answer; ``None``: no type filter) and the queue filter (exact) as WHERE clauses."""
     where: list[ColumnElement[bool]] = []
     if status:
         where.append(jobs.c.status == status)
     if types is not None:
         where.append(jobs.c.type.in_(types))
+    if queue:
+        where.append(jobs.c.queue == queue)
     return where
 
 
@@ -100,8 +104,10 @@ def list_jobs(
     before: Keyset | None = None,
     after: Keyset | None = None,
     cancelled: bool | None = None,
+    queue: str | None = None,
 ) -> JobPage:
-    """Newest first. ``status`` exact, ``type`` a case-insensitive substring.
+    """Newest first. ``status`` exact, ``type`` a case-insensitive substring, ``queue`` exact
+    (job_queue_created_idx (queue, status, created_at DESC, id DESC) for a named queue).
 
     ``cancelled``: ``True`` only the jobs an operator cancelled (failed, ``cancelled_at`` set:
     job_cancelled_idx), ``False`` none of them, ``None`` either.
@@ -126,6 +132,8 @@ def list_jobs(
         where.append(jobs.c.status == status)
     if cancelled is not None:
         where.append(cancelled_clause(cancelled))
+    if queue:
+        where.append(jobs.c.queue == queue)
     with reading() as conn:
         types = types_matching(conn, type) if type else []
         if type:
@@ -133,7 +141,7 @@ def list_jobs(
         count, exact = _filtered_count(conn, where, policy)
         columns = list_columns(preview_chars)
         source: Any = jobs
-        if type and exact and count <= FILTERED_COUNT_CAP:
+        if (type or queue) and exact and count <= FILTERED_COUNT_CAP:
             # Few matches: read them all through the type index and sort them. Left to itself
             # the planner may walk the created_at index instead, expecting matches to be
             # common (it multiplies the status and type frequencies), and for a rare
@@ -142,7 +150,7 @@ def list_jobs(
             columns, where = list(source.c), []
         merged = (
             None
-            if source is not jobs or not type or cancelled is not None
+            if source is not jobs or not type or cancelled is not None or queue
             else merged_ranges(types, status, limit + offset, before, after)
         )
         if merged is not None:
@@ -158,7 +166,7 @@ def list_jobs(
             query = select(*columns).select_from(jobs.join(page, jobs.c.id == page.c.id)).order_by(*order)
         else:
             query = newest_first(select(*columns).where(*where), source.c, limit, offset, before, after)
-        nothing = bool(type) and exact and count == 0  # a live count: no page to read
+        nothing = bool(type or queue) and exact and count == 0  # a live count: no page to read
         rows = [] if nothing else read_page(conn, query, after is not None and before is None)
     return page_of(rows, count, exact=exact)
 
@@ -174,8 +182,9 @@ def search_jobs(
     before: Keyset | None = None,
     after: Keyset | None = None,
     cancelled: bool | None = None,
+    queue: str | None = None,
 ) -> JobPage:
-    """The jobs ``terms`` finds (with the status, type and ``cancelled`` filters), newest first.
+    """The jobs ``terms`` finds (with the status, type, queue and ``cancelled`` filters), newest first.
     ``preview_chars``, ``before`` / ``after`` (keyset paging): as in :func:`list_jobs`.
 
     The count is exact: each kind of search contributes at most :data:`ARM_CAP` ids, read
@@ -186,7 +195,9 @@ def search_jobs(
     """
     with reading() as conn:
         types = types_matching(conn, type) if type else None
-        found_jobs = matching(terms, filters(status, types), status=status, types=types)
+        found_jobs = matching(
+            terms, filters(status, types, queue), status=status, types=None if queue else types
+        )
         if cancelled is not None:  # on the jobs found (each arm capped), so still bounded
             raw = found_jobs.subquery()
             found_jobs = select(jobs.c.id, jobs.c.created_at).where(
@@ -206,13 +217,22 @@ def search_jobs(
 
 
 def next_to_run(
-    *, limit: int, offset: int, now: datetime, type: str | None = None, preview_chars: int | None = None
+    *,
+    limit: int,
+    offset: int,
+    now: datetime,
+    type: str | None = None,
+    preview_chars: int | None = None,
+    queue: str | None = None,
 ) -> JobPage:
     """Queued jobs that are due, in claim order (priority highest first, then available_at,
     created_at, id): the order the next claims take them. Jobs scheduled for later or backing
     off are not listed (the status filter ``queued`` shows them). Index: job_claim_idx, read in
-    order; the count is exact up to ``FILTERED_COUNT_CAP``."""
+    order; the count is exact up to ``FILTERED_COUNT_CAP``. ``queue``: one queue's, read as its
+    range of job_queue_claim_idx."""
     where = [jobs.c.status == "queued", jobs.c.available_at <= now, jobs.c.attempts < jobs.c.max_attempts]
+    if queue:
+        where.append(jobs.c.queue == queue)
     with reading() as conn:
         if type:
             where.append(jobs.c.type.in_(types_matching(conn, type)))

@@ -34,6 +34,10 @@ WITH expired AS (
     FROM expired WHERE j.id = expired.id
     RETURNING j.id, j.status, j.attempts, j.available_at, j.last_error,
               expired.expired_worker, expired.expired_at
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM recovered WHERE slot.job_id = recovered.id AND slot.attempt = recovered.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, CASE WHEN status = 'queued' THEN 'timeout_requeued' ELSE 'failed' END,

@@ -36,7 +36,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..limits import NAME_MAX_LENGTH, TYPE_MAX_LENGTH
+from ..limits import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
 from .states import EVENT_TYPES
 
 if TYPE_CHECKING:
@@ -94,6 +94,8 @@ class Job(Model):
     # Set when an operator cancelled the queued job (it is then ``failed``, the reference's four
     # states unchanged), cleared by a retry: lists, figures and metrics tell cancels apart.
     cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The named queue it belongs to (``jobs_queue``); ``default`` unless the create names one.
+    queue: Mapped[str] = mapped_column(String(QUEUE_NAME_MAX_LENGTH), server_default=text("'default'"))
 
     __table_args__ = (
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
@@ -118,6 +120,36 @@ class Job(Model):
             "available_at",
             "created_at",
             "id",
+            postgresql_where=text("status = 'queued'"),
+        ),
+        # The claim (claim.sql): each served queue's own range in claim order, so a claim for a
+        # quiet queue never walks another queue's backlog (migration 0011).
+        Index(
+            "job_queue_claim_idx",
+            "queue",
+            text("priority DESC"),
+            "available_at",
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'queued'"),
+        ),
+        # The lists' queue filter, newest first (``find_jobs.list_jobs``). Partial: the default
+        # queue's jobs have no entry, so a deployment that never names a queue never writes it.
+        Index(
+            "job_queue_created_idx",
+            "queue",
+            "status",
+            text("created_at DESC"),
+            text("id DESC"),
+            postgresql_where=text("queue <> 'default'"),
+        ),
+        # Each queue's live figures (``queues.py``): ready / scheduled / retrying as capped
+        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011).
+        Index(
+            "job_queued_queue_idx",
+            "queue",
+            text("least(attempts, 1)"),
+            "available_at",
             postgresql_where=text("status = 'queued'"),
         ),
         # Retention (``prune_batch`` in retention.sql): the oldest finished jobs first.
@@ -303,3 +335,70 @@ class AuditEntry(Model):
 
     # "Who deleted this job?" (the job page of a deleted id); the log reads newest first by id.
     __table_args__ = (Index("jobs_audit_job_idx", "job_id", postgresql_where=text("job_id IS NOT NULL")),)
+
+
+class Queue(Model):
+    """A named queue's settings, in force for every worker: paused, its concurrency limit and
+    rate limit, and who changed them when. One row per queue that has had a job or a setting
+    (a create adds its queue's row); the claim reads them at statement time (claim.sql)."""
+
+    __tablename__ = "jobs_queue"
+
+    name: Mapped[str] = mapped_column(String(QUEUE_NAME_MAX_LENGTH), primary_key=True)
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    paused_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    paused_by: Mapped[str] = mapped_column(String(255), server_default=text("''"))
+    concurrency_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    rate_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    rate_period_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    changed_by: Mapped[str] = mapped_column(String(255), server_default=text("''"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+
+    __table_args__ = (
+        CheckConstraint("concurrency_limit IS NULL OR concurrency_limit >= 1"),
+        CheckConstraint("rate_count IS NULL OR rate_count >= 1"),
+        CheckConstraint("rate_period_seconds IS NULL OR rate_period_seconds > 0"),
+        CheckConstraint(
+            "(rate_count IS NULL) = (rate_period_seconds IS NULL)", name="queue_rate_limit_whole"
+        ),
+    )
+
+
+class QueueSlot(Model):
+    """One unit of a queue's concurrency limit: free, or held by one running attempt.
+
+    A claim takes free slots (FOR UPDATE SKIP LOCKED; the lock re-reads the newest row, so two
+    claimers never take one slot) and writes (job_id, attempt); every fenced statement that
+    ends that attempt frees it in the same statement (settle.sql, lease_recovery.sql)."""
+
+    __tablename__ = "jobs_queue_slot"
+
+    queue: Mapped[str] = mapped_column(
+        String(QUEUE_NAME_MAX_LENGTH), ForeignKey("jobs_queue.name", ondelete="CASCADE"), primary_key=True
+    )
+    n: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("(job_id IS NULL) = (attempt IS NULL)", name="queue_slot_shape"),
+        # The settles' probe ("the slot of this attempt"), and one slot per job at most.
+        Index(
+            "job_queue_slot_job_unique", "job_id", unique=True, postgresql_where=text("job_id IS NOT NULL")
+        ),
+    )
+
+
+class QueueRate(Model):
+    """One entry of a queue's rate-limit ring: the time of the claim that last took it. A claim
+    may take an entry older than the period, so any window of the period holds at most
+    ``rate_count`` claims."""
+
+    __tablename__ = "jobs_queue_rate"
+
+    queue: Mapped[str] = mapped_column(
+        String(QUEUE_NAME_MAX_LENGTH), ForeignKey("jobs_queue.name", ondelete="CASCADE"), primary_key=True
+    )
+    n: Mapped[int] = mapped_column(Integer, primary_key=True)
+    taken_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("'-infinity'"))

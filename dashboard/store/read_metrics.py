@@ -12,6 +12,8 @@ Every figure is read through a partial index and bounded:
   older than ``STATS_REFRESH_SECONDS``, and left out of a snapshot once older than twice that:
   a scrape never publishes a figure it has not computed (a view last counted before an idle
   spell would say 0 finished jobs);
+- the same ready / scheduled / running figures per queue (the same walks, and
+  ``job_timeout_idx`` again for running), and which queues are paused (``jobs_queue``);
 - worker processes alive: the recent rows of the small ``jobs_worker`` heartbeat table;
 - each active schedule's next run, last fire and fired / skipped counters: the small
   ``jobs_schedule`` table (``schedule_figures``), one row per schedule the code declares.
@@ -42,15 +44,25 @@ COUNT_CAP = 100_000
 # Index: job_claim_idx (partial, status = 'queued'), walked in its own order, at most :cap.
 QUEUED_SQL = text(
     """
-    SELECT type,
+    SELECT type, queue,
            count(*) FILTER (WHERE available_at <= :now) AS ready,
            count(*) FILTER (WHERE available_at > :now) AS scheduled,
            min(available_at) FILTER (WHERE available_at <= :now) AS oldest_ready
-    FROM (SELECT type, available_at FROM jobs_job WHERE status = 'queued'
+    FROM (SELECT type, queue, available_at FROM jobs_job WHERE status = 'queued'
           ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q
-    GROUP BY type
+    GROUP BY type, queue
     """
 )
+# Running jobs per queue: job_timeout_idx (running rows only), at most :cap; and which queues
+# are paused (the small jobs_queue table).
+RUNNING_BY_QUEUE_SQL = text(
+    """
+    SELECT queue, count(*) AS running
+    FROM (SELECT queue FROM jobs_job WHERE status = 'running' ORDER BY locked_until LIMIT :cap) AS r
+    GROUP BY queue
+    """
+)
+PAUSED_SQL = text("SELECT name FROM jobs_queue WHERE paused LIMIT 1000")
 # failed: failed for good; cancelled: failed because an operator cancelled them (apart, so a
 # failure alert never counts a cancel).
 FINISHED_SQL = text("SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts")
@@ -71,6 +83,7 @@ class Snapshot:
 
     taken_at: datetime
     by_type: dict[str, dict[str, float]] = field(default_factory=dict)
+    by_queue: dict[str, dict[str, float]] = field(default_factory=dict)  # ready, scheduled, running, paused
     capped: dict[str, bool] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
     finished_counted_at: datetime | None = None
@@ -88,11 +101,20 @@ def read_snapshot(policy: StatsPolicy, now: datetime | None = None, cap: int = C
     with engine().connect() as conn:
         queued_total = running_total = 0
         for row in conn.execute(QUEUED_SQL, {"now": now, "cap": cap}).mappings():
-            figures = snap.by_type.setdefault(row["type"], {})
-            figures.update(ready=row["ready"], scheduled=row["scheduled"])
-            if row["oldest_ready"] is not None:
-                figures["oldest_ready_age"] = max(0.0, (now - row["oldest_ready"]).total_seconds())
+            for figures in (
+                snap.by_type.setdefault(row["type"], {}),
+                snap.by_queue.setdefault(row["queue"], {}),
+            ):
+                figures["ready"] = figures.get("ready", 0) + row["ready"]
+                figures["scheduled"] = figures.get("scheduled", 0) + row["scheduled"]
+                if row["oldest_ready"] is not None:
+                    age = max(0.0, (now - row["oldest_ready"]).total_seconds())
+                    figures["oldest_ready_age"] = max(figures.get("oldest_ready_age", 0.0), age)
             queued_total += row["ready"] + row["scheduled"]
+        for row in conn.execute(RUNNING_BY_QUEUE_SQL, {"cap": cap}).mappings():
+            snap.by_queue.setdefault(row["queue"], {})["running"] = row["running"]
+        for name in conn.execute(PAUSED_SQL).scalars():
+            snap.by_queue.setdefault(name, {})["paused"] = 1
         for row in conn.execute(RUNNING_SQL, {"now": now, "cap": cap}).mappings():
             figures = snap.by_type.setdefault(row["type"], {})
             figures.update(running=row["running"], overdue=row["overdue"])

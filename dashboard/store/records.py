@@ -32,6 +32,7 @@ class JobRecord:
     updated_at: datetime
     finished_at: datetime | None
     cancelled_at: datetime | None = None  # an operator cancelled it (status failed)
+    queue: str = "default"  # its named queue (jobs_queue)
 
     @property
     def cancelled(self) -> bool:
@@ -39,7 +40,7 @@ class JobRecord:
 
     @classmethod
     def from_row(cls, row: Row) -> JobRecord:
-        """From a row with the job's columns; ``cancelled_at`` may be left out (None)."""
+        """From a row with the job's columns; ``cancelled_at`` and ``queue`` may be left out."""
         return cls(**{name: row[name] for name in JOB_FIELDS if name in row})
 
 

@@ -12,6 +12,7 @@ cookie, no template.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..limits import queue_problem
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .records import CleanupResult, JobRecord
@@ -28,10 +30,34 @@ from .values import pg_safe
 from .values import utcnow as utcnow  # the runtime's clock, read here so a test can move it
 
 CLAIM, CLAIM_ONE = query("claim"), query("claim_one")
+CLAIM_ALL, CLAIM_ONE_ALL = query("claim_all"), query("claim_one_all")
 RENEW, PROGRESS = query("renew"), query("progress")
 COMPLETE, COMPLETE_WITH_PROGRESS = query("complete"), query("complete_with_progress")
 COMPLETE_AND_CLAIM = query("complete_and_claim")
 COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
+COMPLETE_AND_CLAIM_ALL = query("complete_and_claim_all")
+COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL = query("complete_and_claim_with_progress_all")
+
+# Which claim a worker serving every queue runs. While no queue is paused or limited,
+# `claim_all` (the reference's claim over job_claim_idx, guarded: it claims nothing once a
+# queue has a setting) costs less to plan and run than `claim` (per-queue reads, slots, the
+# rate ring). Once a guard held a claim back, `claim` is run directly for SETTINGS_SEEN_SECONDS
+# before `claim_all` is tried again. Only the choice of statement is remembered: each one
+# reads the settings at statement time, so a pause or a limit holds from its commit either way.
+SETTINGS_SEEN_SECONDS = 5.0
+_settings_seen_until = 0.0
+
+
+def _unrestricted(queues: Sequence[str] | None) -> bool:
+    """Whether the guarded reference claim may serve this call (every queue, no setting seen lately)."""
+    return queues is None and time.monotonic() >= _settings_seen_until
+
+
+def _saw_settings() -> None:
+    global _settings_seen_until
+    _settings_seen_until = time.monotonic() + SETTINGS_SEEN_SECONDS
+
+
 COMPLETE_MANY, COMPLETE_MANY_WITH_PROGRESS = query("complete_many"), query("complete_many_with_progress")
 FAIL, FAIL_WITH_PROGRESS = query("fail"), query("fail_with_progress")
 CLEANUP_EXPIRED = query("cleanup_expired")
@@ -45,13 +71,20 @@ def claim_jobs(
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
+    queues: Sequence[str] | None = None,
 ) -> list[JobRecord]:
     """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first.
 
     ``now``: the claim's time; unset, the database's clock when the statement runs (claim.sql),
-    which is also what the lease is measured from (as for every worker-side call below)."""
+    which is also what the lease is measured from (as for every worker-side call below).
+    ``queues``: as :func:`claim_batch`."""
     return claim_batch(
-        [worker_id] * limit, lease_seconds=lease_seconds, now=now, conn=conn, avoid_expired=avoid_expired
+        [worker_id] * limit,
+        lease_seconds=lease_seconds,
+        now=now,
+        conn=conn,
+        avoid_expired=avoid_expired,
+        queues=queues,
     )
 
 
@@ -62,9 +95,12 @@ def claim_batch(
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
+    queues: Sequence[str] | None = None,
 ) -> list[JobRecord]:
     """Claim up to one job per id in ``worker_ids`` in one statement.
 
+    ``queues``: the named queues served (``None``: every queue); a paused queue, or one whose
+    concurrency or rate limit is reached, gives nothing (claim.sql).
     The n-th claimed job is locked by the n-th id: a worker process claims for all its idle
     threads at once, and each job still belongs to the thread that will run it.
     ``avoid_expired``: skip jobs whose last attempt's lease expired (a worker process passes
@@ -77,19 +113,42 @@ def claim_batch(
         "now": _given(now),
         "lease_seconds": float(lease_seconds),
         "avoid_expired": avoid_expired,
+        "queues": _served(queues),
     }
-    statement = CLAIM_ONE if len(worker_ids) == 1 else CLAIM
     with autocommit(conn) as conn:
-        rows = fetch_rows(conn, statement, params)
+        if _unrestricted(queues):
+            rows = fetch_rows(conn, CLAIM_ONE_ALL if len(worker_ids) == 1 else CLAIM_ALL, params)
+            if rows:
+                return [JobRecord.from_row(row) for row in rows]
+        rows = fetch_rows(conn, CLAIM_ONE if len(worker_ids) == 1 else CLAIM, params)
+        if rows and queues is None:
+            _saw_settings()  # `claim_all` found nothing where `claim` found jobs: a setting holds
     return [JobRecord.from_row(row) for row in rows]
 
 
 def claim_next_job(
-    worker_id: str, *, lease_seconds: float, now: datetime | None = None, conn: Connection | None = None
+    worker_id: str,
+    *,
+    lease_seconds: float,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+    queues: Sequence[str] | None = None,
 ) -> JobRecord | None:
     """Claim the next eligible job: queued -> running, ``attempts + 1``, lease set."""
-    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now, conn=conn)
+    jobs = claim_jobs(worker_id, lease_seconds=lease_seconds, limit=1, now=now, conn=conn, queues=queues)
     return jobs[0] if jobs else None
+
+
+def _served(queues: Sequence[str] | None) -> list[str] | None:
+    """The claim's ``:queues``: the names, checked, or ``None`` for every queue."""
+    if queues is None:
+        return None
+    if isinstance(queues, str) or not queues:
+        raise ValueError("queues must be a non-empty list of queue names, or None for every queue")
+    for name in queues:
+        if problem := queue_problem(name):
+            raise ValueError(f"queues: {name!r} {problem}")
+    return list(queues)
 
 
 def _owner(job_id: uuid.UUID, worker_id: str, attempt: int) -> dict[str, Any]:
@@ -196,12 +255,15 @@ def complete_and_claim(
     now: datetime | None = None,
     conn: Connection | None = None,
     avoid_expired: bool = False,
+    queues: Sequence[str] | None = None,
 ) -> tuple[bool, JobRecord | None]:
     """:func:`complete_job` and :func:`claim_next_job` for the same worker, in one statement.
 
     Returns whether the success was recorded (``False``: the attempt was no longer ours) and
     the next job claimed, if any. The two are independent: a fenced-off completion still
-    claims, and an empty queue still completes. ``avoid_expired`` as :func:`claim_batch`.
+    claims, and an empty queue still completes. ``avoid_expired`` and ``queues`` as
+    :func:`claim_batch`. A concurrency slot the completion frees is free for the next
+    statement, not for this one's claim (it reads the statement's snapshot).
     """
     params = {
         **_owner(job_id, worker_id, attempt),
@@ -210,12 +272,19 @@ def complete_and_claim(
         "result": result,
         "avoid_expired": avoid_expired,
         "started_at": started_at,
+        "queues": _served(queues),
     }
-    statement = COMPLETE_AND_CLAIM
+    every = _unrestricted(queues)
+    if every:
+        statement = COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL if progress else COMPLETE_AND_CLAIM_ALL
+    else:
+        statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
     if progress:
-        params["progress"], statement = list(progress), COMPLETE_AND_CLAIM_WITH_PROGRESS
+        params["progress"] = list(progress)
     with autocommit(conn) as conn:
         row = fetch_rows(conn, statement, params)[0]
+    if every and row["held_back"]:
+        _saw_settings()  # the caller's own claim (no job came back) takes the full statement
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 

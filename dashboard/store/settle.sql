@@ -31,6 +31,10 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
@@ -56,6 +60,10 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -97,24 +105,99 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
-), picked AS (
-    SELECT id FROM jobs_job
-    WHERE status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-    ORDER BY priority DESC, available_at, created_at, id
+), served AS (
+    SELECT names.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM (SELECT unnest(CAST(:queues AS text[])) AS name
+          UNION SELECT name FROM jobs_queue WHERE CAST(:queues AS text[]) IS NULL
+          UNION SELECT 'default' WHERE CAST(:queues AS text[]) IS NULL) AS names
+    LEFT JOIN jobs_queue AS q ON q.name = names.name
+    WHERE q.paused IS NOT TRUE
+), slots AS (
+    SELECT s.queue, s.n, row_number() OVER (PARTITION BY s.queue ORDER BY s.n) AS k
+    FROM served CROSS JOIN LATERAL (
+        SELECT queue, n FROM jobs_queue_slot
+        WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
+        ORDER BY n LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS s
+), rates AS (
+    SELECT r.queue, r.n, row_number() OVER (PARTITION BY r.queue ORDER BY r.taken_at, r.n) AS k
+    FROM served CROSS JOIN LATERAL (
+        SELECT queue, n, taken_at FROM jobs_queue_rate
+        WHERE served.rate_count IS NOT NULL AND queue = served.name
+          AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                          - make_interval(secs => served.rate_period_seconds)
+        ORDER BY taken_at, n LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS r
+), shares AS (
+    SELECT served.name, LEAST(
+        1,
+        CASE WHEN served.concurrency_limit IS NULL THEN 1
+             ELSE (SELECT count(*) FROM slots WHERE slots.queue = served.name) END,
+        CASE WHEN served.rate_count IS NULL THEN 1
+             ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
+    FROM served
+), heads AS (
+    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
+    FROM shares CROSS JOIN LATERAL (
+        SELECT queue, priority, available_at, created_at, id FROM jobs_job
+        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
+          AND queue = shares.name AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT shares.share
+    ) AS h
+    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+), takes AS (
+    SELECT name AS queue, share AS take FROM shares
+    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    UNION ALL
+    SELECT queue, count(*) FROM heads GROUP BY queue
+), picked AS (
+    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+    FROM takes CROSS JOIN LATERAL (
+        SELECT id, queue, priority, available_at, created_at FROM jobs_job
+        WHERE queue = takes.queue AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT takes.take
+        FOR UPDATE SKIP LOCKED
+    ) AS p
+    LIMIT 1
+), next AS (
+    SELECT id, queue,
+           row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
+           row_number() OVER (PARTITION BY queue ORDER BY priority DESC, available_at, created_at, id) AS k
+    FROM picked
 ), claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = :worker_id,
         locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM picked WHERE j.id = picked.id
+    FROM next WHERE j.id = next.id
     RETURNING j.*
+), took_slot AS (
+    UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
+    FROM claimed JOIN next ON next.id = claimed.id
+         JOIN slots ON slots.queue = next.queue AND slots.k = next.k
+    WHERE s.queue = slots.queue AND s.n = slots.n
+), took_rate AS (
+    UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM next JOIN rates ON rates.queue = next.queue AND rates.k = next.k
+    WHERE r.queue = rates.queue AND r.n = rates.n
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -132,7 +215,7 @@ WITH done AS (
         FROM done AS s
         UNION ALL
         SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', GREATEST(0, round(
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
                    extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
                    * 1000))::bigint),
                COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
@@ -152,24 +235,99 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
-), picked AS (
-    SELECT id FROM jobs_job
-    WHERE status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-    ORDER BY priority DESC, available_at, created_at, id
+), served AS (
+    SELECT names.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM (SELECT unnest(CAST(:queues AS text[])) AS name
+          UNION SELECT name FROM jobs_queue WHERE CAST(:queues AS text[]) IS NULL
+          UNION SELECT 'default' WHERE CAST(:queues AS text[]) IS NULL) AS names
+    LEFT JOIN jobs_queue AS q ON q.name = names.name
+    WHERE q.paused IS NOT TRUE
+), slots AS (
+    SELECT s.queue, s.n, row_number() OVER (PARTITION BY s.queue ORDER BY s.n) AS k
+    FROM served CROSS JOIN LATERAL (
+        SELECT queue, n FROM jobs_queue_slot
+        WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
+        ORDER BY n LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS s
+), rates AS (
+    SELECT r.queue, r.n, row_number() OVER (PARTITION BY r.queue ORDER BY r.taken_at, r.n) AS k
+    FROM served CROSS JOIN LATERAL (
+        SELECT queue, n, taken_at FROM jobs_queue_rate
+        WHERE served.rate_count IS NOT NULL AND queue = served.name
+          AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                          - make_interval(secs => served.rate_period_seconds)
+        ORDER BY taken_at, n LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS r
+), shares AS (
+    SELECT served.name, LEAST(
+        1,
+        CASE WHEN served.concurrency_limit IS NULL THEN 1
+             ELSE (SELECT count(*) FROM slots WHERE slots.queue = served.name) END,
+        CASE WHEN served.rate_count IS NULL THEN 1
+             ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
+    FROM served
+), heads AS (
+    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
+    FROM shares CROSS JOIN LATERAL (
+        SELECT queue, priority, available_at, created_at, id FROM jobs_job
+        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
+          AND queue = shares.name AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT shares.share
+    ) AS h
+    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+), takes AS (
+    SELECT name AS queue, share AS take FROM shares
+    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    UNION ALL
+    SELECT queue, count(*) FROM heads GROUP BY queue
+), picked AS (
+    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
+    FROM takes CROSS JOIN LATERAL (
+        SELECT id, queue, priority, available_at, created_at FROM jobs_job
+        WHERE queue = takes.queue AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT takes.take
+        FOR UPDATE SKIP LOCKED
+    ) AS p
+    LIMIT 1
+), next AS (
+    SELECT id, queue,
+           row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
+           row_number() OVER (PARTITION BY queue ORDER BY priority DESC, available_at, created_at, id) AS k
+    FROM picked
 ), claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = :worker_id,
         locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM picked WHERE j.id = picked.id
+    FROM next WHERE j.id = next.id
     RETURNING j.*
+), took_slot AS (
+    UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
+    FROM claimed JOIN next ON next.id = claimed.id
+         JOIN slots ON slots.queue = next.queue AND slots.k = next.k
+    WHERE s.queue = slots.queue AND s.n = slots.n
+), took_rate AS (
+    UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM next JOIN rates ON rates.queue = next.queue AND rates.k = next.k
+    WHERE r.queue = rates.queue AND r.n = rates.n
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -193,7 +351,7 @@ WITH done AS (
         FROM done AS s
         UNION ALL
         SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
-               jsonb_build_object('locked_until', locked_until, 'type', type, 'wait_ms', GREATEST(0, round(
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
                    extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
                    * 1000))::bigint),
                COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
@@ -222,6 +380,10 @@ WITH input AS (
     WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
       AND j.attempts = input.attempt
     RETURNING j.id, j.attempts, j.type, input.worker_id, input.n, input.started_at
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT s.id, 'succeeded', s.attempts, s.worker_id, 'Job succeeded',
@@ -254,6 +416,10 @@ WITH input AS (
     WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
       AND j.attempts = input.attempt
     RETURNING j.id, j.attempts, j.type, input.worker_id, input.n, input.started_at, input.progress
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -296,6 +462,10 @@ WITH failed AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM failed WHERE slot.job_id = failed.id AND slot.attempt = failed.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT s.id, CASE WHEN s.status = 'queued' THEN 'retry_scheduled' ELSE 'failed' END, s.attempts,
@@ -332,6 +502,10 @@ WITH failed AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM failed WHERE slot.job_id = failed.id AND slot.attempt = failed.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -362,3 +536,133 @@ WITH failed AS (
     ORDER BY part, n
 )
 SELECT * FROM failed
+
+-- name: complete_and_claim_all
+-- `complete_and_claim` whose claim is `claim_one_all`'s (every queue, while none has a setting); `held_back` says one has.
+WITH done AS (
+    UPDATE jobs_job
+    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
+        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    RETURNING id, attempts, type
+), picked AS (
+    SELECT id FROM jobs_job
+    WHERE status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+    ORDER BY priority DESC, available_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs_job AS j
+    SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                       + make_interval(secs => CAST(:lease_seconds AS float8)),
+        last_error = '', result = NULL,
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.*
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
+        SELECT 1 AS part, s.id AS job_id, 'succeeded' AS type, s.attempts AS attempt,
+               CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
+               jsonb_build_object('type', s.type, 'run_ms', COALESCE(
+                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                            - CAST(:started_at AS timestamptz)) * 1000)::bigint,
+                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                                    - c.created_at) * 1000)::bigint
+                    FROM jobs_jobevent AS c
+                    WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
+                    ORDER BY c.id DESC LIMIT 1))) AS data,
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS created_at
+        FROM done AS s
+        UNION ALL
+        SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
+                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   * 1000))::bigint),
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+        FROM claimed
+    ) AS e
+    ORDER BY part
+)
+SELECT (SELECT count(*) FROM done) AS completed,
+       EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+           AS held_back, claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+
+-- name: complete_and_claim_with_progress_all
+-- `complete_and_claim_with_progress` whose claim is `claim_one_all`'s (every queue, while none has a setting); `held_back` says one has.
+WITH done AS (
+    UPDATE jobs_job
+    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
+        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    RETURNING id, attempts, type
+), picked AS (
+    SELECT id FROM jobs_job
+    WHERE status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+    ORDER BY priority DESC, available_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs_job AS j
+    SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                       + make_interval(secs => CAST(:lease_seconds AS float8)),
+        last_error = '', result = NULL,
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.*
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
+        SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
+               CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
+               LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
+                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+        FROM done AS s
+        CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
+        UNION ALL
+        SELECT 1, 0, s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
+               jsonb_build_object('type', s.type, 'run_ms', COALESCE(
+                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                            - CAST(:started_at AS timestamptz)) * 1000)::bigint,
+                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                                    - c.created_at) * 1000)::bigint
+                    FROM jobs_jobevent AS c
+                    WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
+                    ORDER BY c.id DESC LIMIT 1))),
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        FROM done AS s
+        UNION ALL
+        SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
+                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   * 1000))::bigint),
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+        FROM claimed
+    ) AS e
+    ORDER BY part, n
+)
+SELECT (SELECT count(*) FROM done) AS completed,
+       EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+           AS held_back, claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true

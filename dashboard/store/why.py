@@ -4,6 +4,9 @@
 - ``scheduled``: its ``available_at`` is later (created with a delay);
 - ``backing_off``: an attempt failed and the retry waits for its backoff (retry n of m, the
   last error);
+- ``paused``: its queue is paused (by whom, since when);
+- ``queue_full``: its queue is at its concurrency limit (how many of how many run);
+- ``rate_limited``: its queue's rate window is full (until when);
 - ``no_worker``: no worker process is alive (heartbeats, ``store/workers.py``);
 - ``no_handler``: live workers exist but none has a handler for its type;
 - ``waiting``: it is due and waits for a free worker, with the number of jobs ahead of it in
@@ -22,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from . import read_queues
 from .capacity import capacity
 from .read_timeout import reading
 from .records import JobRecord
@@ -85,6 +89,20 @@ def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:
             reasons.append(Reason("backing_off", values))
         else:
             reasons.append(Reason("scheduled", {"at": job.available_at, "seconds": wait}))
+    queue = read_queues.get_queue(job.queue, now=now)
+    if queue is not None and queue.paused:
+        reasons.append(Reason("paused", {"queue": queue.name, "by": queue.paused_by, "at": queue.paused_at}))
+    if queue is not None and queue.full and due:
+        values = {"queue": queue.name, "running": queue.slots_held, "limit": queue.concurrency_limit}
+        reasons.append(Reason("queue_full", values))
+    if queue is not None and queue.rate_limited and due and queue.rate_limit is not None:
+        values = {
+            "queue": queue.name,
+            "count": queue.rate_limit.count,
+            "period": queue.rate_limit.period_seconds,
+            "until": queue.rate_free_at,
+        }
+        reasons.append(Reason("rate_limited", values))
     live = capacity(now, job.type)
     if live.alive == 0:
         reasons.append(Reason("no_worker"))

@@ -18,6 +18,7 @@ from . import (  # noqa: F401  # noqa: F401
     jobs,
     metrics,
     overview,
+    queues,
     rendering,
     schedules,
     signin,

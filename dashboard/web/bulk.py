@@ -69,6 +69,7 @@ def _selection(action: str, filters: JobFilters) -> actions.Selection | None:
         return None
     return actions.Selection(
         type=filters.type or None,
+        queue=filters.queue or None,
         terms=terms,
         status=filters.status or None if action == "delete" else None,
         cancelled=filters.cancelled,

@@ -1,7 +1,7 @@
 """Flask-WTF forms: the retry button (CSRF only), the create-job form, sign-in and sign-out.
 
 The create form's field names are the JSON API's create body (``type``, ``payload``,
-``priority``, ``available_at``, ``max_attempts``, ``idempotency_key``) plus ``delay``, a
+``priority``, ``available_at``, ``max_attempts``, ``idempotency_key``, ``queue``) plus ``delay``, a
 convenience the API spells as ``available_at``.
 """
 
@@ -34,6 +34,7 @@ from ..limits import (
     NonFiniteNumber,
     finite_float,
     json_problem,
+    queue_problem,
     reject_constant,
     text_kind,
     type_problem,
@@ -122,6 +123,12 @@ class CreateJobForm(FlaskForm):
         filters=[lambda v: v.strip() if isinstance(v, str) else v],
         validators=[Optional(), Length(max=IDEMPOTENCY_KEY_MAX_LENGTH)],
     )
+    queue = StringField(
+        "Queue",
+        filters=[lambda v: v.strip() if isinstance(v, str) else v],
+        validators=[Optional()],
+        description="Blank: the type's default queue, else default.",
+    )
 
     # Set by the view before validation: the time zone naive times are read in, the types
     # registered in this process, and whether only those are accepted.
@@ -166,6 +173,12 @@ class CreateJobForm(FlaskForm):
             self.parsed_available_at = parse_available_at(field.data, self.time_zone or UTC)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
+
+    def validate_queue(self, field: StringField) -> None:
+        if not field.data:
+            return
+        if problem := queue_problem(field.data):
+            raise ValidationError(f"The queue name {problem}.")
 
     def validate_idempotency_key(self, field: StringField) -> None:
         if field.data and "\x00" in field.data:

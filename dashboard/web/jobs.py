@@ -180,6 +180,7 @@ def job_new() -> str | Response | tuple[str, int]:
                 available_at=form.available_at_for(now()),
                 max_attempts=max_attempts,
                 idempotency_key=form.idempotency_key.data or None,
+                queue=form.queue.data or handlers.handler_queue(form.type.data or ""),
                 event_data=audit_data(),
             )
         except ValueError as exc:  # the service's own limits; the form checks them first

@@ -20,7 +20,7 @@ from flask import current_app
 from ..config import settings_of
 from ..limits import TYPE_COUNT_CAP
 from ..ops import recount
-from ..store import read_health, read_overview, read_stats, read_timeout
+from ..store import read_health, read_overview, read_queues, read_stats, read_timeout
 from ..store import workers as read_workers
 from .blueprint import bp
 from .chart import build_chart
@@ -80,10 +80,12 @@ def overview_context() -> dict[str, Any]:
             lambda: read_overview.queue_detail(current, cap=COUNT_CAP, type_cap=COUNT_CAP, estimates=True)
         )
         hour = _panel(lambda: read_overview.hour_figures(current))
+        held = _panel(lambda: read_queues.held_back(now=current))
     figures = hour.minutes if hour is not None else None
     runs = hour.run_times if hour is not None else None
     return {
         "totals": totals,
+        "held_back": held or [],
         "cards": cards(queue, totals),
         "chart": build_chart(figures.items, start) if figures is not None else None,
         "workers": workers,

@@ -21,6 +21,7 @@ from ..limits import (
     JOB_PAGE_MAX,
     JOB_PAGE_SIZE,
     TYPE_MAX_LENGTH,
+    queue_problem,
 )
 from ..store.states import ACTIVITY_EVENTS, EVENT_TYPES, STATUSES
 
@@ -75,6 +76,7 @@ def _keyset(args: Mapping[str, str], name: str, errors: dict[str, str]) -> Keyse
 class JobFilters:
     status: str = ""
     type: str = ""
+    queue: str = ""  # exact queue name
     limit: int = JOB_PAGE_SIZE
     offset: int = 0
     before: Keyset | None = None  # keyset paging: rows older than this (created_at, id)
@@ -101,6 +103,7 @@ class JobFilters:
     def query(self, **changes: object) -> dict[str, Any]:
         """URL parameters for this view of the list, with ``changes`` applied; empties dropped."""
         values: dict[str, object] = {"status": self.status, "type": self.type, "offset": self.offset}
+        values["queue"] = self.queue
         values.update(q=self.q, order="" if self.order == "newest" else self.order)
         values["cancelled"] = "" if self.cancelled is None else ("true" if self.cancelled else "false")
         for name in ("before", "after", "top"):
@@ -123,6 +126,8 @@ class JobFilters:
             parts.append(self.status + (", not cancelled" if self.cancelled is False else ""))
         if self.type:
             parts.append(f"type contains “{self.type}”")
+        if self.queue:
+            parts.append(f"queue “{self.queue}”")
         if self.q:
             parts.append(f"search “{self.q}”")
         if self.order == "next":
@@ -142,6 +147,10 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
     if len(type_) > TYPE_MAX_LENGTH or "\x00" in type_:
         errors["type"] = f"type must be at most {TYPE_MAX_LENGTH} printable characters."
         type_ = ""
+    queue = (args.get("queue") or "").strip()
+    if queue and (problem := queue_problem(queue)):
+        errors["queue"] = f"A queue name {problem}."
+        queue = ""
     limit = _page_size(args, errors, JOB_PAGE_SIZE, JOB_PAGE_MAX)
     offset = _int(args, "offset", errors, minimum=0, maximum=JOB_OFFSET_MAX) or 0
     before, after = _keyset(args, "before", errors), _keyset(args, "after", errors)
@@ -166,6 +175,7 @@ def job_filters(args: Mapping[str, str]) -> JobFilters:
     return JobFilters(
         status=status,
         type=type_,
+        queue=queue,
         limit=limit,
         offset=offset,
         before=before,

@@ -62,6 +62,7 @@ def list_page(filters: JobFilters) -> ListRead:
             now=now(),
             type=filters.type or None,
             preview_chars=PREVIEW_CHARS,
+            queue=filters.queue or None,
         )
         return ListRead(page, [])
     if not filters.q:
@@ -78,6 +79,7 @@ def list_page(filters: JobFilters) -> ListRead:
                 before=before,  # keyset paging; claim order pages by offset
                 after=after,
                 cancelled=filters.cancelled,
+                queue=filters.queue or None,
             )
 
         page = read(filters.limit, held or filters.before, filters.after)
@@ -106,6 +108,7 @@ def list_page(filters: JobFilters) -> ListRead:
                 before=held or filters.before,
                 after=filters.after,
                 cancelled=filters.cancelled,
+                queue=filters.queue or None,
             )
     except read_timeout.QueryTimeout:
         notes.append("The search stopped early: it ran past the time limit. Narrow it with a status or type.")

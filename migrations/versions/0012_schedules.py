@@ -12,14 +12,14 @@
   of :data:`CONCURRENT_FROM_ROWS` rows or more, as 0008 and 0010 do.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

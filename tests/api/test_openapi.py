@@ -70,6 +70,8 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/schedules/", "GET"), ("/api/schedules/{name}/", "GET"),
         ("/api/schedules/{name}/pause/", "POST"), ("/api/schedules/{name}/resume/", "POST"),
         ("/api/schedules/{name}/run/", "POST"),
+        ("/api/queues/", "GET"), ("/api/queues/{name}/", "GET"), ("/api/queues/{name}/", "PATCH"),
+        ("/api/queues/{name}/pause/", "POST"), ("/api/queues/{name}/resume/", "POST"),
     } == routes  # fmt: skip
 
 
@@ -90,7 +92,7 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert not re.fullmatch(available_at["pattern"], "2026-06-21T02:33:01")  # naive
     assert not re.fullmatch(available_at["pattern"], "9999-06-21T02:33:01Z")  # past the last year
     params = {p["name"]: p for p in document["paths"]["/api/jobs/"]["get"]["parameters"]}
-    assert set(params) == {"limit", "offset", "status", "type", "q", "cancelled"}
+    assert set(params) == {"limit", "offset", "status", "type", "queue", "q", "cancelled"}
     assert params["limit"]["schema"]["default"] == 25
     assert (params["offset"]["schema"]["minimum"], params["offset"]["schema"]["maximum"]) == (
         0,

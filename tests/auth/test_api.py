@@ -16,6 +16,9 @@ from tests.support.timelines import table_snapshot
 OPEN = {"health", "ready", "schema", "docs"}
 NIGHTLY = schedules.Declaration("nightly", "0 6 * * *", "UTC", "demo.success", {}, "default", 50, 3)
 WRITES = {
+    "queue_pause",
+    "queue_resume",
+    "queue_limits",
     "create_job",
     "create_jobs",
     "job_retry",
@@ -57,6 +60,11 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "schedule_pause": "/api/schedules/nightly/pause/",
         "schedule_resume": "/api/schedules/nightly/resume/",
         "schedule_run": "/api/schedules/nightly/run/",
+        "queue_list": "/api/queues/",
+        "queue_detail": "/api/queues/default/",
+        "queue_pause": "/api/queues/mail/pause/",
+        "queue_resume": "/api/queues/mail/resume/",
+        "queue_limits": "/api/queues/mail/",
     }
     bodies = {
         "create_job": {"type": "demo.success"},
@@ -65,6 +73,7 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "bulk_cancel": {"dry_run": True},
         "bulk_run_now": {"dry_run": True},
         "bulk_delete": {"dry_run": True},
+        "queue_limits": {"concurrency_limit": 2},
     }
     registered = {ep.name: ep.method for ep in routes.endpoints}
     assert set(registered) == set(paths), "a new endpoint needs a row here"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dashboard.store import actions, enqueue, read_jobs, service, values, workers
+from dashboard.store import actions, enqueue, queues, read_jobs, service, values, workers
 from dashboard.store.records import JobRecord
 from tests.support.factories import make_job
 
@@ -65,6 +65,11 @@ def seed_pages() -> Seeded:
         "delete", deleted.id, event_data={"actor": "olga", "role": "operator", "source": "dashboard"}
     )
     orphan = seed_workers(now)
+    held = enqueue.create_job("mail.send", {}, queue="mail:" + LONG_WORD[:50]).job
+    queues.pause(held.queue, actor="olga")
+    queues.set_limits(
+        "reports", concurrency_limit=2, rate_limit={"count": 10, "period_seconds": 60}, actor="olga"
+    )
     return Seeded(
         failed=failed,
         running=running,

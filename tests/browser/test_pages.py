@@ -49,6 +49,8 @@ def _pages(base: str, seeded: Any) -> list[tuple[str, str]]:
         ("events-filtered", f"{base}/events/?type=progress&type=failed&job_id={seeded.running.id}"),
         ("events-chatter", base + "/events/?chatter=1"),
         ("workers", base + "/workers/"),
+        ("queues", base + "/queues/"),
+        ("jobs-queue", base + "/jobs/?queue=reports"),
         ("audit", base + "/audit/"),
         ("jobs-cancelled", base + "/jobs/?cancelled=true"),
         ("jobs-failures", base + "/jobs/?status=failed&cancelled=false"),

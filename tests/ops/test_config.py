@@ -82,6 +82,7 @@ def test_worker_settings_are_shown_under_their_environment_names():
     assert shown["JOB_WORKER_HEARTBEAT_SECONDS"] == 5.0
     assert shown["JOB_WORKER_PROGRESS_FLUSH_MS"] == 250.0
     assert shown["JOB_WORKER_SCHEDULES"] is True
+    assert shown["JOB_WORKER_QUEUES"] is None  # every queue
     assert len(shown) == 16
 
 
@@ -174,6 +175,7 @@ def test_the_worker_options_are_generated_from_the_settings_fields():
         "batch_size",
         "listen",
         "schedules",
+        "queues",
         "worker_metrics_port",
     }
     fields = {f.name: f for f in (*dataclasses.fields(WorkerSettings), *dataclasses.fields(OpsSettings))}
@@ -190,3 +192,10 @@ def test_the_worker_options_are_generated_from_the_settings_fields():
 def test_the_metrics_port_is_a_port_in_the_environment_too():
     with pytest.raises(ConfigError, match="JOB_WORKER_METRICS_PORT must be <= 65535"):
         Settings.from_env({"JOB_WORKER_METRICS_PORT": "70000"})
+
+
+def test_the_served_queues_are_read_checked_and_blank_means_every_queue():
+    assert WorkerSettings.from_env({"JOB_WORKER_QUEUES": "mail, reports,mail"}).queues == ("mail", "reports")
+    assert WorkerSettings.from_env({"JOB_WORKER_QUEUES": " , "}).queues is None
+    with pytest.raises(ConfigError, match="JOB_WORKER_QUEUES"):
+        WorkerSettings.from_env({"JOB_WORKER_QUEUES": "mail,no way"})

@@ -251,11 +251,13 @@ def test_the_public_names_are_importable() -> None:
     assert all(callable(name) for name in (JobContext, enqueue, enqueue_many, handler, schedule))
 
 
-def test_a_queue_is_checked_and_passed_on_where_the_store_has_queues(app: Flask) -> None:
+def test_a_queue_is_checked_and_passed_on(app: Flask) -> None:
     with app.app_context():
         assert jobs.enqueue("demo.success", queue="default").queue == "default"
-        if jobs._STORE_TAKES_QUEUE:
-            assert jobs.enqueue("demo.success", queue="mail").queue == "mail"
-        else:  # this build has one queue: a named one is refused, saying so, and nothing written
-            with pytest.raises(ValueError, match="queue 'mail': this build has only the default queue"):
-                jobs.enqueue("demo.success", queue="mail")
+        assert jobs.enqueue("demo.success", queue="mail").queue == "mail"
+        [first, second] = jobs.enqueue_many(
+            [{"type": "demo.success", "queue": "reports"}, {"type": "demo.success"}]
+        )
+        assert (first.queue, second.queue) == ("reports", "default")
+        with pytest.raises(ValueError, match="queue"):
+            jobs.enqueue("demo.success", queue="no spaces")

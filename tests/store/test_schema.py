@@ -26,19 +26,21 @@ def test_upgrade_leaves_no_difference_between_models_and_schema(app):
 
 @pytest.mark.parametrize("now", [NOW, None], ids=["now given", "database clock"])
 def test_claim_uses_the_claim_index_in_order_without_sorting(app, now):
-    """The claim reads job_claim_idx in order; a Sort would mean reading every queued row.
+    """The claim reads each served queue's range of job_queue_claim_idx in order; a Sort would
+    mean reading every queued row.
 
     Planned on an analysed backlog (:func:`tests.support.factories.seed_analysed_backlog`, rolled back)
     with every plan type allowed; the same whether the claim's time is given or the database's."""
-    params = {"now": now, "worker_ids": ["w"], "lease_seconds": 30.0, "avoid_expired": False}
+    params = {"now": now, "worker_ids": ["w"], "lease_seconds": 30.0, "avoid_expired": False, "queues": None}
     claim = query("claim")
     explain = text("EXPLAIN " + claim.text).bindparams(*claim._bindparams.values())
     with db.engine.connect() as conn, conn.begin() as transaction:
         seed_analysed_backlog(conn, NOW)
         plan = "\n".join(row[0] for row in conn.execute(explain, params))
         transaction.rollback()
-    selection = plan.split("CTE picked")[1].split("CTE next")[0]  # not the batch's final order
-    assert "Index Scan using job_claim_idx" in selection, plan
+    picked = plan.split("CTE picked")[1].split("CTE next")[0]
+    selection = picked.split("Subquery Scan on p ")[1]  # the locked read of one queue's range
+    assert "Index Scan using job_queue_claim_idx" in selection, plan
     assert "Sort" not in selection, plan
 
 
