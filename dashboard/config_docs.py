@@ -29,6 +29,14 @@ SETTING_DOCS: dict[str, str] = {
         "threads; 1 = one claim per thread."
     ),
     "JOB_WORKER_LISTEN": "Wake idle threads on `NOTIFY` instead of waiting for the next poll.",
+    "JOB_WORKER_QUEUES": (
+        "The named queues this worker claims from, comma separated; unset or blank: every queue, "
+        "including ones that first appear later."
+    ),
+    "JOB_WORKER_SCHEDULES": (
+        "Fire due schedules (recurring jobs) in this worker; `false` opts it out: it neither syncs "
+        "the declared schedules nor fires them."
+    ),
     "JOB_DEMO_HANDLERS": "Register the `demo.*` job types (web and worker); unset: follows `DEBUG`.",
     "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": (
         "After SIGINT/SIGTERM, how long running jobs may take before they are handed back (requeued at "
@@ -129,6 +137,10 @@ SETTING_DOCS: dict[str, str] = {
     "LOG_FORMAT": "`json`: web (app and gunicorn) and worker write one JSON object per line.",
     "METRICS_TOKEN": (
         "A bearer token for `GET /metrics` only (at least 32 characters); any `API_TOKENS` token works too."
+    ),
+    "METRICS_QUEUE_LABELS": (
+        "`/metrics`: how many queues (those with the most live jobs) keep their own `queue` label; the "
+        'rest are summed as `queue="other"`.'
     ),
     "METRICS_TYPE_LABELS": (
         "`/metrics`: how many job types (those with the most live jobs) keep their own `type` label; the "

@@ -9,7 +9,7 @@ refused request.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from flask import Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,7 +58,7 @@ class QueueList(BaseModel):
 class RateLimitIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    count: Integer(ge=1, le=RATE_COUNT_MAX)  # type: ignore[valid-type]
+    count: Annotated[int, Integer(ge=1, le=RATE_COUNT_MAX)]
     period_seconds: float = Field(gt=0, le=RATE_PERIOD_MAX_SECONDS, allow_inf_nan=False)
 
 
@@ -67,7 +67,7 @@ class QueueLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", title="QueueLimits")
 
-    concurrency_limit: Integer(ge=1, le=CONCURRENCY_LIMIT_MAX) | None = Field(  # type: ignore[valid-type]
+    concurrency_limit: Annotated[int, Integer(ge=1, le=CONCURRENCY_LIMIT_MAX)] | None = Field(
         default=None, description=f"1 to {CONCURRENCY_LIMIT_MAX}, or null for no limit."
     )
     rate_limit: RateLimitIn | None = Field(default=None, description="{count, period_seconds}, or null.")
