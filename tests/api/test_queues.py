@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.store import enqueue, queues
-from tests.access.secured import OPERATOR_TOKEN, VIEWER_TOKEN, build
+from tests.support.secured import OPERATOR_TOKEN, VIEWER_TOKEN, build
 
 from .helpers import table_snapshot
 

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import enqueue, queues
 from dashboard.store.enqueue import JobSpec
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.process
 

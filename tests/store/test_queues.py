@@ -10,7 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import enqueue, queues, read_queues, service
 from dashboard.store.enqueue import JobSpec
-from tests.queue.helpers import LEASE, T0, at, cleanup
+from tests.store.helpers import LEASE, T0, at, cleanup
 
 
 def make(queue: str | None, n: int = 1, now=T0, **fields) -> list:

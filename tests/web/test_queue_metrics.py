@@ -11,8 +11,8 @@ from dashboard.extensions import db
 from dashboard.ops.web_metrics import capped_types
 from dashboard.store import queues, read_metrics
 from dashboard.store.service import utcnow
-from tests.factories import make_job, seed_analysed_backlog
 from tests.ops.helpers import parse, scrape_app, value
+from tests.support.factories import make_job, seed_analysed_backlog
 
 
 def test_per_queue_gauges_count_known_rows(app):

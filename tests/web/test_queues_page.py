@@ -4,8 +4,7 @@ waits on its queue, on the job page and the overview."""
 from __future__ import annotations
 
 from dashboard.store import enqueue, queues, read_queues, service
-
-from .conftest import csrf_token
+from tests.support.forms import csrf_token
 
 
 def test_the_page_lists_each_queue_with_its_figures_and_is_linked_from_the_header(app, client):
@@ -75,7 +74,7 @@ def test_the_rate_limited_reason(app, client):
 
 
 def test_a_viewer_reads_the_page_but_cannot_pause(app, database_url):
-    from tests.access.secured import build, form_token, sign_in
+    from tests.support.secured import build, form_token, sign_in
 
     enqueue.create_job("demo.success", queue="mail")
     with build(database_url) as secured:
