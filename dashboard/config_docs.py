@@ -29,6 +29,10 @@ SETTING_DOCS: dict[str, str] = {
         "threads; 1 = one claim per thread."
     ),
     "JOB_WORKER_LISTEN": "Wake idle threads on `NOTIFY` instead of waiting for the next poll.",
+    "JOB_WORKER_SCHEDULES": (
+        "Run the scheduler thread that fires due schedules (recurring jobs), each slot once across all "
+        "workers; `false` opts this worker out."
+    ),
     "JOB_DEMO_HANDLERS": "Register the `demo.*` job types (web and worker); unset: follows `DEBUG`.",
     "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS": (
         "After SIGINT/SIGTERM, how long running jobs may take before they are handed back (requeued at "
