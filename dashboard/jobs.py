@@ -135,7 +135,7 @@ def enqueue(
     )
     _require_app(connection)
     within = _connection(connection)
-    extra = {} if job_queue is None else {"queue": job_queue}
+    extra: dict[str, Any] = {} if job_queue is None else {"queue": job_queue}
     result = _store.create_job(
         spec.type,
         spec.payload,
