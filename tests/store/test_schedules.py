@@ -13,8 +13,8 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import enqueue, find_jobs, read_jobs, read_schedules, schedules, search
 from dashboard.store.schedules import Declaration, fire_due, run_key, sync
-from tests.factories import seed_analysed_backlog
-from tests.waiting import wait_until
+from tests.support.factories import seed_analysed_backlog
+from tests.support.waiting import wait_until
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
