@@ -145,6 +145,7 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
     (folder / "shop.py").write_text(
         shop.replace(PAGE_DATABASE, newcomer_database.render_as_string(hide_password=False))
     )
+    signup = block(containing='sign_up("ada@example.com")')
     rollback = block(containing="db.session.rollback()")
     # The commands this test runs are the page's own.
     assert page_command("flask --app shop jobqueue upgrade") == "flask --app shop jobqueue upgrade"
@@ -186,8 +187,7 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
         script = "\n".join(
             [
                 "from shop import *  # the newcomer's app, as the page wrote it",
-                "with app.app_context():",
-                "    sign_up('ada@example.com')",
+                signup,
                 rollback,
             ]
         )
