@@ -5,8 +5,11 @@ writes them into an empty folder as a newcomer would, points ``shop.py`` at a da
 own, creates the queue's tables with ``flask --app shop jobqueue upgrade``, starts a real
 ``flask --app shop worker``, signs one customer up (the job enqueued inside the Flask-SQLAlchemy
 transaction), rolls a second enqueue back, and then sees exactly one job, succeeded, in the
-dashboard mounted in ``shop``. The checkout is on ``PYTHONPATH``, as ``pip install`` of it would
-put the ``dashboard`` package. If the page's code changes, this test runs the new code.
+dashboard mounted in ``shop``: on its pages (through the page's ``authorize``) and over its JSON
+API with the token the page has the newcomer make (``flask --app shop jobqueue new-token``, its
+entry in ``API_TOKENS``), the one way a mounted API answers. The checkout is on ``PYTHONPATH``,
+as ``pip install`` of it would put the ``dashboard`` package. If the page's code or commands
+change, this test runs the new ones.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -39,8 +43,20 @@ PAGE_DATABASE = "postgresql+psycopg://shop@localhost/shop"  # the page's placeho
 PREFIX = "/ops/jobs"
 
 
-def page_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
+def page_blocks(language: str = "python") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
+
+
+def page_command(prefix: str) -> str:
+    """The page's one shell line that starts with ``prefix`` (in any ``sh`` block)."""
+    found = {
+        line.strip()
+        for text in page_blocks("sh")
+        for line in text.splitlines()
+        if line.strip().startswith(prefix)
+    }
+    assert len(found) == 1, f"getting-started.md: expected one command starting {prefix!r}, got {found}"
+    return found.pop()
 
 
 def block(starting: str | None = None, containing: str | None = None) -> str:
@@ -93,12 +109,29 @@ def _flask(folder: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "flask", "--app", "shop", *args]
 
 
-def _get(url: str) -> tuple[int, str]:
+def _get(url: str, token: str | None = None) -> tuple[int, str]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as response:
             return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
     except OSError:
         return 0, ""
+
+
+def _new_token(folder: Path, env: dict[str, str]) -> tuple[str, str]:
+    """Run the page's ``new-token`` line; the token and the ``API_TOKENS`` entry it printed."""
+    command = page_command("flask --app shop jobqueue new-token").split()
+    assert command[:3] == ["flask", "--app", "shop"]
+    made = subprocess.run(
+        _flask(folder, *command[3:]), cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    token = re.search(r"^token \(give it to the script, shown once\): (\S+)$", made.stdout, re.M)
+    entry = re.search(r"^API_TOKENS entry: (\S+)$", made.stdout, re.M)
+    assert token and entry, made.stdout
+    return token.group(1), entry.group(1)
 
 
 def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
@@ -112,7 +145,17 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
     (folder / "shop.py").write_text(
         shop.replace(PAGE_DATABASE, newcomer_database.render_as_string(hide_password=False))
     )
+    signup = block(containing='sign_up("ada@example.com")')
     rollback = block(containing="db.session.rollback()")
+    # The commands this test runs are the page's own.
+    assert page_command("flask --app shop jobqueue upgrade") == "flask --app shop jobqueue upgrade"
+    assert page_command("flask --app shop worker") == "flask --app shop worker"
+    assert page_command("flask --app shop run") == "flask --app shop run"
+    export = page_command("export API_TOKENS=")
+    assert re.fullmatch(r"export API_TOKENS='laptop:viewer:sha256:<its digest>'", export), export
+    curl = page_command('curl -H "Authorization: Bearer <the token>"')
+    api_path = curl.rsplit(" ", 1)[1].removeprefix("localhost:5000")
+    assert api_path == f"{PREFIX}/api/jobs/", curl
     env = _env(folder)
 
     upgrade = subprocess.run(
@@ -125,6 +168,9 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
     )
     assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
 
+    token, entry = _new_token(folder, env)
+    assert entry.startswith("laptop:viewer:sha256:") and token not in entry
+
     logs = {name: open(tmp_path / f"{name}.log", "wb") for name in ("worker", "web")}  # noqa: SIM115
     port = free_port()
     worker = subprocess.Popen(
@@ -133,7 +179,7 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
     web = subprocess.Popen(
         _flask(folder, "run", "--port", str(port)),
         cwd=folder,
-        env=env,
+        env={**env, "API_TOKENS": entry},  # the page's export, with the entry new-token printed
         stdout=logs["web"],
         stderr=subprocess.STDOUT,
     )
@@ -141,8 +187,7 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
         script = "\n".join(
             [
                 "from shop import *  # the newcomer's app, as the page wrote it",
-                "with app.app_context():",
-                "    sign_up('ada@example.com')",
+                signup,
                 rollback,
             ]
         )
@@ -151,13 +196,15 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
         )
         assert run.returncode == 0, run.stdout + run.stderr
 
-        api = f"http://127.0.0.1:{port}{PREFIX}/api/jobs/"
+        api = f"http://127.0.0.1:{port}{api_path}"
 
         def succeeded() -> dict[str, Any] | None:
             assert worker.poll() is None, (tmp_path / "worker.log").read_text()
-            status, body = _get(api)
-            if status != 200:
-                return None
+            assert web.poll() is None, (tmp_path / "web.log").read_text()
+            status, body = _get(api, token)
+            if status == 0:
+                return None  # the web process is not listening yet
+            assert status == 200, (status, body)
             page = json.loads(body)
             done = [job for job in page["results"] if job["status"] == "succeeded"]
             return page if done else None
@@ -168,10 +215,19 @@ def test_the_getting_started_page_runs_one_job_and_rolls_one_back(
         assert job["type"] == "emails.welcome"
         assert job["payload"] == {"to": "ada@example.com"}
         assert job["result"] == {"sent_to": "ada@example.com"}
+        # The token is what opens the mounted API: without one it refuses, whatever authorize says.
+        assert _get(api)[0] == 401
 
+        # The pages, through the page's authorize: one row in Jobs, the job's own page succeeded.
         status, html = _get(f"http://127.0.0.1:{port}{PREFIX}/jobs/")
-        assert status == 200
-        assert "emails.welcome" in html and "succeeded" in html
+        assert status == 200, html
+        assert re.findall(r'<tr data-job="([^"]+)"', html) == [job["id"]], html
+        text = html.replace("<wbr>", "")  # long type names may break at their dots
+        assert "emails.welcome" in text and "status-succeeded" in text, html
+        status, html = _get(f"http://127.0.0.1:{port}{PREFIX}/jobs/{job['id']}/")
+        assert status == 200, html
+        text = html.replace("<wbr>", "")
+        assert "emails.welcome" in text and "succeeded" in text and "ada@example.com" in text, html
         with psycopg.connect(_libpq(newcomer_database)) as conn:
             customers = [row[0] for row in conn.execute("SELECT email FROM customers")]
         assert customers == ["ada@example.com"]
