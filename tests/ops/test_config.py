@@ -83,7 +83,7 @@ def test_worker_settings_are_shown_under_their_environment_names():
     assert shown["JOB_WORKER_PROGRESS_FLUSH_MS"] == 250.0
     assert shown["JOB_WORKER_SCHEDULES"] is True
     assert shown["JOB_WORKER_QUEUES"] is None  # every queue
-    assert len(shown) == 16
+    assert len(shown) == 17
 
 
 def test_job_types_strict_and_the_shutdown_timeout_are_read_from_the_environment():
