@@ -17,14 +17,13 @@ a settle could not see (``store/queues.py``).
 from __future__ import annotations
 
 import logging
-import threading
 
 from sqlalchemy import exc as sa_exc
 
 from ..ops import worker_metrics
 from ..store import planner_stats, queues, service
 from ..store.records import CleanupResult
-from .threads import ThreadRuntime
+from .threads import PeriodicService, ThreadRuntime
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,7 @@ def free_stale_slots(runtime: ThreadRuntime) -> int:
     return freed
 
 
-class Rescuer:
+class Rescuer(PeriodicService):
     """The process's rescue thread (a worker service): a pass every cleanup interval.
 
     It ends with the claims: ``runtime.stopping`` (the worker's stop signal) ends its loop, so
@@ -94,32 +93,13 @@ class Rescuer:
     """
 
     name = "rescuer"
+    thread_name = "thread-0"
 
-    def __init__(self, runtime: ThreadRuntime) -> None:
-        self.runtime = runtime  # its own worker id, connection and outage backoff
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self.run, name="thread-0", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        """Stop after the pass under way (bounded by its statements), waiting for it a second."""
-        self.runtime.stopping.set()
-        if self.thread is not None:
-            self.thread.join(1.0)
-
-    def run(self) -> None:
+    def step(self) -> float:
+        """One pass: rescue expired leases (a failure here is retried after the backoff), then
+        refresh the small-table statistics and free stale limit slots."""
         runtime = self.runtime
-        stopping = runtime.stopping
-        with runtime.holding_connection():
-            while not stopping.is_set():
-                try:
-                    rescue(runtime)
-                    runtime.backoff.reset()
-                except Exception as error:
-                    runtime.back_off(error)
-                    continue
-                refresh_statistics(runtime)
-                free_stale_slots(runtime)
-                stopping.wait(runtime.settings.cleanup_interval_seconds)
+        rescue(runtime)
+        refresh_statistics(runtime)
+        free_stale_slots(runtime)
+        return runtime.settings.cleanup_interval_seconds

@@ -16,14 +16,13 @@ the rest); ``flask worker`` calls it at start, before any thread runs.
 from __future__ import annotations
 
 import logging
-import threading
 
 from flask import Flask
 
 from ..config import WorkerSettings, settings_of
 from ..store import schedules as store
 from .schedules import declarations
-from .threads import ThreadRuntime
+from .threads import PeriodicService, ThreadRuntime
 
 log = logging.getLogger(__name__)
 
@@ -71,42 +70,18 @@ def fire(runtime: ThreadRuntime, reported: set[str] | None = None) -> list[store
     return fired
 
 
-class Scheduler:
+class Scheduler(PeriodicService):
     """The process's scheduler thread (a worker service). It ends with the claims: the worker's
     stop signal (``runtime.stopping``) ends its loop after the fire under way."""
 
     name = "scheduler"
+    thread_name = "scheduler"
 
     def __init__(self, runtime: ThreadRuntime) -> None:
-        self.runtime = runtime
-        self.thread: threading.Thread | None = None
+        super().__init__(runtime)
         self.reported: set[str] = set()  # schedules whose fire error was logged
 
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self.run, name="scheduler", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        """Stop after the fire under way (one short transaction), waiting for it a second."""
-        self.runtime.stopping.set()
-        if self.thread is not None:
-            self.thread.join(1.0)
-
-    def run(self) -> None:
-        runtime = self.runtime
-        stopping = runtime.stopping
-        with runtime.holding_connection():
-            while not stopping.is_set():
-                try:
-                    seconds = self.tick()
-                    runtime.backoff.reset()
-                except Exception as error:
-                    runtime.back_off(error)
-                    continue
-                if seconds > 0:
-                    stopping.wait(seconds)
-
-    def tick(self) -> float:
+    def step(self) -> float:
         """One look at the schedules: fire if one is due; returns how long to sleep (0: look
         again at once, more may be due). An idle tick is one statement (``seconds_until_due``);
         the fire's transaction is opened only when a schedule is due."""

@@ -136,3 +136,47 @@ class ThreadRuntime:
         else:
             log.exception("%s: unexpected error in the worker loop; retrying in %gs", self.worker_id, delay)
         self.stopping.wait(delay)
+
+
+class PeriodicService:
+    """A worker service that runs :meth:`step` on a thread of its own, on its own
+    :class:`ThreadRuntime` (worker id, connection, outage backoff).
+
+    ``step()`` returns how long to sleep before the next one (0: at once). A step that raises
+    is retried after the runtime's outage backoff (``back_off``); one that returns resets it.
+    The loop ends with ``runtime.stopping`` (the worker's stop signal); :meth:`stop` sets it
+    and waits a second for the step under way, which is bounded by its statements.
+    """
+
+    name = "service"
+    thread_name = "service"
+
+    def __init__(self, runtime: ThreadRuntime) -> None:
+        self.runtime = runtime
+        self.thread: threading.Thread | None = None
+
+    def step(self) -> float:  # pragma: no cover - every service defines its own
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name=self.thread_name, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.runtime.stopping.set()
+        if self.thread is not None:
+            self.thread.join(1.0)
+
+    def run(self) -> None:
+        runtime = self.runtime
+        stopping = runtime.stopping
+        with runtime.holding_connection():
+            while not stopping.is_set():
+                try:
+                    seconds = self.step()
+                    runtime.backoff.reset()
+                except Exception as error:
+                    runtime.back_off(error)
+                    continue
+                if seconds > 0:
+                    stopping.wait(seconds)

@@ -24,16 +24,16 @@ def make_scheduler(app) -> scheduler.Scheduler:
 def test_an_idle_tick_sleeps_the_longest_and_a_due_one_fires_then_looks_again(app):
     part = make_scheduler(app)
     with part.runtime.holding_connection():
-        assert part.tick() == scheduler.WAKE_MAX_SECONDS  # no schedule at all
+        assert part.step() == scheduler.WAKE_MAX_SECONDS  # no schedule at all
         sync([TICK])
-        wait = part.tick()
+        wait = part.step()
         assert scheduler.WAKE_MIN_SECONDS <= wait <= scheduler.WAKE_MAX_SECONDS  # next minute
         with db.engine.begin() as conn:
             conn.execute(
                 text("UPDATE jobs_schedule SET next_run_at = date_trunc('minute', now()) - interval '2 min'")
             )
-        assert part.tick() == 0.0  # fired the three passed slots: look again at once
-        assert part.tick() > 0
+        assert part.step() == 0.0  # fired the three passed slots: look again at once
+        assert part.step() > 0
     with db.engine.connect() as conn:
         runs = conn.execute(
             text("SELECT count(*) FROM jobs_job WHERE idempotency_key LIKE 'schedule:tick:%'")
