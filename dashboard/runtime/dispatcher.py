@@ -265,14 +265,15 @@ class Dispatcher:
         for lane in wants:
             if lane not in taken:
                 self.wants.put(lane)
-        if len(jobs) < len(wants):  # the queue is drained: wait for a ring or the poll interval
+        if len(jobs) < len(wants):  # drained or held by a limit: wait for a ring, a window or a poll
+            idle = self.runtime.idle_seconds()
             log.debug(
                 "%s: nothing to claim for %d lane(s), sleeping %g ms",
                 self.runtime.worker_id,
                 len(wants) - len(jobs),
-                self.settings.poll_interval_ms,
+                idle * 1000,
             )
-            self.doorbell.wait(seen, self.settings.poll_interval_ms / 1000)
+            self.doorbell.wait(seen, idle)
 
     def _take_wants(self) -> list[str]:
         """Lanes that want a job, up to the batch size; waits briefly for the first one."""

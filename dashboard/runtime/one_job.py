@@ -73,12 +73,9 @@ class OneJobLoop:
                     continue
                 runtime.backoff.reset()
                 if not worked:
-                    log.debug(
-                        "%s: nothing to claim, sleeping %g ms",
-                        runtime.worker_id,
-                        runtime.settings.poll_interval_ms,
-                    )
-                    self.doorbell.wait(seen, runtime.settings.poll_interval_ms / 1000)
+                    idle = runtime.idle_seconds()
+                    log.debug("%s: nothing to claim, sleeping %g ms", runtime.worker_id, idle * 1000)
+                    self.doorbell.wait(seen, idle)
         log.debug("%s: stopped", runtime.worker_id)
 
     def step(self) -> bool:

@@ -21,7 +21,7 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from ..config import WorkerSettings
-from ..store import connection
+from ..store import connection, queues
 from .attempts import PROCESS, RunningAttempts
 from .failures import first_line, is_connection_error
 
@@ -51,6 +51,12 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+# An idle loop that waits for a rate window wakes this much after it opens (the claim's clock
+# and the wait's are the database's, read by different statements), and waits at most this long.
+WINDOW_MARGIN_SECONDS = 0.005
+WINDOW_WAIT_MAX_SECONDS = 30.0
 
 
 class ThreadRuntime:
@@ -120,6 +126,30 @@ class ThreadRuntime:
             finally:
                 self.holding = False
                 self.close()
+
+    def idle_seconds(self) -> float:
+        """How long an idle claim loop waits (on the doorbell) after a claim that found nothing.
+
+        The poll interval, unless a served queue's rate window is full
+        (``queues.rate_window``): then until that window opens if it opens sooner, so a
+        rate-limited queue is claimed from as soon as its window allows. When every served
+        queue waits for its window, nothing is claimable before the earliest opens, so the loop
+        waits for it even past the poll interval (at most :data:`WINDOW_WAIT_MAX_SECONDS`: a
+        limit changed meanwhile wakes it by NOTIFY, and a lost notification costs no more).
+        A failed read waits the poll interval; the next claim reports the error.
+        """
+        poll = self.settings.poll_interval_ms / 1000
+        try:
+            window = queues.rate_window(self.settings.queues, conn=self.connection)
+        except Exception:
+            log.debug("%s: could not read the rate windows", self.worker_id, exc_info=True)
+            return poll
+        if window is None:
+            return poll
+        opens = window.opens_in + WINDOW_MARGIN_SECONDS
+        if window.all_closed:
+            return min(max(poll, opens), WINDOW_WAIT_MAX_SECONDS)
+        return min(poll, opens)
 
     def back_off(self, error: Exception) -> None:
         """After an error: forget the (maybe broken) connection and wait, capped exponentially."""

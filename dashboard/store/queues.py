@@ -22,6 +22,7 @@ attempts end. A settle racing the first slots may leave its slot held; :func:`fr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,7 @@ PAUSE, RESUME = query("pause_queue"), query("resume_queue")
 ENSURE, LOCK, LOCK_SLOTS = query("ensure_queue"), query("lock_queue"), query("lock_slots")
 DROP_SLOTS, ADD_SLOTS, SEAT_RUNNING = query("drop_slots"), query("add_slots"), query("seat_running")
 RESIZE_RING, WRITE_LIMITS, FREE_STALE = query("resize_ring"), query("write_limits"), query("free_stale_slots")
+RATE_WINDOW = query("rate_window")
 
 UNSET: Any = object()  # a limit not given: left as it is
 
@@ -192,3 +194,29 @@ def free_stale_slots(conn: Connection | None = None) -> int:
     returns how many. A statement over at most the sum of the limits' rows."""
     with autocommit(conn) as conn:
         return len(fetch_rows(conn, FREE_STALE, {}))
+
+
+@dataclass(frozen=True)
+class Window:
+    """When a rate window opens for a worker (:func:`rate_window`)."""
+
+    opens_in: float  # seconds from now (the database's clock) until the earliest full ring frees an entry
+    all_closed: bool  # every queue served waits for a window: nothing is claimable before then
+
+
+def rate_window(
+    queues: Sequence[str] | None, *, now: datetime | None = None, conn: Connection | None = None
+) -> Window | None:
+    """The next opening of a full rate window among ``queues`` (``None``: every queue), or
+    ``None`` when no served queue's window is full. ``now``: the claim's time (unset: the
+    database's clock). A worker that claimed nothing waits for it instead of a poll interval
+    (``runtime.threads.ThreadRuntime.idle_seconds``)."""
+    params = {
+        "queues": None if queues is None else list(queues),
+        "now": None if now is None else aware(now, "now"),
+    }
+    with autocommit(conn) as conn:
+        row = fetch_rows(conn, RATE_WINDOW, params)[0]
+    if row["opens_at"] is None:
+        return None
+    return Window(max(0.0, (row["opens_at"] - row["now"]).total_seconds()), bool(row["all_closed"]))

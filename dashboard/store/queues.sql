@@ -107,6 +107,8 @@ FROM generate_series(1, CAST(:count AS integer) - (SELECT count(*) FROM ranked))
 
 -- name: write_limits
 -- Record the queue's new limits, who changed them and when, with its `jobs_audit` row.
+-- Idle workers serving the queue are woken (NOTIFY with its name): a raised limit, or one
+-- removed, may have made its jobs claimable, and a worker waiting for its rate window re-reads it.
 WITH changed AS (
     UPDATE jobs_queue
     SET concurrency_limit = :concurrency_limit, rate_count = :rate_count,
@@ -117,8 +119,10 @@ WITH changed AS (
     INSERT INTO jobs_audit (created_at, action, actor, data)
     SELECT :now, 'queue_limits_changed', :actor, CAST(:event_data AS jsonb) || CAST(:change AS jsonb)
     FROM changed
+), wake AS (
+    SELECT pg_notify(:notify_channel, name) FROM changed
 )
-SELECT name FROM changed
+SELECT changed.name FROM changed LEFT JOIN wake ON true
 
 -- name: free_stale_slots
 -- Free every slot whose attempt is no longer running: at most a limit's worth of rows.
@@ -135,3 +139,31 @@ WITH freed AS (
     RETURNING s.queue
 )
 SELECT pg_notify(:notify_channel, queue) FROM freed
+
+-- name: rate_window
+-- When the next rate window opens among the queues a worker serves, for its idle wait.
+-- :queues as the claim's (claim.sql: NULL is every queue, `default` included), less the paused
+-- ones. `opens_at`: the earliest time a full rate ring frees an entry (its oldest claim plus
+-- the period), NULL when no served queue's window is full. `all_closed`: every served queue
+-- is rate-limited with a full window, so nothing can be claimed before `opens_at`, whatever
+-- is queued. `now`: :now, or the statement's time, to measure the wait with the claim's
+-- clock, the database's. Reads jobs_queue and at most a ring's rows per rate-limited queue.
+WITH served AS (
+    SELECT names.name, q.rate_count, q.rate_period_seconds
+    FROM (SELECT unnest(CAST(:queues AS text[])) AS name
+          UNION SELECT name FROM jobs_queue WHERE CAST(:queues AS text[]) IS NULL
+          UNION SELECT 'default' WHERE CAST(:queues AS text[]) IS NULL) AS names
+    LEFT JOIN jobs_queue AS q ON q.name = names.name
+    WHERE q.paused IS NOT TRUE
+), windows AS (
+    SELECT served.name,
+           (SELECT min(r.taken_at) FROM jobs_queue_rate AS r WHERE r.queue = served.name)
+           + make_interval(secs => served.rate_period_seconds) AS opens_at
+    FROM served WHERE served.rate_count IS NOT NULL
+), closed AS (
+    SELECT name, opens_at FROM windows WHERE opens_at > COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+)
+SELECT (SELECT min(opens_at) FROM closed) AS opens_at,
+       (SELECT count(*) FROM served) > 0
+           AND (SELECT count(*) FROM closed) = (SELECT count(*) FROM served) AS all_closed,
+       COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS now

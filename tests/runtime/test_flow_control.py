@@ -153,16 +153,19 @@ def test_a_concurrency_limit_holds_across_processes_and_threads_and_is_reached(a
     assert count("SELECT count(*) FROM jobs_queue_slot WHERE queue = 'lim' AND job_id IS NOT NULL") == 0
 
 
-def test_a_rate_limit_holds_across_processes(app, start_worker):
+def test_a_rate_limit_holds_across_processes_and_workers_wait_for_the_window(app, start_worker):
     queues.set_limits("rated", rate_limit={"count": 5, "period_seconds": 1})
     jobs = 20
     enqueue.create_jobs([JobSpec("demo.success", {"sleep_seconds": 0}) for _ in range(jobs)], queue="rated")
-    for _ in range(2):
-        start_worker(JOB_WORKER_THREADS="3", JOB_WORKER_POLL_INTERVAL_MS="20")
+    # A poll interval far longer than the test: after the first window only the wait for the
+    # next window (no NOTIFY announces it) can claim the rest, for a worker serving every
+    # queue (up to its poll interval) and for one serving only the limited queue (past it).
+    start_worker(JOB_WORKER_THREADS="3", JOB_WORKER_POLL_INTERVAL_MS="120000")
+    start_worker(JOB_WORKER_THREADS="3", JOB_WORKER_POLL_INTERVAL_MS="120000", JOB_WORKER_QUEUES="rated")
     wait_until(
         lambda: count("SELECT count(*) FROM jobs_job WHERE queue = 'rated' AND status = 'succeeded'") == jobs,
         60,
-        "every rate-limited job to succeed",
+        "every rate-limited job to succeed, each window claimed when it opened",
     )
     with db.engine.connect() as conn:
         claims = sorted(

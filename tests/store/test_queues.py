@@ -219,6 +219,19 @@ def test_a_rate_limit_allows_count_claims_per_period(app):
     assert claim(limit=5, now=at(12)) == []
 
 
+def test_the_rate_window_says_when_a_full_ring_frees_and_whether_nothing_else_is_open(app):
+    queues.set_limits("r", rate_limit={"count": 2, "period_seconds": 10}, now=T0)
+    make("r", 3)
+    assert queues.rate_window(["r"], now=at(1)) is None  # room in the window
+    assert len(claim(limit=3, now=at(1), served=["r"])) == 2
+    assert queues.rate_window(["r"], now=at(5)) == queues.Window(6.0, all_closed=True)
+    assert queues.rate_window(None, now=at(5)) == queues.Window(6.0, all_closed=False)  # default is open
+    assert queues.rate_window(["r", "other"], now=at(5)) == queues.Window(6.0, all_closed=False)
+    assert queues.rate_window(["r"], now=at(11)) is None  # the window opened
+    queues.pause("r", now=at(5))
+    assert queues.rate_window(["r"], now=at(5)) is None  # a paused queue waits for its resume
+
+
 def test_a_full_queue_does_not_hold_back_another(app):
     queues.set_limits("slow", concurrency_limit=1, now=T0)
     make("slow", 3, now=T0)
