@@ -135,13 +135,19 @@ def _where(conn: Connection, action: str, selection: Selection, now: datetime) -
     return where
 
 
-def count(action: str, selection: Selection, *, now: datetime | None = None) -> int:
-    """The dry run: how many jobs :func:`run` would change if nothing changed meanwhile."""
+def count(action: str, selection: Selection, *, now: datetime | None = None, cap: int | None = None) -> int:
+    """The dry run: how many jobs :func:`run` would change if nothing changed meanwhile.
+
+    ``cap``: count at most ``cap + 1`` of them (a result above ``cap`` reads "more than
+    ``cap``"), so the dry run of a selection of millions reads a bounded number of rows."""
     _statement(action)
     now = aware(now or utcnow(), "now")
     with reading() as conn:  # a read: under the caller's statement timeout, if it set one
         where = _where(conn, action, selection, now)
-        return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
+        if cap is None:
+            return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
+        found = select(jobs.c.id).where(*where).limit(cap + 1).subquery()
+        return conn.execute(select(func.count()).select_from(found)).scalar_one()
 
 
 Clock = Callable[[], datetime]

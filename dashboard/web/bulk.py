@@ -28,6 +28,7 @@ from .params import JobFilters, job_filters
 from .rendering import now
 from .signin import audit_data, operator_required
 
+DRY_RUN_CAP = 10_000  # a dry run counts the jobs it would change up to this many ("more than")
 EVENTS_COUNTED = 10_000  # the delete page counts a job's events up to this many
 SLUGS = {"retry": "retry", "cancel": "cancel", "run-now": "run_now", "delete": "delete"}
 TITLES = {
@@ -82,7 +83,7 @@ def retry_notes(selection: actions.Selection) -> dict[str, Any]:
     has a handler for (or whether no worker is alive at all)."""
     left_out = 0
     if selection.cancelled is None and not selection.include_cancelled:
-        left_out = actions.count("retry", replace(selection, cancelled=True))
+        left_out = actions.count("retry", replace(selection, cancelled=True), cap=DRY_RUN_CAP)
     live = capacity.capacity(now())
     unhandled = [t for t in actions.types_with("failed", selection) if t not in live.types]
     return {"left_out": left_out, "alive": live.alive, "unhandled": unhandled}
@@ -102,7 +103,7 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
         noun = "job" if outcome.changed == 1 else "jobs"
         flash(DONE[action].format(n=f"{outcome.changed:,} {noun}"), "success")
         return redirect(back, 303)
-    count = actions.count(action, selection) if selection is not None else None
+    count = actions.count(action, selection, cap=DRY_RUN_CAP) if selection is not None else None
     notes = retry_notes(selection) if selection is not None and action == "retry" else {}
     html = render_template(
         "jobs/bulk_confirm.html",
@@ -111,6 +112,7 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
         title=TITLES[action],
         filters=filters,
         count=count,
+        cap=DRY_RUN_CAP,
         form=form,
         back=back,
         status=ACTION_STATUS[action] or filters.status or "succeeded or failed",

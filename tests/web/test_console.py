@@ -126,6 +126,20 @@ def test_next_to_run_lists_ready_jobs_in_claim_order(app, client):
     assert str(later.id)[:8] not in html
 
 
+def test_a_bulk_dry_run_counts_at_most_its_cap_and_says_more_than(app, client, monkeypatch):
+    from dashboard.web import bulk
+
+    monkeypatch.setattr(bulk, "DRY_RUN_CAP", 2)
+    for _ in range(3):
+        make_job("failed", type="mail.send", last_error="x", finished_at=utcnow())
+    html = client.get("/jobs/bulk/delete/").get_data(as_text=True)
+    assert 'data-bulk-count="2+"' in html and "more than" in html
+    make_job("failed", type="mail.send", last_error="x", finished_at=utcnow())  # unchanged: 4 > 2
+    assert 'data-bulk-count="2+"' in client.get("/jobs/bulk/delete/?type=mail").get_data(as_text=True)
+    monkeypatch.setattr(bulk, "DRY_RUN_CAP", 4)
+    assert 'data-bulk-count="4"' in client.get("/jobs/bulk/delete/").get_data(as_text=True)
+
+
 def test_bulk_retry_dry_run_then_confirm(app, client):
     failed = [make_job("failed", type="mail.send", last_error="x", finished_at=utcnow()) for _ in range(3)]
     make_job("failed", type="other", last_error="x", finished_at=utcnow())
