@@ -48,6 +48,7 @@ PREVIEW_CHARS = 200  # what the pages read of a payload or result in a list (as 
 # count of millions of rows would cost a page its time bound during a backlog.
 LIVE_COUNT_CAP = 10_000  # ready / scheduled / retrying, list counts
 TYPE_COUNT_CAP = 1_000  # per-type rows of the overview
+QUEUE_COUNT_CAP = 1_000  # per-queue rows of the Queues page and /api/queues/ (one queue: LIVE_COUNT_CAP)
 TYPES_SHOWN = 30  # job types in the overview's per-type table
 API_OFFSET_MAX = 10_000  # the default of the setting API_OFFSET_MAX: the deepest offset the API serves
 JOB_OFFSET_MAX = 500  # the dashboard's list offers offsets up to this; deeper pages go by keyset

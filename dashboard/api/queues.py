@@ -34,7 +34,8 @@ class RateLimitOut(BaseModel):
 
 
 class Queue(BaseModel):
-    """A queue, with its settings and live counts (exact up to 10,000 each, then the cap + 1)."""
+    """A queue, with its settings and live counts: exact up to a cap, then the cap + 1 (10,000
+    for one queue, 1,000 each in the list of every queue)."""
 
     name: str
     paused: bool

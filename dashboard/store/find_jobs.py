@@ -40,6 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from ..limits import DEFAULT_QUEUE
 from .list_columns import JobPage, jobs, list_columns, page_of
 from .models import ERROR_VECTOR_SQL
 from .read_stats import DEFAULT_POLICY, JOB_TYPES_SQL, StatsPolicy, is_large
@@ -63,6 +64,8 @@ HAS_ERROR = text("last_error <> ''")
 # job_schedule_key_idx's predicate, as SQL text for the same reason; the range is in byte order
 # (text_pattern_ops: ~>=~ and ~<~), ';' being the character after ':'.
 IS_SCHEDULE_RUN = text("idempotency_key LIKE 'schedule:%'")
+# job_queue_created_idx's predicate, as SQL text for the same reason.
+IN_NAMED_QUEUE = text(f"queue <> '{DEFAULT_QUEUE}'")
 
 Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of the list
 
@@ -124,8 +127,11 @@ def list_jobs(
 
     The substring is first resolved to the job types that contain it (:func:`types_matching`),
     so the filter is ``type IN (...)`` and uses job_type_created_idx (type, status,
-    created_at DESC, id DESC) instead of testing every row. Index: jobs_job_created_at_idx for
-    the unfiltered order; jobs_job_status_idx for the status filter.
+    created_at DESC, id DESC) instead of testing every row. A filter with many matches reads
+    the page's keys from one newest-first index range per group (:func:`merged_ranges`): per
+    (type, status) for a type or a status filter (every type for a status alone), per status
+    for a named queue. Index: jobs_job_created_at_idx for the unfiltered order and the default
+    queue.
     """
     where = []
     if status:
@@ -140,23 +146,24 @@ def list_jobs(
             where.append(jobs.c.type.in_(types))
         count, exact = _filtered_count(conn, where, policy)
         columns = list_columns(preview_chars)
-        source: Any = jobs
+        keys_from: Any = None  # where the page's keys (id, created_at) come from, if not the table
         if (type or queue) and exact and count <= FILTERED_COUNT_CAP:
-            # Few matches: read them all through the type index and sort them. Left to itself
-            # the planner may walk the created_at index instead, expecting matches to be
-            # common (it multiplies the status and type frequencies), and for a rare
-            # combination reads the whole table.
-            source = select(*columns).where(*where).offset(0).subquery()  # OFFSET 0: a fence
-            columns, where = list(source.c), []
-        merged = (
-            None
-            if source is not jobs or not type or cancelled is not None or queue
-            else merged_ranges(types, status, limit + offset, before, after)
-        )
-        if merged is not None:
-            # The page's keys from the merged ranges, then only those rows from the table.
+            # Few matches: read all their keys through the filter's index (index only) and
+            # sort them. Left to itself the planner may walk the created_at index instead,
+            # expecting matches to be common (it multiplies the status and type frequencies),
+            # and for a rare combination reads the whole table. OFFSET 0: a fence.
+            keys_from = select(jobs.c.id, jobs.c.created_at).where(*where).offset(0).subquery()
+        elif type and not queue and cancelled is None:
+            keys_from = merged_ranges(types, status, limit + offset, before, after)
+        elif queue and queue != DEFAULT_QUEUE and not type and cancelled is None:
+            keys_from = merged_ranges([], status, limit + offset, before, after, queue=queue)
+        elif status and not type and not queue and cancelled is not True:
+            every = types_matching(conn, "")
+            keys_from = merged_ranges(every, status, limit + offset, before, after, cancelled=cancelled)
+        if keys_from is not None:
+            # The page's keys from those, then only those rows from the table.
             keys = newest_first(
-                select(merged.c.id, merged.c.created_at), merged.c, limit, offset, before, after
+                select(keys_from.c.id, keys_from.c.created_at), keys_from.c, limit, offset, before, after
             )
             page = keys.subquery()
             ascending = after is not None and before is None
@@ -165,7 +172,7 @@ def list_jobs(
             )
             query = select(*columns).select_from(jobs.join(page, jobs.c.id == page.c.id)).order_by(*order)
         else:
-            query = newest_first(select(*columns).where(*where), source.c, limit, offset, before, after)
+            query = newest_first(select(*columns).where(*where), jobs.c, limit, offset, before, after)
         nothing = bool(type or queue) and exact and count == 0  # a live count: no page to read
         rows = [] if nothing else read_page(conn, query, after is not None and before is None)
     return page_of(rows, count, exact=exact)
@@ -309,22 +316,29 @@ def merged_ranges(
     depth: int,
     before: Keyset | None,
     after: Keyset | None,
+    *,
+    queue: str | None = None,
+    cancelled: bool | None = None,
 ) -> Any:
-    """The keys (id, created_at) a type-filtered page can come from, as a subquery: for each
+    """The keys (id, created_at) a filtered page can come from, as a subquery: for each
     (type, status), its ``depth`` newest rows (or oldest after ``after``), read as one range of
-    job_type_created_idx (index only).
-    A page of common types never walks the created_at index past rows of other types (a recent
-    burst of another type would be read row by row). ``None`` when unbounded (too many ranges,
+    job_type_created_idx (index only); with ``queue`` (a named queue) instead of types, one
+    range per status of job_queue_created_idx. ``cancelled``: only those (or the others) of
+    each range, read from the rows the range gives.
+    A page never walks the created_at index past rows of other types, queues or statuses (a
+    recent burst of them would be read row by row). ``None`` when unbounded (too many ranges,
     or too deep an offset)."""
     statuses = [status] if status else list(STATUSES)
-    if len(types) * len(statuses) > MERGED_RANGES_MAX or depth > MERGED_DEPTH_MAX or not types:
+    groups = [jobs.c.queue == queue] if queue else [jobs.c.type == job_type for job_type in types]
+    if len(groups) * len(statuses) > MERGED_RANGES_MAX or depth > MERGED_DEPTH_MAX or not groups:
         return None
+    extra = [] if cancelled is None else [cancelled_clause(cancelled)]
+    if queue:
+        extra.append(IN_NAMED_QUEUE)
     branches = []
-    for job_type in types:
+    for group in groups:
         for each in statuses:
-            branch = select(jobs.c.id, jobs.c.created_at).where(
-                jobs.c.type == job_type, jobs.c.status == each
-            )
+            branch = select(jobs.c.id, jobs.c.created_at).where(group, jobs.c.status == each, *extra)
             branches.append(newest_first(branch, jobs.c, depth, 0, before, after).subquery().select())
     return union_all(*branches).subquery()
 

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, text
 
 from ..limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
 from .read_stats import JOB_TYPES_SQL, estimate
-from .read_timeout import reading
+from .read_timeout import in_index_order, reading
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,8 @@ def _type_rows(
     if not names:
         return []
     params = {"types": names, "now": now, "since": now - timedelta(hours=24), "cap": cap + 1}
+    with in_index_order(conn):
+        rows = list(conn.execute(TYPE_ROWS_SQL, params).mappings())
     return [
         TypeRow(
             type=row["type"],
@@ -213,7 +215,7 @@ def _type_rows(
             oldest_ready_at=row["oldest_ready_at"],
             wait_seconds=_wait(now, row["oldest_ready_at"]),
         )
-        for row in conn.execute(TYPE_ROWS_SQL, params).mappings()
+        for row in rows
     ]
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ..limits import CHART_EVENTS_MAX, DEFAULT_QUEUE, LIVE_COUNT_CAP
+from ..limits import CHART_EVENTS_MAX, DEFAULT_QUEUE, LIVE_COUNT_CAP, QUEUE_COUNT_CAP
 from .queues import RateLimit, check_name
-from .read_timeout import reading
+from .read_timeout import in_index_order, reading
 from .values import aware, utcnow
 
 
@@ -144,12 +144,14 @@ def _info(row: Any, now: datetime, cap: int) -> QueueInfo:
     )
 
 
-def list_queues(*, now: datetime | None = None, cap: int = LIVE_COUNT_CAP) -> list[QueueInfo]:
-    """Every queue that has jobs or settings, by name (at most :data:`QUEUES_SHOWN`)."""
+def list_queues(*, now: datetime | None = None, cap: int = QUEUE_COUNT_CAP) -> list[QueueInfo]:
+    """Every queue that has jobs or settings, by name (at most :data:`QUEUES_SHOWN`), each
+    count exact up to ``cap`` (one queue's own read, :func:`get_queue`, up to 10,000)."""
     now = aware(now or utcnow(), "now")
     with reading() as conn:
         names = list(conn.execute(NAMES_SQL, {"default": DEFAULT_QUEUE}).scalars())[:QUEUES_SHOWN]
-        rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": cap}).mappings().all()
+        with in_index_order(conn):
+            rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": cap}).mappings().all()
     return [_info(row, now, cap) for row in rows]
 
 
@@ -158,8 +160,8 @@ def get_queue(name: str, *, now: datetime | None = None, cap: int = LIVE_COUNT_C
     check_name(name)
     now = aware(now or utcnow(), "now")
     with reading() as conn:
-        rows = conn.execute(QUEUE_ROWS_SQL, {"names": [name], "now": now, "cap": cap}).mappings().all()
-        row = rows[0]
+        with in_index_order(conn):
+            row = conn.execute(QUEUE_ROWS_SQL, {"names": [name], "now": now, "cap": cap}).mappings().one()
         if row["paused"] is None:  # no row: a queue only if it has jobs
             found = conn.execute(text("SELECT 1 FROM jobs_job WHERE queue = :name LIMIT 1"), {"name": name})
             if found.first() is None:
@@ -218,6 +220,9 @@ def held_back(*, now: datetime | None = None) -> list[QueueInfo]:
         names = list(conn.execute(SET_SQL, {"shown": QUEUES_SHOWN}).scalars())
         if not names:
             return []
-        rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": LIVE_COUNT_CAP}).mappings()
-        found = [_info(row, now, LIVE_COUNT_CAP) for row in rows]
+        with in_index_order(conn):
+            rows = conn.execute(
+                QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": QUEUE_COUNT_CAP}
+            ).mappings()
+            found = [_info(row, now, QUEUE_COUNT_CAP) for row in rows]
     return [q for q in found if q.ready and (q.paused or q.full or q.rate_limited)]

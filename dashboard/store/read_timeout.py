@@ -45,3 +45,18 @@ def reading() -> Iterator[Connection]:
             if isinstance(error.orig, psycopg.errors.QueryCanceled):
                 raise QueryTimeout(f"query cancelled after {limit} ms") from error
             raise
+
+
+@contextmanager
+def in_index_order(conn: Connection) -> Iterator[None]:
+    """Inside :func:`reading`: plan the statements run inside without bitmap scans.
+
+    For capped counts (``SELECT count(*) FROM (... ORDER BY available_at LIMIT :cap)``) whose
+    range is a correlated value (a type or a queue of an array): the planner estimates such a
+    range at a column average, below the cap, and prefers a bitmap scan that reads the whole
+    range (500,000 entries for a burst) before the cap stops it; walked in index order, the
+    cap stops the read. ``SET LOCAL``: this transaction only, set back on after.
+    """
+    conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+    yield
+    conn.exec_driver_sql("SET LOCAL enable_bitmapscan = on")

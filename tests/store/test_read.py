@@ -122,3 +122,43 @@ def test_a_type_filter_with_many_matches_merges_per_type_and_status_ranges(app, 
     failed = [i for i in expected if next(j for j in made if j.id == i).status == "failed"]
     page = find_jobs.list_jobs(limit=10, offset=0, type="demo", status="failed")
     assert [j.id for j in page.results] == failed
+
+
+def test_a_named_queue_with_many_matches_merges_per_status_ranges(app, monkeypatch):
+    """Past the small-count path, a named queue's page is merged from one range of
+    job_queue_created_idx per status: the same rows, in the same order, as the table's order."""
+    monkeypatch.setattr(find_jobs, "FILTERED_COUNT_CAP", 2)
+    made = []
+    for i in range(12):
+        status = ("queued", "failed", "succeeded", "running")[i % 4]
+        made.append(make_job(status, queue=("mail", "default", "reports")[i % 3], now=at(i)))
+    newest = sorted(made, key=lambda j: (j.created_at, j.id), reverse=True)
+    expected = [j.id for j in newest if j.queue == "mail"]
+    first = find_jobs.list_jobs(limit=2, offset=0, queue="mail")
+    assert first.count == 4 and [j.id for j in first.results] == expected[:2]
+    assert [j.id for j in find_jobs.list_jobs(limit=2, offset=2, queue="mail").results] == expected[2:]
+    anchor = first.results[-1]
+    older = find_jobs.list_jobs(limit=5, offset=0, queue="mail", before=(anchor.created_at, anchor.id))
+    assert [j.id for j in older.results] == expected[2:]
+    queued = [j.id for j in newest if j.queue == "mail" and j.status == "queued"]
+    assert [
+        j.id for j in find_jobs.list_jobs(limit=5, offset=0, queue="mail", status="queued").results
+    ] == queued
+
+
+def test_a_status_filter_merges_per_type_ranges_and_keeps_the_cancelled_filter(app):
+    """A status filter without a type reads one range per (type, status): the newest of that
+    status, cancelled ones left out or kept alone as asked, in the table's order."""
+    made = []
+    for i in range(9):
+        fields = {"cancelled_at": at(i)} if i % 3 == 0 else {}
+        made.append(make_job("failed", type=("a.x", "b.y")[i % 2], now=at(i), **fields))
+    made.append(make_job("succeeded", type="a.x", now=at(20)))
+    newest = sorted(made, key=lambda j: (j.created_at, j.id), reverse=True)
+    failed = [j.id for j in newest if j.status == "failed"]
+    assert [j.id for j in find_jobs.list_jobs(limit=20, offset=0, status="failed").results] == failed
+    kept = [j.id for j in newest if j.status == "failed" and j.cancelled_at is None]
+    page = find_jobs.list_jobs(limit=20, offset=0, status="failed", cancelled=False)
+    assert [j.id for j in page.results] == kept and page.count == 6
+    second = find_jobs.list_jobs(limit=2, offset=2, status="failed", cancelled=False)
+    assert [j.id for j in second.results] == kept[2:4]
