@@ -38,9 +38,9 @@ COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
 COMPLETE_AND_CLAIM_ALL = query("complete_and_claim_all")
 COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL = query("complete_and_claim_with_progress_all")
 
-# Which claim a worker serving every queue runs. While no queue is paused or limited,
-# `claim_all` (the reference's claim over job_claim_idx, guarded: it claims nothing once a
-# queue has a setting) costs less to plan and run than `claim` (per-queue reads, slots, the
+# Which claim a worker serving every queue runs. While no paused or limited queue has a job
+# due, `claim_all` (the reference's claim over job_claim_idx, guarded: it claims nothing while
+# such a queue has one) costs less to plan and run than `claim` (per-queue reads, slots, the
 # rate ring). Once a guard held a claim back, `claim` is run directly for SETTINGS_SEEN_SECONDS
 # before `claim_all` is tried again. Only the choice of statement is remembered: each one
 # reads the settings at statement time, so a pause or a limit holds from its commit either way.

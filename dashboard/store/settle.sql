@@ -538,7 +538,7 @@ WITH failed AS (
 SELECT * FROM failed
 
 -- name: complete_and_claim_all
--- `complete_and_claim` whose claim is `claim_one_all`'s (every queue, while none has a setting); `held_back` says one has.
+-- `complete_and_claim` whose claim is `claim_one_all`'s (every queue, while no paused or limited queue has a job due); `held_back` says one has.
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
@@ -552,7 +552,13 @@ WITH done AS (
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
+                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                                  (SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -595,7 +601,13 @@ WITH done AS (
     ORDER BY part
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+       EXISTS (SELECT 1 FROM jobs_queue AS q
+                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                                  (SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
            AS held_back, claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
@@ -614,7 +626,13 @@ WITH done AS (
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
+                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                                  (SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -663,6 +681,12 @@ WITH done AS (
     ORDER BY part, n
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       EXISTS (SELECT 1 FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL)
+       EXISTS (SELECT 1 FROM jobs_queue AS q
+                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                                  (SELECT min(r.available_at) FROM jobs_job AS r
+                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
            AS held_back, claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true

@@ -269,18 +269,29 @@ def test_the_figures_of_a_queue(app):
     assert info.oldest_ready_wait_seconds == pytest.approx(10.0)
 
 
-def test_the_reference_claim_claims_nothing_once_any_queue_has_a_setting(app):
+def test_the_reference_claim_holds_back_while_a_paused_or_limited_queue_has_a_ready_job(app):
     """A worker serving every queue tries the reference's claim first (service.claim_batch);
-    its guard must hold it back as soon as any queue is paused or limited, whatever queue the
-    job is in, so the per-queue claim decides."""
+    its guard must hold it back while any paused or limited queue has a job due, whatever queue
+    the claimable job is in, so the per-queue claim decides. A setting on a queue with nothing
+    due (or only later jobs) cannot change what the claim takes, and does not hold it back."""
     from dashboard.store.connection import autocommit, fetch_rows
 
-    make("mail")
+    mail = make("mail", 3)
     params = {"worker_ids": ["w"], "now": at(1), "lease_seconds": LEASE, "avoid_expired": False}
     queues.pause("elsewhere")
+    queues.set_limits("limited", concurrency_limit=1, now=T0)
+    make("limited", 1, available_at=at(60))  # due later: nothing of it can be claimed now
+    with autocommit(None) as conn:
+        got = fetch_rows(conn, service.CLAIM_ONE_ALL, params)
+        assert len(got) == 1 and got[0]["id"] in {job.id for job in mail}
+    make("elsewhere", 1)  # a paused queue's job, due now
     with autocommit(None) as conn:
         assert fetch_rows(conn, service.CLAIM_ONE_ALL, params) == []
         assert fetch_rows(conn, service.CLAIM_ALL, {**params, "worker_ids": ["w", "w"]}) == []
     queues.resume("elsewhere")
     with autocommit(None) as conn:
         assert len(fetch_rows(conn, service.CLAIM_ONE_ALL, params)) == 1
+    make("limited", 1)  # a limited queue's job, due now (its slot free)
+    with autocommit(None) as conn:
+        assert fetch_rows(conn, service.CLAIM_ONE_ALL, params) == []
+    assert len(claim(now=at(1))) == 1  # the per-queue claim takes it, with its slot
