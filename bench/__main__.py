@@ -413,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{beside['beside_full']:,.0f} / {beside['solo']:,.0f} jobs/s",
                 f"{beside['ratio']:.2f}",
             )
+            row(
+                f"{mode} mode, {top} threads: the same beside a limited queue with nothing due",
+                f"{beside['beside_idle']:,.0f} / {beside['solo']:,.0f} jobs/s",
+                f"{beside['idle_ratio']:.2f}",
+            )
     if "pages" in wanted:
         with large_app.app_context():
             stats_refresh.refresh_finished_counts()

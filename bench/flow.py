@@ -107,21 +107,24 @@ def _queue_rate(url: str, queue: str, jobs: int, timeout: float = 600) -> float:
     return jobs / max((last - first).total_seconds(), 1e-6)
 
 
-def one_drain(url: str, *, jobs: int, threads: int, limited: bool, **env: str) -> float:
+def one_drain(url: str, *, jobs: int, threads: int, limited: bool, idle: bool = False, **env: str) -> float:
     """The ``fast`` queue's jobs/s, alone or beside ``slow`` held at its concurrency limit of 1
-    (its jobs sleep 5 s, so one thread of the worker is always in one of them)."""
+    (its jobs sleep 5 s, so one thread of the worker is always in one of them); ``idle``: the
+    limit set, but ``slow`` has no job (a limit on a queue that is quiet)."""
     truncate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM jobs_queue")
         conn.execute("INSERT INTO jobs_queue (name) VALUES ('fast') ON CONFLICT DO NOTHING")
     seed_spread(url, jobs, 1, prefix="fast")  # queue "fast0"
-    if limited:
+    if limited or idle:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
                 "INSERT INTO jobs_queue (name, concurrency_limit) VALUES ('slow', 1) "
                 "ON CONFLICT (name) DO UPDATE SET concurrency_limit = 1"
             )
             conn.execute("INSERT INTO jobs_queue_slot (queue, n) VALUES ('slow', 1)")
+    if limited:
+        with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
                 "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
                 "max_attempts, last_error, created_at, updated_at, queue) "
@@ -136,13 +139,24 @@ def one_drain(url: str, *, jobs: int, threads: int, limited: bool, **env: str) -
 
 
 def beside_limited(url: str, *, jobs: int, threads: int, runs: int = 3, **env: str) -> dict[str, float]:
-    """Median jobs/s of the unlimited queue alone and beside the full one (alternating), and the ratio."""
-    solo, beside = [], []
+    """Median jobs/s of the unlimited queue alone, beside the full one and beside an idle
+    limited one (alternating), and the ratios to alone."""
+    solo, beside, idle = [], [], []
     for _ in range(runs):
         solo.append(one_drain(url, jobs=jobs, threads=threads, limited=False, **env))
         beside.append(one_drain(url, jobs=jobs, threads=threads, limited=True, **env))
-    a, b = statistics.median(solo), statistics.median(beside)
-    return {"solo": a, "beside_full": b, "ratio": b / a, "solo_runs": solo, "beside_runs": beside}
+        idle.append(one_drain(url, jobs=jobs, threads=threads, limited=False, idle=True, **env))
+    a, b, c = statistics.median(solo), statistics.median(beside), statistics.median(idle)
+    return {
+        "solo": a,
+        "beside_full": b,
+        "ratio": b / a,
+        "beside_idle": c,
+        "idle_ratio": c / a,
+        "solo_runs": solo,
+        "beside_runs": beside,
+        "idle_runs": idle,
+    }
 
 
 def main() -> int:
