@@ -97,7 +97,7 @@ SELECT * FROM done
 -- claim still happens), and the claim is claim_one's (claim.sql; the job just completed is no
 -- longer queued, so it cannot be picked again). Always one row: `completed` (0 or 1) and the
 -- claimed job's columns, NULL when nothing was eligible. The job rows' own times
--- (updated_at, locked_until) are the statement's. Index: job_claim_idx, as the claim.
+-- (updated_at, locked_until) are the statement's. Index: job_queue_claim_idx, as claim_one's.
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
@@ -106,75 +106,54 @@ WITH done AS (
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
 ), served AS (
-    SELECT names.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
-    FROM (SELECT unnest(CAST(:queues AS text[])) AS name
-          UNION SELECT name FROM jobs_queue WHERE CAST(:queues AS text[]) IS NULL
-          UNION SELECT 'default' WHERE CAST(:queues AS text[]) IS NULL) AS names
-    LEFT JOIN jobs_queue AS q ON q.name = names.name
-    WHERE q.paused IS NOT TRUE
-), slots AS (
-    SELECT s.queue, s.n, row_number() OVER (PARTITION BY s.queue ORDER BY s.n) AS k
-    FROM served CROSS JOIN LATERAL (
-        SELECT queue, n FROM jobs_queue_slot
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT names.name, NULL, NULL, NULL
+    FROM unnest(COALESCE(CAST(:queues AS text[]), ARRAY['default'])) AS names(name)
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = names.name)
+), open AS (
+    SELECT served.name, s.n AS slot, r.n AS ring
+    FROM served
+    LEFT JOIN LATERAL (
+        SELECT n FROM jobs_queue_slot
         WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
         ORDER BY n LIMIT 1
         FOR UPDATE SKIP LOCKED
-    ) AS s
-), rates AS (
-    SELECT r.queue, r.n, row_number() OVER (PARTITION BY r.queue ORDER BY r.taken_at, r.n) AS k
-    FROM served CROSS JOIN LATERAL (
-        SELECT queue, n, taken_at FROM jobs_queue_rate
+    ) AS s ON true
+    LEFT JOIN LATERAL (
+        SELECT n FROM jobs_queue_rate
         WHERE served.rate_count IS NOT NULL AND queue = served.name
           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
                           - make_interval(secs => served.rate_period_seconds)
         ORDER BY taken_at, n LIMIT 1
         FOR UPDATE SKIP LOCKED
-    ) AS r
-), shares AS (
-    SELECT served.name, LEAST(
-        1,
-        CASE WHEN served.concurrency_limit IS NULL THEN 1
-             ELSE (SELECT count(*) FROM slots WHERE slots.queue = served.name) END,
-        CASE WHEN served.rate_count IS NULL THEN 1
-             ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
-    FROM served
-), heads AS (
-    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
-    FROM shares CROSS JOIN LATERAL (
+    ) AS r ON true
+    WHERE (served.concurrency_limit IS NULL OR s.n IS NOT NULL)
+      AND (served.rate_count IS NULL OR r.n IS NOT NULL)
+), head AS (
+    SELECT h.queue
+    FROM open CROSS JOIN LATERAL (
         SELECT queue, priority, available_at, created_at, id FROM jobs_job
-        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
-          AND queue = shares.name AND status = 'queued'
+        WHERE queue = open.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
-        LIMIT shares.share
+        LIMIT 1
     ) AS h
     ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
     LIMIT 1
-), takes AS (
-    SELECT name AS queue, share AS take FROM shares
-    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
-    UNION ALL
-    SELECT queue, count(*) FROM heads GROUP BY queue
 ), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
-    FROM takes CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = takes.queue AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-          AND attempts < max_attempts
-          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-        ORDER BY priority DESC, available_at, created_at, id
-        LIMIT takes.take
-        FOR UPDATE SKIP LOCKED
-    ) AS p
+    SELECT id FROM jobs_job
+    WHERE queue = (SELECT queue FROM head) AND status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+    ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
-), next AS (
-    SELECT id, queue,
-           row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
-           row_number() OVER (PARTITION BY queue ORDER BY priority DESC, available_at, created_at, id) AS k
-    FROM picked
+    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -183,17 +162,16 @@ WITH done AS (
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM next WHERE j.id = next.id
+    FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
-    FROM claimed JOIN next ON next.id = claimed.id
-         JOIN slots ON slots.queue = next.queue AND slots.k = next.k
-    WHERE s.queue = slots.queue AND s.n = slots.n
+    FROM claimed JOIN open ON open.name = claimed.queue
+    WHERE s.queue = open.name AND s.n = open.slot
 ), took_rate AS (
     UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM next JOIN rates ON rates.queue = next.queue AND rates.k = next.k
-    WHERE r.queue = rates.queue AND r.n = rates.n
+    FROM claimed JOIN open ON open.name = claimed.queue
+    WHERE r.queue = open.name AND r.n = open.ring
 ), freed AS (
     UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
     FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
@@ -236,75 +214,54 @@ WITH done AS (
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
 ), served AS (
-    SELECT names.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
-    FROM (SELECT unnest(CAST(:queues AS text[])) AS name
-          UNION SELECT name FROM jobs_queue WHERE CAST(:queues AS text[]) IS NULL
-          UNION SELECT 'default' WHERE CAST(:queues AS text[]) IS NULL) AS names
-    LEFT JOIN jobs_queue AS q ON q.name = names.name
-    WHERE q.paused IS NOT TRUE
-), slots AS (
-    SELECT s.queue, s.n, row_number() OVER (PARTITION BY s.queue ORDER BY s.n) AS k
-    FROM served CROSS JOIN LATERAL (
-        SELECT queue, n FROM jobs_queue_slot
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT names.name, NULL, NULL, NULL
+    FROM unnest(COALESCE(CAST(:queues AS text[]), ARRAY['default'])) AS names(name)
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = names.name)
+), open AS (
+    SELECT served.name, s.n AS slot, r.n AS ring
+    FROM served
+    LEFT JOIN LATERAL (
+        SELECT n FROM jobs_queue_slot
         WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
         ORDER BY n LIMIT 1
         FOR UPDATE SKIP LOCKED
-    ) AS s
-), rates AS (
-    SELECT r.queue, r.n, row_number() OVER (PARTITION BY r.queue ORDER BY r.taken_at, r.n) AS k
-    FROM served CROSS JOIN LATERAL (
-        SELECT queue, n, taken_at FROM jobs_queue_rate
+    ) AS s ON true
+    LEFT JOIN LATERAL (
+        SELECT n FROM jobs_queue_rate
         WHERE served.rate_count IS NOT NULL AND queue = served.name
           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
                           - make_interval(secs => served.rate_period_seconds)
         ORDER BY taken_at, n LIMIT 1
         FOR UPDATE SKIP LOCKED
-    ) AS r
-), shares AS (
-    SELECT served.name, LEAST(
-        1,
-        CASE WHEN served.concurrency_limit IS NULL THEN 1
-             ELSE (SELECT count(*) FROM slots WHERE slots.queue = served.name) END,
-        CASE WHEN served.rate_count IS NULL THEN 1
-             ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
-    FROM served
-), heads AS (
-    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
-    FROM shares CROSS JOIN LATERAL (
+    ) AS r ON true
+    WHERE (served.concurrency_limit IS NULL OR s.n IS NOT NULL)
+      AND (served.rate_count IS NULL OR r.n IS NOT NULL)
+), head AS (
+    SELECT h.queue
+    FROM open CROSS JOIN LATERAL (
         SELECT queue, priority, available_at, created_at, id FROM jobs_job
-        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
-          AND queue = shares.name AND status = 'queued'
+        WHERE queue = open.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
-        LIMIT shares.share
+        LIMIT 1
     ) AS h
     ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
     LIMIT 1
-), takes AS (
-    SELECT name AS queue, share AS take FROM shares
-    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
-    UNION ALL
-    SELECT queue, count(*) FROM heads GROUP BY queue
 ), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
-    FROM takes CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = takes.queue AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-          AND attempts < max_attempts
-          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-        ORDER BY priority DESC, available_at, created_at, id
-        LIMIT takes.take
-        FOR UPDATE SKIP LOCKED
-    ) AS p
+    SELECT id FROM jobs_job
+    WHERE queue = (SELECT queue FROM head) AND status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+    ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
-), next AS (
-    SELECT id, queue,
-           row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
-           row_number() OVER (PARTITION BY queue ORDER BY priority DESC, available_at, created_at, id) AS k
-    FROM picked
+    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -313,17 +270,16 @@ WITH done AS (
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM next WHERE j.id = next.id
+    FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
-    FROM claimed JOIN next ON next.id = claimed.id
-         JOIN slots ON slots.queue = next.queue AND slots.k = next.k
-    WHERE s.queue = slots.queue AND s.n = slots.n
+    FROM claimed JOIN open ON open.name = claimed.queue
+    WHERE s.queue = open.name AND s.n = open.slot
 ), took_rate AS (
     UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM next JOIN rates ON rates.queue = next.queue AND rates.k = next.k
-    WHERE r.queue = rates.queue AND r.n = rates.n
+    FROM claimed JOIN open ON open.name = claimed.queue
+    WHERE r.queue = open.name AND r.n = open.ring
 ), freed AS (
     UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
     FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
