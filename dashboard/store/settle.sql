@@ -502,19 +502,21 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
+), held AS (
+    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
+                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                               (SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE status = 'queued'
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                                  (SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
+      AND NOT (SELECT back FROM held)
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -557,18 +559,11 @@ WITH done AS (
     ORDER BY part
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                                  (SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
-           AS held_back, claimed.*
+       (SELECT back FROM held) AS held_back, claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress_all
--- `complete_and_claim_with_progress` whose claim is `claim_one_all`'s (every queue, while none has a setting); `held_back` says one has.
+-- `complete_and_claim_with_progress` whose claim is `claim_one_all`'s (every queue, while no paused or limited queue has a job due); `held_back` says one has.
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
@@ -576,19 +571,21 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
+), held AS (
+    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
+                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                               (SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE status = 'queued'
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                                  (SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
+      AND NOT (SELECT back FROM held)
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -637,12 +634,5 @@ WITH done AS (
     ORDER BY part, n
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                                  (SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
-           AS held_back, claimed.*
+       (SELECT back FROM held) AS held_back, claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
