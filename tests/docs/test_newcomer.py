@@ -33,8 +33,6 @@ from sqlalchemy.engine import URL, make_url
 from tests.support.stack import free_port
 from tests.support.waiting import wait_until
 
-pytest.importorskip("dashboard.jobs", reason="dashboard.jobs (the public Python API) is not in this tree yet")
-
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
