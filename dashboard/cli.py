@@ -42,13 +42,15 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s
 
 
 def init_app(app: Flask, *, embedded: bool = False) -> None:
-    """Register the project's commands on ``app``: ``flask worker``, and in a host's app the
-    queue's other commands under ``flask jobqueue``."""
+    """Register the project's commands on ``app``: ``flask worker``, ``flask schedules`` and
+    ``flask queues``; in a host's app only ``flask worker`` at the top, the queue's other
+    commands under ``flask jobqueue`` (a host's own command names are left to it)."""
     app.cli.add_command(worker_command)
-    app.cli.add_command(schedules_command)
-    app.cli.add_command(queues_command)
     if embedded:
         app.cli.add_command(jobqueue_group)
+    else:
+        app.cli.add_command(schedules_command)
+        app.cli.add_command(queues_command)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -344,10 +346,7 @@ def _queue_change(change: Callable[..., bool], name: str, done: str, already: st
         queues.check_name(name)
     except ValueError as problem:
         raise click.BadParameter(str(problem), param_hint="NAME") from None
-    try:
-        actor = f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):  # no user name in this environment
-        actor = "cli"
+    actor = _actor()
     changed = change(name, actor=actor, event_data={"source": "cli", "actor": actor})
     click.echo(f"queue {name}: {done}" if changed else f"queue {name}: {already}")
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 SETTING_DOCS: dict[str, str] = {
     "JOB_WORKER_THREADS": "Worker threads per `flask worker` process.",
-    "JOB_WORKER_POLL_INTERVAL_MS": "Sleep when no job is claimable.",
+    "JOB_WORKER_POLL_INTERVAL_MS": (
+        "Sleep when no job is claimable: shorter if a full rate window opens sooner, longer (up to"
+        " 30 s, while LISTEN is up) if every served queue waits for its window."
+    ),
     "JOB_WORKER_LEASE_SECONDS": "Lease of a running attempt.",
     "JOB_WORKER_CLEANUP_INTERVAL_SECONDS": (
         "How often each thread, and each process's rescuer, recovers expired leases."

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -62,6 +61,7 @@ from .limits import (
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
     json_problem,
+    queue_problem,
     type_problem,
 )
 from .mount import EXTENSION as MOUNTED
@@ -75,8 +75,6 @@ from .store.values import utcnow
 __all__ = ["EnqueuedJob", "JobContext", "enqueue", "enqueue_many", "handler", "schedule"]
 
 SOURCE = "python"  # the door recorded in the created event
-QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-DEFAULT_QUEUE = "default"
 ARGUMENTS = ("type", "payload", "queue", "priority", "run_at", "delay", "max_attempts", "idempotency_key")
 
 Connectable = Connection | Session | scoped_session[Session]
@@ -119,7 +117,7 @@ def enqueue(
     a second enqueue with the same key returns the first job (``created=False``).
     ``connection``: write in that transaction (see the module); without it, commit now.
     """
-    spec, job_queue = _spec(
+    spec = _spec(
         dict(
             type=type,
             payload=payload,
@@ -141,7 +139,7 @@ def enqueue(
         max_attempts=spec.max_attempts,
         idempotency_key=spec.idempotency_key,
         event_data={"source": SOURCE},
-        queue=job_queue,
+        queue=spec.queue,
         within=within,
     )
     return _enqueued(result)
@@ -165,7 +163,7 @@ def enqueue_many(
         if "type" not in item:
             raise TypeError(f"jobs[{index}]: type is required")
         try:
-            spec, _ = _spec({name: item.get(name) for name in ARGUMENTS})
+            spec = _spec({name: item.get(name) for name in ARGUMENTS})
         except (TypeError, ValueError) as error:
             raise type(error)(f"jobs[{index}]: {error}") from None
         specs.append(spec)
@@ -206,9 +204,9 @@ def handler(
 # --- checks -------------------------------------------------------------------------------------
 
 
-def _spec(args: dict[str, Any]) -> tuple[_store.JobSpec, str | None]:
-    """The store's spec of one job, every argument checked, the type's defaults applied, and
-    the queue to pass (``None``: the store's default)."""
+def _spec(args: dict[str, Any]) -> _store.JobSpec:
+    """The store's spec of one job, every argument checked, the type's defaults applied (its
+    ``queue`` ``None``: the store's default)."""
     job_type = args["type"]
     _check_type(job_type)
     defaults = _handlers.defaults_of(job_type)
@@ -233,7 +231,7 @@ def _spec(args: dict[str, Any]) -> tuple[_store.JobSpec, str | None]:
         if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH or "\x00" in key:
             raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters, no NUL")
     available_at = _available_at(args["run_at"], args["delay"])
-    spec = _store.JobSpec(
+    return _store.JobSpec(
         type=job_type,
         payload=payload,
         **({"priority": priority} if priority is not None else {}),
@@ -242,7 +240,6 @@ def _spec(args: dict[str, Any]) -> tuple[_store.JobSpec, str | None]:
         idempotency_key=key,
         queue=job_queue,
     )
-    return spec, job_queue
 
 
 def _check_type(job_type: Any) -> None:
@@ -257,8 +254,8 @@ def _check_type(job_type: Any) -> None:
 def _check_queue(value: Any) -> None:
     if not isinstance(value, str):
         raise TypeError(f"queue must be a string, got {_kind(value)}")
-    if not QUEUE_PATTERN.fullmatch(value):
-        raise ValueError(f"queue must be 1 to 64 characters of A-Z a-z 0-9 _ . : -, got {value!r}")
+    if problem := queue_problem(value):
+        raise ValueError(f"queue {problem}, got {value!r}")
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> None:
@@ -353,7 +350,7 @@ def _enqueued(result: CreateResult) -> EnqueuedJob:
         id=job.id,
         type=job.type,
         status=job.status,
-        queue=str(getattr(job, "queue", DEFAULT_QUEUE)),
+        queue=job.queue,
         priority=job.priority,
         available_at=job.available_at,
         max_attempts=job.max_attempts,

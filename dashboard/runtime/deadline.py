@@ -41,7 +41,6 @@ class Deadline:
         self.ctx = ctx
         self.seconds = seconds
         self.settings = settings
-        self.expired = False
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
         self._timer.name = f"deadline-{ctx.job_id}"
@@ -74,7 +73,6 @@ class Deadline:
         except sa_exc.SQLAlchemyError as problem:  # an outage: the lease decides instead
             log.warning("%s: could not fail job %s past its timeout: %s", ctx.worker_id, ctx.job_id, problem)
             return
-        self.expired = True
         ctx.mark_lost()
         if settled is not None:
             log.warning(

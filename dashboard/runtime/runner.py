@@ -54,7 +54,7 @@ class End(StrEnum):
     SUCCEEDED = "succeeded"
     RETRIED = "retried"  # failed, queued again after its backoff (``retry_scheduled``)
     FAILED = "failed"  # failed for good
-    LOST = "lost"  # no longer this worker's (its lease was rescued): nothing recorded
+    LOST = "lost"  # no longer this worker's (lease rescued, or failed by its timeout): nothing recorded
     ABANDONED = "abandoned"  # its end could not be recorded before the lease ran out: the rescuer's
 
 

@@ -14,7 +14,8 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from flask import Flask
@@ -55,8 +56,11 @@ class Backoff:
 
 # An idle loop that waits for a rate window wakes this much after it opens (the claim's clock
 # and the wait's are the database's, read by different statements), and waits at most this long.
+# Once its queues were found to have no rate limit, it reads the windows again only after
+# RATES_UNSEEN_SECONDS (a limit set meanwhile is waited for by polls until then, as before).
 WINDOW_MARGIN_SECONDS = 0.005
 WINDOW_WAIT_MAX_SECONDS = 30.0
+RATES_UNSEEN_SECONDS = 5.0
 
 
 class ThreadRuntime:
@@ -72,6 +76,7 @@ class ThreadRuntime:
         reconnect: Backoff | None = None,
         generic_plans: bool = False,
         attempts: RunningAttempts | None = None,
+        listening: Callable[[], bool] | None = None,
     ) -> None:
         self.app = app
         self.attempts = attempts or PROCESS  # this process's running attempts (anti-capture)
@@ -80,6 +85,8 @@ class ThreadRuntime:
         self.stopping = stopping
         self.backoff = reconnect or Backoff()
         self.generic_plans = generic_plans  # one-job mode's threads: connection.connect_worker
+        self.listening = listening or (lambda: False)  # whether the worker's LISTEN is up
+        self._rates_unseen_until = 0.0  # monotonic: no rate limit among the queues until then
         self.holding = False  # inside holding_connection(): keep the connection between calls
         self._conn: Connection | None = None
         self._conn_lock = threading.Lock()  # the progress flusher may use the connection too
@@ -134,20 +141,28 @@ class ThreadRuntime:
         (``queues.rate_window``): then until that window opens if it opens sooner, so a
         rate-limited queue is claimed from as soon as its window allows. When every served
         queue waits for its window, nothing is claimable before the earliest opens, so the loop
-        waits for it even past the poll interval (at most :data:`WINDOW_WAIT_MAX_SECONDS`: a
-        limit changed meanwhile wakes it by NOTIFY, and a lost notification costs no more).
-        A failed read waits the poll interval; the next claim reports the error.
+        waits for it even past the poll interval while the worker's LISTEN is up (at most
+        :data:`WINDOW_WAIT_MAX_SECONDS`: a limit changed or a queue resumed meanwhile wakes it
+        by NOTIFY, and a lost notification costs no more); without LISTEN, no longer than a
+        poll. The windows are not read while stopping, nor for :data:`RATES_UNSEEN_SECONDS`
+        after the served queues were found without a rate limit. A failed read waits the poll
+        interval; the next claim reports the error.
         """
         poll = self.settings.poll_interval_ms / 1000
+        if self.stopping.is_set() or time.monotonic() < self._rates_unseen_until:
+            return poll
         try:
             window = queues.rate_window(self.settings.queues, conn=self.connection)
         except Exception:
             log.debug("%s: could not read the rate windows", self.worker_id, exc_info=True)
             return poll
         if window is None:
+            self._rates_unseen_until = time.monotonic() + RATES_UNSEEN_SECONDS
+            return poll
+        if window.opens_in is None:
             return poll
         opens = window.opens_in + WINDOW_MARGIN_SECONDS
-        if window.all_closed:
+        if window.all_closed and self.listening():
             return min(max(poll, opens), WINDOW_WAIT_MAX_SECONDS)
         return min(poll, opens)
 

@@ -112,7 +112,13 @@ class Worker:
             backoff = Backoff(reconnect_base_seconds, reconnect_max_seconds)
             worker_id = make_worker_id(n)
             return ThreadRuntime(
-                app, settings, worker_id, self.stopping, reconnect=backoff, generic_plans=generic_plans
+                app,
+                settings,
+                worker_id,
+                self.stopping,
+                reconnect=backoff,
+                generic_plans=generic_plans,
+                listening=self.listening,
             )
 
         # The work. Thread numbers: thread-0 is the rescuer, thread-1.. the loops or executors;

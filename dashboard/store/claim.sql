@@ -246,27 +246,31 @@ SELECT * FROM claimed
 -- name: claim_all
 -- `claim` over every queue while no paused or limited queue has a job due: job_claim_idx in claim order.
 -- The reference's claim with one guard, an uncorrelated NOT EXISTS over the small jobs_queue
--- (evaluated once): while a queue with a setting has a queued job due (the first entries of
--- its two ranges of job_queued_queue_idx, a scalar min each: an EXISTS here would be hashed,
--- reading every queued row), it claims nothing, and the caller runs `claim`
--- (service.claim_batch). A setting on a queue with nothing due cannot change what the claim
--- takes: in this statement's snapshot that queue offers no row (a row made due meanwhile is a
--- new index entry, which the snapshot does not see). Cheaper to plan and run than `claim`,
+-- (evaluated once, `held`): while a queue with a setting has a queued job due (the first
+-- entries of its two ranges of job_queued_queue_idx, a scalar min each: an EXISTS here would
+-- be hashed, reading every queued row), it claims nothing and says so (`held_back`), and the
+-- caller runs `claim` (service.claim_batch); an empty answer not held back is final, so an
+-- idle worker's poll is one statement. Always at least one row: `held_back`, and the claimed
+-- job's columns (NULL when none). A setting on a queue with nothing due cannot change what the
+-- claim takes: in this statement's snapshot that queue offers no row (a row made due meanwhile
+-- is a new index entry, which the snapshot does not see). Cheaper to plan and run than `claim`,
 -- which a drain beside an idle limited queue, or of one queue with no settings, would
 -- otherwise pay on every claim (docs/benchmarks.md).
-WITH picked AS (
+WITH held AS (
+    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
+                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                               (SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
+), picked AS (
     SELECT id FROM jobs_job
     WHERE status = 'queued'
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                                  (SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
+      AND NOT (SELECT back FROM held)
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT cardinality(CAST(:worker_ids AS text[]))
     FOR UPDATE SKIP LOCKED
@@ -291,23 +295,27 @@ WITH picked AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
+SELECT held.back AS held_back, claimed.*
+FROM held LEFT JOIN claimed ON true
+ORDER BY claimed.priority DESC, claimed.available_at, claimed.created_at, claimed.id
 
 -- name: claim_one_all
--- `claim_all` for one id, LIMIT 1 written out (as `claim_one`).
-WITH picked AS (
+-- `claim_all` for one id, LIMIT 1 written out (as `claim_one`); the same `held_back` row.
+WITH held AS (
+    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
+                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
+                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
+                               (SELECT min(r.available_at) FROM jobs_job AS r
+                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
+                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
+), picked AS (
     SELECT id FROM jobs_job
     WHERE status = 'queued'
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                        AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                                  (SELECT min(r.available_at) FROM jobs_job AS r
-                                   WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                            <= COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
+      AND NOT (SELECT back FROM held)
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -330,4 +338,5 @@ WITH picked AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT * FROM claimed
+SELECT held.back AS held_back, claimed.*
+FROM held LEFT JOIN claimed ON true

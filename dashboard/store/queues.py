@@ -200,7 +200,8 @@ def free_stale_slots(conn: Connection | None = None) -> int:
 class Window:
     """When a rate window opens for a worker (:func:`rate_window`)."""
 
-    opens_in: float  # seconds from now (the database's clock) until the earliest full ring frees an entry
+    # Seconds (the database's clock) until the earliest full ring frees an entry; None: none is full.
+    opens_in: float | None
     all_closed: bool  # every queue served waits for a window: nothing is claimable before then
 
 
@@ -208,7 +209,7 @@ def rate_window(
     queues: Sequence[str] | None, *, now: datetime | None = None, conn: Connection | None = None
 ) -> Window | None:
     """The next opening of a full rate window among ``queues`` (``None``: every queue), or
-    ``None`` when no served queue's window is full. ``now``: the claim's time (unset: the
+    ``None`` when no served queue has a rate limit. ``now``: the claim's time (unset: the
     database's clock). A worker that claimed nothing waits for it instead of a poll interval
     (``runtime.threads.ThreadRuntime.idle_seconds``)."""
     params = {
@@ -217,6 +218,8 @@ def rate_window(
     }
     with autocommit(conn) as conn:
         row = fetch_rows(conn, RATE_WINDOW, params)[0]
-    if row["opens_at"] is None:
+    if not row["rated"]:
         return None
-    return Window(max(0.0, (row["opens_at"] - row["now"]).total_seconds()), bool(row["all_closed"]))
+    opens = row["opens_at"]
+    opens_in = None if opens is None else max(0.0, (opens - row["now"]).total_seconds())
+    return Window(opens_in, bool(row["all_closed"]))

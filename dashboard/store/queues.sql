@@ -143,8 +143,9 @@ SELECT pg_notify(:notify_channel, queue) FROM freed
 -- name: rate_window
 -- When the next rate window opens among the queues a worker serves, for its idle wait.
 -- :queues as the claim's (claim.sql: NULL is every queue, `default` included), less the paused
--- ones. `opens_at`: the earliest time a full rate ring frees an entry (its oldest claim plus
--- the period), NULL when no served queue's window is full. `all_closed`: every served queue
+-- ones. `rated`: how many of them have a rate limit. `opens_at`: the earliest time a full
+-- rate ring frees an entry (its oldest claim plus the period), NULL when no served queue's
+-- window is full. `all_closed`: every served queue
 -- is rate-limited with a full window, so nothing can be claimed before `opens_at`, whatever
 -- is queued. `now`: :now, or the statement's time, to measure the wait with the claim's
 -- clock, the database's. Reads jobs_queue and at most a ring's rows per rate-limited queue.
@@ -163,7 +164,8 @@ WITH served AS (
 ), closed AS (
     SELECT name, opens_at FROM windows WHERE opens_at > COALESCE(CAST(:now AS timestamptz), statement_timestamp())
 )
-SELECT (SELECT min(opens_at) FROM closed) AS opens_at,
+SELECT (SELECT count(*) FROM windows) AS rated,
+       (SELECT min(opens_at) FROM closed) AS opens_at,
        (SELECT count(*) FROM served) > 0
            AND (SELECT count(*) FROM closed) = (SELECT count(*) FROM served) AS all_closed,
        COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS now

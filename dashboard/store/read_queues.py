@@ -72,7 +72,8 @@ class QueueInfo:
 
 
 # Per queue: the overview's split (read_overview.QUEUED_SPLIT_SQL) over one queue's ranges of
-# job_queued_queue_idx, each capped; running through job_timeout_idx, capped; the slots held,
+# job_queued_queue_idx, each read to :cap (the caller's cap + 1: past the cap, "more than");
+# running through job_timeout_idx, the same; the slots held,
 # the ring entries taken within the period and the earliest that frees. One statement for
 # every queue of :names, in their order.
 QUEUE_ROWS_SQL = text(
@@ -151,7 +152,7 @@ def list_queues(*, now: datetime | None = None, cap: int = QUEUE_COUNT_CAP) -> l
     with reading() as conn:
         names = list(conn.execute(NAMES_SQL, {"default": DEFAULT_QUEUE}).scalars())[:QUEUES_SHOWN]
         with in_index_order(conn):
-            rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": cap}).mappings().all()
+            rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": cap + 1}).mappings().all()
     return [_info(row, now, cap) for row in rows]
 
 
@@ -161,7 +162,7 @@ def get_queue(name: str, *, now: datetime | None = None, cap: int = LIVE_COUNT_C
     now = aware(now or utcnow(), "now")
     with reading() as conn:
         with in_index_order(conn):
-            row = conn.execute(QUEUE_ROWS_SQL, {"names": [name], "now": now, "cap": cap}).mappings().one()
+            row = conn.execute(QUEUE_ROWS_SQL, {"names": [name], "now": now, "cap": cap + 1}).mappings().one()
         if row["paused"] is None:  # no row: a queue only if it has jobs
             found = conn.execute(text("SELECT 1 FROM jobs_job WHERE queue = :name LIMIT 1"), {"name": name})
             if found.first() is None:
@@ -222,7 +223,7 @@ def held_back(*, now: datetime | None = None) -> list[QueueInfo]:
             return []
         with in_index_order(conn):
             rows = conn.execute(
-                QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": QUEUE_COUNT_CAP}
+                QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": QUEUE_COUNT_CAP + 1}
             ).mappings()
             found = [_info(row, now, QUEUE_COUNT_CAP) for row in rows]
     return [q for q in found if q.ready and (q.paused or q.full or q.rate_limited)]

@@ -55,8 +55,9 @@ def in_index_order(conn: Connection) -> Iterator[None]:
     range is a correlated value (a type or a queue of an array): the planner estimates such a
     range at a column average, below the cap, and prefers a bitmap scan that reads the whole
     range (500,000 entries for a burst) before the cap stops it; walked in index order, the
-    cap stops the read. ``SET LOCAL``: this transaction only, set back on after.
+    cap stops the read. ``SET LOCAL``: this transaction only, and reset after (to the
+    session's own value) for the statements that follow in it.
     """
     conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
     yield
-    conn.exec_driver_sql("SET LOCAL enable_bitmapscan = on")
+    conn.exec_driver_sql("RESET enable_bitmapscan")

@@ -118,11 +118,10 @@ def claim_batch(
     with autocommit(conn) as conn:
         if _unrestricted(queues):
             rows = fetch_rows(conn, CLAIM_ONE_ALL if len(worker_ids) == 1 else CLAIM_ALL, params)
-            if rows:
-                return [JobRecord.from_row(row) for row in rows]
+            if not rows[0]["held_back"]:  # its answer is final, jobs or none
+                return [JobRecord.from_row(row) for row in rows if row["id"] is not None]
+            _saw_settings()  # a paused or limited queue has a job due: the per-queue claim decides
         rows = fetch_rows(conn, CLAIM_ONE if len(worker_ids) == 1 else CLAIM, params)
-        if rows and queues is None:
-            _saw_settings()  # `claim_all` found nothing where `claim` found jobs: a setting holds
     return [JobRecord.from_row(row) for row in rows]
 
 

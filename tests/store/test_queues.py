@@ -222,12 +222,13 @@ def test_a_rate_limit_allows_count_claims_per_period(app):
 def test_the_rate_window_says_when_a_full_ring_frees_and_whether_nothing_else_is_open(app):
     queues.set_limits("r", rate_limit={"count": 2, "period_seconds": 10}, now=T0)
     make("r", 3)
-    assert queues.rate_window(["r"], now=at(1)) is None  # room in the window
+    assert queues.rate_window(["other"], now=at(1)) is None  # no rate limit among the queues
+    assert queues.rate_window(["r"], now=at(1)) == queues.Window(None, all_closed=False)  # room
     assert len(claim(limit=3, now=at(1), served=["r"])) == 2
     assert queues.rate_window(["r"], now=at(5)) == queues.Window(6.0, all_closed=True)
     assert queues.rate_window(None, now=at(5)) == queues.Window(6.0, all_closed=False)  # default is open
     assert queues.rate_window(["r", "other"], now=at(5)) == queues.Window(6.0, all_closed=False)
-    assert queues.rate_window(["r"], now=at(11)) is None  # the window opened
+    assert queues.rate_window(["r"], now=at(11)) == queues.Window(None, all_closed=False)  # it opened
     queues.pause("r", now=at(5))
     assert queues.rate_window(["r"], now=at(5)) is None  # a paused queue waits for its resume
 
@@ -272,26 +273,39 @@ def test_the_figures_of_a_queue(app):
 def test_the_reference_claim_holds_back_while_a_paused_or_limited_queue_has_a_ready_job(app):
     """A worker serving every queue tries the reference's claim first (service.claim_batch);
     its guard must hold it back while any paused or limited queue has a job due, whatever queue
-    the claimable job is in, so the per-queue claim decides. A setting on a queue with nothing
-    due (or only later jobs) cannot change what the claim takes, and does not hold it back."""
+    the claimable job is in, and say so (`held_back`), so the per-queue claim decides. A setting
+    on a queue with nothing due (or only later jobs) cannot change what the claim takes, and
+    does not hold it back; an empty answer not held back is final."""
     from dashboard.store.connection import autocommit, fetch_rows
 
+    def reference(ids=("w",)) -> tuple[bool, list]:
+        sql = service.CLAIM_ONE_ALL if len(ids) == 1 else service.CLAIM_ALL
+        with autocommit(None) as conn:
+            rows = fetch_rows(conn, sql, {**params, "worker_ids": list(ids)})
+        return rows[0]["held_back"], [row["id"] for row in rows if row["id"] is not None]
+
+    params = {"now": at(1), "lease_seconds": LEASE, "avoid_expired": False}
+    assert reference() == (False, [])  # nothing queued: final
     mail = make("mail", 3)
-    params = {"worker_ids": ["w"], "now": at(1), "lease_seconds": LEASE, "avoid_expired": False}
     queues.pause("elsewhere")
     queues.set_limits("limited", concurrency_limit=1, now=T0)
     make("limited", 1, available_at=at(60))  # due later: nothing of it can be claimed now
-    with autocommit(None) as conn:
-        got = fetch_rows(conn, service.CLAIM_ONE_ALL, params)
-        assert len(got) == 1 and got[0]["id"] in {job.id for job in mail}
+    held, got = reference()
+    assert not held and len(got) == 1 and got[0] in {job.id for job in mail}
     make("elsewhere", 1)  # a paused queue's job, due now
-    with autocommit(None) as conn:
-        assert fetch_rows(conn, service.CLAIM_ONE_ALL, params) == []
-        assert fetch_rows(conn, service.CLAIM_ALL, {**params, "worker_ids": ["w", "w"]}) == []
+    assert reference() == (True, [])
+    assert reference(("w", "w")) == (True, [])
     queues.resume("elsewhere")
-    with autocommit(None) as conn:
-        assert len(fetch_rows(conn, service.CLAIM_ONE_ALL, params)) == 1
+    held, got = reference()
+    assert not held and len(got) == 1
     make("limited", 1)  # a limited queue's job, due now (its slot free)
-    with autocommit(None) as conn:
-        assert fetch_rows(conn, service.CLAIM_ONE_ALL, params) == []
+    assert reference() == (True, [])
     assert len(claim(now=at(1))) == 1  # the per-queue claim takes it, with its slot
+
+
+def test_a_queue_count_past_its_cap_reads_as_more_and_one_at_the_cap_as_exact(app):
+    make("c", 3, available_at=at(100))  # scheduled: past a cap of 2
+    make("c", 2)  # ready: exactly at the cap
+    for info in (read_queues.get_queue("c", now=at(1), cap=2), read_queues.list_queues(now=at(1), cap=2)[0]):
+        assert info.scheduled == 3 and info.scheduled > info.cap  # "more than 2"
+        assert info.ready == 2 and info.ready <= info.cap  # exactly 2

@@ -162,3 +162,16 @@ def test_a_status_filter_merges_per_type_ranges_and_keeps_the_cancelled_filter(a
     assert [j.id for j in page.results] == kept and page.count == 6
     second = find_jobs.list_jobs(limit=2, offset=2, status="failed", cancelled=False)
     assert [j.id for j in second.results] == kept[2:4]
+
+
+def test_in_index_order_plans_without_bitmap_scans_only_inside(app):
+    from sqlalchemy import text
+
+    from dashboard.extensions import db
+
+    with read_timeout.reading() as conn:
+        with read_timeout.in_index_order(conn):
+            assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
+        assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "on"  # the rest of the read
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "on"
