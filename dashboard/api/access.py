@@ -1,7 +1,7 @@
 """The API's door: bearer tokens from ``API_TOKENS``, each with a role.
 
-Reads need a viewer token, writes (create, bulk create, retry) an operator token. The health
-check stays open for load balancers, and so do the schema and its docs page, which describe
+Reads need a viewer token, writes (every method but GET: jobs, queues, schedules) an operator
+token. The health check stays open for load balancers, and so do the schema and its docs page, which describe
 the interface and hold no job data. CORS preflights pass (browsers send them without
 credentials); the request that follows is checked.
 
@@ -66,8 +66,8 @@ def authenticate() -> None:
         _log_refusal(f"token {token.name!r} has the {token.role} role")
         raise ApiError(
             403,
-            f'The token "{token.name}" has the {token.role} role: creating and retrying jobs '
-            "needs an operator token.",
+            f'The token "{token.name}" has the {token.role} role: changing jobs, queues '
+            "or schedules needs an operator token.",
         )
     g.api_actor = token.actor
 

@@ -14,7 +14,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ..limits import QUEUE_NAME_PATTERN
+from ..limits import QUEUE_NAME_PATTERN, SCHEDULE_NAME_PATTERN
 from .fields import COMPONENTS
 from .registry import Endpoint, Registry
 
@@ -22,8 +22,12 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 BEARER = "bearerAuth"
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 _PATH_PARAM_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": {"type": "integer"}}
-# Path parameters by name: a queue's name is published with its pattern (api/queues.py).
-_NAMED_PARAM_SCHEMAS = {"name": {"type": "string", "pattern": QUEUE_NAME_PATTERN}}
+# Path parameters by the segment before them and their name: a queue's or a schedule's name is
+# published with its own pattern (api/queues.py, api/schedules.py).
+_NAMED_PARAM_SCHEMAS = {
+    ("queues", "name"): {"type": "string", "pattern": QUEUE_NAME_PATTERN},
+    ("schedules", "name"): {"type": "string", "pattern": SCHEDULE_NAME_PATTERN},
+}
 
 INFO = {
     "title": "Job queue API",
@@ -32,28 +36,25 @@ INFO = {
         "Create, inspect and retry jobs of the PostgreSQL job queue. Errors are JSON: "
         '`{"detail": "..."}`, plus `errors` (field -> messages) on 400. Timestamps are ISO 8601 '
         "with the offset of TIME_ZONE. Authentication: `Authorization: Bearer <token>` with a "
-        "token from API_TOKENS; reads need a viewer (or operator) token, writes (create, bulk "
-        "create, retry) an operator token. The health check, this schema and its docs page are "
-        "open. In development with no credential configured, no token is needed."
+        "token from API_TOKENS; reads need a viewer (or operator) token, writes (every method "
+        "but GET: jobs, queues, schedules) an operator token. The health check, this schema and "
+        "its docs page are open. In development with no credential configured, no token is needed."
     ),
 }
 
 
 def openapi_path(rule: str) -> tuple[str, list[dict[str, Any]]]:
     """A Werkzeug rule as an OpenAPI path template, with its path parameters."""
-    params = [
-        {
-            "name": name,
-            "in": "path",
-            "required": True,
-            "schema": dict(
-                _PATH_PARAM_SCHEMAS.get(converter or "")
-                or _NAMED_PARAM_SCHEMAS.get(name)
-                or {"type": "string"}
-            ),
-        }
-        for converter, name in _CONVERTER.findall(rule)
-    ]
+    params = []
+    for found in _CONVERTER.finditer(rule):
+        converter, name = found.groups()
+        collection = rule[: found.start()].rstrip("/").rsplit("/", 1)[-1]  # the segment before it
+        schema = (
+            _PATH_PARAM_SCHEMAS.get(converter or "")
+            or _NAMED_PARAM_SCHEMAS.get((collection, name))
+            or {"type": "string"}
+        )
+        params.append({"name": name, "in": "path", "required": True, "schema": dict(schema)})
     return _CONVERTER.sub(r"{\2}", rule), params
 
 

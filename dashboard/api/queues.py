@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from flask import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from ..limits import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS
+from ..limits import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS, queue_problem
 from ..store import queues, read_queues
 from .access import audit_data
 from .blueprint import routes
@@ -60,7 +60,7 @@ class RateLimitIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     count: Annotated[int, Integer(ge=1, le=RATE_COUNT_MAX)]
-    period_seconds: float = Field(gt=0, le=RATE_PERIOD_MAX_SECONDS, allow_inf_nan=False)
+    period_seconds: Annotated[float, Strict()] = Field(gt=0, le=RATE_PERIOD_MAX_SECONDS, allow_inf_nan=False)
 
 
 class QueueLimits(BaseModel):
@@ -75,11 +75,9 @@ class QueueLimits(BaseModel):
 
 
 def _name(name: str) -> str:
-    try:
-        return queues.check_name(name)
-    except ValueError as problem:
-        message = str(problem).removeprefix("name ")
-        raise validation_error({"name": [message[0].upper() + message[1:] + "."]}) from None
+    if problem := queue_problem(name):
+        raise validation_error({"name": [f"A queue name {problem}."]})
+    return name
 
 
 def _answer(name: str) -> Response:

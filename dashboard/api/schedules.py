@@ -20,7 +20,7 @@ from ..store.read_schedules import ScheduleRow
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError
-from .outputs import Job, Timestamp
+from .outputs import Error, Job, Timestamp
 from .registry import Reply
 from .views import json_response
 
@@ -66,10 +66,6 @@ class Schedule(BaseModel):
 
 class ScheduleList(BaseModel):
     results: list[Schedule]
-
-
-class Retired(BaseModel):
-    detail: str
 
 
 def schedule_json(row: ScheduleRow) -> Schedule:
@@ -174,7 +170,7 @@ def schedule_resume(name: str) -> Response:
     summary="Run a schedule now",
     replies={
         201: Reply("Enqueued: one run now, outside the slots.", Job),
-        409: Reply("The schedule is retired.", Retired),
+        409: Reply("The schedule is retired.", Error),
     },
     tag="schedules",
 )

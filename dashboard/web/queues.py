@@ -6,29 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app, flash, redirect, request, url_for
+from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
 
-from ..config import settings_of
-from ..store import queues, read_queues, read_timeout
+from ..store import queues, read_queues
 from .blueprint import bp
 from .forms import RetryForm
-from .rendering import now, page_or_fragment
-from .signin import audit_data, operator_required
-
-
-def queue_board() -> list[read_queues.QueueInfo] | None:
-    """Every queue under the dashboard's query time limit; None if it ran past it."""
-    try:
-        with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
-            return read_queues.list_queues(now=now())
-    except read_timeout.QueryTimeout:
-        return None
+from .rendering import limited, now, page_or_fragment
+from .signin import audit_data, current_actor, operator_required
 
 
 def queues_context() -> dict[str, Any]:
-    board = queue_board()
-    throughput = read_queues.claims_last_hour(now=now()) if board is not None else None
+    """Every queue and the claims of the last hour, each under the dashboard's query time
+    limit (``None``: that read ran past it)."""
+    at = now()
+    board = limited(lambda: read_queues.list_queues(now=at))
+    throughput = limited(lambda: read_queues.claims_last_hour(now=at)) if board is not None else None
     return {"queues": board, "throughput": throughput, "action_form": RetryForm()}
 
 
@@ -45,24 +38,27 @@ def _name(name: str) -> str | None:
         return None
 
 
+def _set_paused(name: str, paused: bool) -> Response:
+    if _name(name) is not None:
+        change = queues.pause if paused else queues.resume
+        if change(name, actor=current_actor().name, event_data=audit_data()):
+            flash(f"Queue {name} {'paused' if paused else 'resumed'}.", "success")
+        else:
+            already = "was already paused" if paused else "was not paused"
+            flash(f"Queue {name} {already}: nothing changed.", "info")
+    return redirect(url_for("web.queues_page"), 303)
+
+
 @bp.post("/queues/<path:name>/pause/")
 @operator_required
 def queue_pause(name: str) -> Response:
-    if _name(name) is not None:
-        data = audit_data()
-        changed = queues.pause(name, actor=str(data.get("actor") or ""), event_data=data)
-        flash(f"Queue {name} paused." if changed else f"Queue {name} was already paused.", "success")
-    return redirect(url_for("web.queues_page"), 303)
+    return _set_paused(name, True)
 
 
 @bp.post("/queues/<path:name>/resume/")
 @operator_required
 def queue_resume(name: str) -> Response:
-    if _name(name) is not None:
-        data = audit_data()
-        changed = queues.resume(name, actor=str(data.get("actor") or ""), event_data=data)
-        flash(f"Queue {name} resumed." if changed else f"Queue {name} was not paused.", "success")
-    return redirect(url_for("web.queues_page"), 303)
+    return _set_paused(name, False)
 
 
 @bp.post("/queues/<path:name>/limits/")
@@ -85,13 +81,12 @@ def queue_limits(name: str) -> Response:
             except ValueError:
                 raise ValueError("rate_limit.period_seconds must be a number of seconds") from None
             rate = queues.check_rate_limit({"count": count, "period_seconds": period})
-        data = audit_data()
         queues.set_limits(
             name,
             concurrency_limit=concurrency,
             rate_limit=rate,
-            actor=str(data.get("actor") or ""),
-            event_data=data,
+            actor=current_actor().name,
+            event_data=audit_data(),
         )
     except ValueError as problem:
         flash(f"Nothing changed: {problem}.", "error")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from flask import current_app, has_request_context, render_template
@@ -13,6 +15,7 @@ from htmx_flask import request
 from markupsafe import Markup, escape
 
 from ..config import settings_of
+from ..store import read_timeout
 from ..store.values import utcnow
 from .blueprint import bp
 from .timefmt import absolute, duration, relative
@@ -41,6 +44,21 @@ def now() -> datetime:
         return utcnow()
     reading: datetime = request.environ.setdefault("jobqueue.now", utcnow())
     return reading
+
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def limited(load: Callable[[], T]) -> T | None:
+    """``load()`` under the dashboard's query time limit (``DASHBOARD_QUERY_TIMEOUT_MS``), or
+    ``None`` if a read ran past it: a page then shows that part as unavailable."""
+    try:
+        with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
+            return load()
+    except read_timeout.QueryTimeout:
+        log.warning("a dashboard read ran past its time limit", exc_info=True)
+        return None
 
 
 def safe_next(target: str | None) -> str | None:

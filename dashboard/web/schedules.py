@@ -12,10 +12,10 @@ from flask import abort, current_app, flash, redirect, url_for
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..store import read_schedules, read_timeout, schedules
+from ..store import read_schedules, schedules
 from .blueprint import bp
 from .forms import RetryForm
-from .rendering import page_or_fragment
+from .rendering import limited, page_or_fragment
 from .signin import audit_data, current_actor, operator_required
 
 RUNS_SHOWN = read_schedules.RUNS_SHOWN
@@ -24,11 +24,7 @@ RUNS_SHOWN = read_schedules.RUNS_SHOWN
 def schedules_context() -> dict[str, Any]:
     """The schedules with their next five slots and newest runs, under the dashboard's query
     time limit (``None`` if the read ran past it)."""
-    try:
-        with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
-            rows: list[read_schedules.ScheduleRow] | None = read_schedules.list_schedules(runs=RUNS_SHOWN)
-    except read_timeout.QueryTimeout:
-        rows = None
+    rows = limited(lambda: read_schedules.list_schedules(runs=RUNS_SHOWN))
     return {
         "schedules": rows,
         "action_form": RetryForm(),

@@ -178,7 +178,7 @@ def operator_required(view: F) -> F:
             abort(
                 403,
                 description=f"You are signed in as {actor.name} with the {actor.role} role, which "
-                "may look at everything but not create or retry jobs. Ask for an operator account.",
+                "may look at everything but not change it. Ask for an operator account.",
             )
         return view(*args, **kwargs)
 

@@ -6,25 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app, flash, redirect, url_for
+from flask import flash, redirect, url_for
 from werkzeug.wrappers import Response
 
-from ..config import settings_of
-from ..store import read_timeout, workers
+from ..store import workers
 from .blueprint import bp
 from .forms import RetryForm
-from .rendering import now, page_or_fragment
+from .rendering import limited, now, page_or_fragment
 from .signin import audit_data, operator_required
 from .timefmt import duration
 
 
 def worker_board() -> workers.WorkerBoard | None:
     """The board under the dashboard's query time limit; None if it ran past it."""
-    try:
-        with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
-            return workers.board(now())
-    except read_timeout.QueryTimeout:
-        return None
+    at = now()
+    return limited(lambda: workers.board(at))
 
 
 def workers_context() -> dict[str, Any]:
