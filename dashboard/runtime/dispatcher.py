@@ -64,8 +64,8 @@ def lane_ids(settings: WorkerSettings) -> list[str]:
     claimed ahead; at most one attempt each, so at most this many attempts held per process.
 
     Their ids keep the contract's format, ``host:pid:thread-N:random``, numbered after the
-    process's real threads (``thread-0`` the rescuer, ``1..threads`` the executors, then the
-    dispatcher and the completer), so a number never names two things in one process.
+    process's real threads (``thread-0`` the periodic services, ``1..threads`` the executors,
+    then the dispatcher and the completer), so a lane's number names no other thread.
     """
     first = settings.threads + 3
     count = settings.threads + CLAIM_AHEAD * settings.batch_size

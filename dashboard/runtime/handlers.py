@@ -114,7 +114,12 @@ def handler(
 
 def defaults_of(job_type: str) -> TypeDefaults:
     """What ``@handler`` declared for ``job_type`` (all ``None`` for a type without a handler)."""
-    return _defaults.get(job_type, NO_DEFAULTS) if get_handler(job_type) is not None else NO_DEFAULTS
+    return declared_defaults(job_type) if get_handler(job_type) is not None else NO_DEFAULTS
+
+
+def declared_defaults(job_type: str) -> TypeDefaults:
+    """:func:`defaults_of` for a caller that already holds the type's handler (the runner)."""
+    return _defaults.get(job_type, NO_DEFAULTS)
 
 
 NO_DEFAULTS = TypeDefaults()

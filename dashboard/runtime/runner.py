@@ -39,7 +39,7 @@ from .failures import (
     first_line,
     is_connection_error,
 )
-from .handlers import Handler, JobContext, defaults_of, get_handler
+from .handlers import Handler, JobContext, declared_defaults, get_handler
 from .progress import Flusher
 from .threads import Backoff, ThreadRuntime
 
@@ -169,7 +169,7 @@ class Runner:
             error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")
             return self.fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
         log.debug("%s: executing job %s (%s) attempt %d", ctx.worker_id, job.id, job.type, job.attempts)
-        timeout = defaults_of(job.type).timeout
+        timeout = declared_defaults(job.type).timeout  # fn found: no second registry lookup
         deadline = None
         if timeout is not None:
             deadline = Deadline(self.runtime.app, ctx, timeout, self.runtime.settings).start()

@@ -23,20 +23,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..limits import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
     INT_MAX,
     PRIORITY_MAX,
     PRIORITY_MIN,
-    QUEUE_NAME_PATTERN,
     SCHEDULE_NAME_PATTERN,
     TYPE_MAX_LENGTH,
     json_problem,
+    queue_problem,
     type_problem,
 )
 from ..store import cron as slots
 from ..store.schedules import Declaration
 
 _NAME = re.compile(SCHEDULE_NAME_PATTERN)
-_QUEUE = re.compile(QUEUE_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -111,15 +112,14 @@ def schedule(
     if payload is not None and (problem_json := json_problem(payload)) is not None:
         where = problem_json.where or "the top level"
         raise ValueError(f"schedule {name!r}: payload cannot be stored ({problem_json.kind} at {where})")
-    if queue is not None and not _QUEUE.fullmatch(_text(name, "queue", queue)):
-        raise ValueError(f"schedule {name!r}: queue must be 1 to 64 characters of A-Z a-z 0-9 _ . : -")
+    if queue is not None and (problem := queue_problem(_text(name, "queue", queue))):
+        raise ValueError(f"schedule {name!r}: queue {problem}")
     _integer(name, "priority", priority, PRIORITY_MIN, PRIORITY_MAX)
     _integer(name, "max_attempts", max_attempts, 1, INT_MAX)
-    if timezone is not None:
-        _text(name, "timezone", timezone)
     if missed not in slots.MISSED_POLICIES:
         raise ValueError(f"schedule {name!r}: missed must be 'latest' or 'all', not {missed!r}")
     if timezone is not None:
+        _text(name, "timezone", timezone)
         try:
             slots.zone(timezone)
         except slots.CronError as problem:
@@ -163,8 +163,8 @@ def declarations(default_timezone: str, default_max_attempts: int) -> list[Decla
                 timezone=zone_name,
                 job_type=d.type,
                 payload={} if d.payload is None else d.payload,
-                queue=d.queue or "default",
-                priority=50 if d.priority is None else d.priority,
+                queue=d.queue or DEFAULT_QUEUE,
+                priority=DEFAULT_PRIORITY if d.priority is None else d.priority,
                 max_attempts=d.max_attempts or default_max_attempts,
                 missed=d.missed,
             )

@@ -121,7 +121,8 @@ class Worker:
                 listening=self.listening,
             )
 
-        # The work. Thread numbers: thread-0 is the rescuer, thread-1.. the loops or executors;
+        # The work. Thread numbers: thread-0 the periodic services (the rescuer and the scheduler,
+        # each with its own id's random part), thread-1.. the loops or executors;
         # in batch mode two more claim for the executors and record their successes.
         threads = range(1, settings.threads + 1)
         self.dispatcher: Dispatcher | None = None

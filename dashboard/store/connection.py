@@ -63,11 +63,13 @@ def connect_worker() -> Connection:
     """:func:`connect` for a one-job mode worker thread: its statements get the generic plan.
 
     Such a thread runs a few statements thousands of times with new values: mostly
-    ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE`` (``LIMIT 1`` spelled out), the other transitions
-    keyed by job id, and the cleanup tick through the small partial ``job_timeout_idx``.
-    psycopg prepares them; without this setting PostgreSQL re-plans them on every execution, and
-    planning the claim costs more as the table grows. The generic plan walks ``job_claim_idx``
-    in order all the same (figures: ``docs/benchmarks.md``). Not for batch mode's statements:
+    ``COMPLETE_AND_CLAIM_ALL`` and ``CLAIM_ONE_ALL`` (over ``job_claim_idx``), or beside a
+    paused or limited queue with jobs due ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE`` (over
+    ``job_queue_claim_idx``), all with ``LIMIT 1`` spelled out; the other transitions keyed by
+    job id, and the cleanup tick through the small partial ``job_timeout_idx``. psycopg
+    prepares them; without this setting PostgreSQL re-plans them on every execution, and
+    planning the claim costs more as the table grows. The generic plans walk those indexes in
+    order all the same (figures: ``docs/benchmarks.md``). Not for batch mode's statements:
     with a limit or a row set known only at run time, a generic
     plan may sort or hash where a custom one walks an index. Give the connection back with
     :func:`release_worker`, so the setting does not outlive the thread.

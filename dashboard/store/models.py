@@ -110,8 +110,9 @@ class Job(Model):
         # one status, newest first) and the skip scan that lists the distinct types
         # (``read_stats.JOB_TYPES_SQL``).
         Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
-        # The claim (``claim`` in claim.sql): only queued rows, so it stays small while finished rows
-        # pile up, and in the claim's own order so the first unlocked eligible entry is the
+        # The reference claim over every queue (``claim_all`` and its one-job and settle-and-claim
+        # forms, claim.sql and settle.sql): only queued rows, so it stays small while finished
+        # rows pile up, and in the claim's own order so the first unlocked eligible entry is the
         # answer. Priority must come first: with available_at first PostgreSQL sorts every
         # queued row on each claim (figures: docs/benchmarks.md).
         Index(
@@ -122,8 +123,9 @@ class Job(Model):
             "id",
             postgresql_where=text("status = 'queued'"),
         ),
-        # The claim (claim.sql): each served queue's own range in claim order, so a claim for a
-        # quiet queue never walks another queue's backlog (migration 0011).
+        # The per-queue claim (``claim``, ``claim_one`` and the claim half of
+        # ``complete_and_claim``): each served queue's own range in claim order, so a claim for
+        # a quiet queue never walks another queue's backlog (migration 0011).
         Index(
             "job_queue_claim_idx",
             "queue",
@@ -143,8 +145,9 @@ class Job(Model):
             text("id DESC"),
             postgresql_where=text("queue <> 'default'"),
         ),
-        # Each queue's live figures (``queues.py``): ready / scheduled / retrying as capped
-        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011).
+        # Each queue's live figures (``read_queues.py``): ready / scheduled / retrying as capped
+        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011);
+        # and the reference claim's guard: a paused or limited queue's first due job.
         Index(
             "job_queued_queue_idx",
             "queue",

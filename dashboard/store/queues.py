@@ -1,4 +1,5 @@
-"""Named queues: their settings (pause, concurrency limit, rate limit) and their figures.
+"""Named queues: their settings (pause, concurrency limit, rate limit); their figures are in
+``read_queues.py``.
 
 The settings are the rows the claim reads at statement time (claim.sql): ``jobs_queue`` (paused,
 the limits), ``jobs_queue_slot`` (one row per unit of a concurrency limit) and

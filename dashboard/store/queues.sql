@@ -1,8 +1,9 @@
 -- Queue settings: pause, resume and limits, the rows the claim reads (claim.sql).
 --
 -- Each takes any valid name, one with no jobs yet included: its `jobs_queue` row is created.
--- A change and its `jobs_audit` row (who, when, what) are one statement; a change that
--- changes nothing (pausing a paused queue) writes no audit row. :actor is who acted,
+-- A change and its `jobs_audit` row (who, when, what) are one statement; a pause or resume
+-- that changes nothing (pausing a paused queue) writes no audit row (a limits change is
+-- recorded as asked, its from and to in the row). :actor is who acted,
 -- :event_data the door's audit data; :now the operator's time.
 
 -- name: pause_queue

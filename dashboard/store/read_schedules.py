@@ -113,7 +113,7 @@ def _row(values: Any, *, upcoming: int, runs: list[RunRow] | None = None) -> Sch
 
 
 def list_schedules(*, upcoming: int = NEXT_SHOWN, runs: int = 0) -> list[ScheduleRow]:
-    """Every schedule, active ones first, by name; with ``upcoming`` next slots each and its
+    """Every schedule by name, the retired ones last; with ``upcoming`` next slots each and its
     newest ``runs`` runs."""
     with reading() as conn:
         rows = list(conn.execute(LIST, {"limit": LIST_MAX}).mappings())
