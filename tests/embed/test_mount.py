@@ -180,8 +180,9 @@ def test_the_host_keeps_its_own_error_pages(app: Flask, database_url: str) -> No
     client = host_app.test_client()
     assert client.get("/no-such-page").get_data(as_text=True) == "the shop's 404 page"
     assert client.get("/broken").get_data(as_text=True) == "the shop's error page"
-    # The queue's own API still answers JSON from its views.
-    assert client.get(PREFIX + "/api/jobs/").is_json
+    # The queue's own API still answers JSON from its views, its refusal included.
+    refused = client.get(PREFIX + "/api/jobs/")
+    assert refused.is_json and refused.status_code == 401
     with host_app.app_context():
         db.engine.dispose()
 

@@ -1,5 +1,6 @@
-"""The dashboard mounted at /ops/jobs in a host app, in Chromium: its static files, htmx polls
-and forms work under the prefix, at 1440x900 and 390x844, light and dark."""
+"""The dashboard mounted at /ops/jobs in a host app, in Chromium: its pages (the New job form
+among them) load their static files and htmx under the prefix without an error response, and
+a live job's page polls its fragment there, at 1440x900 and 390x844, light and dark."""
 
 from __future__ import annotations
 

@@ -140,7 +140,9 @@ def test_a_worker_killed_while_it_holds_the_row_leaves_the_slots_to_another(app,
 
 
 def test_a_worker_with_no_schedules_neither_syncs_nor_fires(app, start_worker):
-    sync([declaration("one", {})])
+    # Rows that differ from what the module declares: a sync would rewrite the payload of
+    # "one" (the module's is {}) and retire "other" (the module does not declare it).
+    sync([declaration("one", {"from": "test"}), declaration("other", {})])
     start = rewind(["one"], 3)
     job = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
     worker = start_worker("--no-schedules", JOB_HANDLER_MODULES="tests.runtime.schedules_one")
@@ -148,6 +150,11 @@ def test_a_worker_with_no_schedules_neither_syncs_nor_fires(app, start_worker):
     assert "JOB_WORKER_SCHEDULES=False" in worker.output
     assert runs_by_schedule() == {}
     assert fired_counts()["one"] == (0, start)
+    with db.engine.connect() as conn:
+        rows = dict(
+            conn.execute(text("SELECT name, payload FROM jobs_schedule WHERE retired_at IS NULL")).all()
+        )
+    assert rows == {"one": {"from": "test"}, "other": {}}  # not synced: as the test wrote them
 
 
 def test_a_bad_schedule_stops_the_worker_start_naming_it(app, start_worker):

@@ -16,18 +16,10 @@ from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import Flusher
 from dashboard.runtime.threads import ThreadRuntime
 from dashboard.store import read_jobs, service
-from dashboard.store.records import EventRecord, JobRecord
+from dashboard.store.records import JobRecord
+from tests.support.timelines import job  # one helper for both modules; re-exported here
+from tests.support.timelines import timeline as events  # noqa: F401  (re-exported)
 from tests.support.waiting import wait_until
-
-
-def job(job_id: uuid.UUID) -> JobRecord:
-    found = read_jobs.get_job(job_id)
-    assert found is not None
-    return found
-
-
-def events(job_id: uuid.UUID) -> list[EventRecord]:
-    return read_jobs.job_events(job_id)
 
 
 def event_types(job_id: uuid.UUID) -> list[str]:
