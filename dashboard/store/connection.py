@@ -15,6 +15,7 @@ Needs an application context (for the engine) and nothing else.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -63,9 +64,9 @@ def connect_worker() -> Connection:
     """:func:`connect` for a one-job mode worker thread: its statements get the generic plan.
 
     Such a thread runs a few statements thousands of times with new values: mostly
-    ``COMPLETE_AND_CLAIM_ALL`` and ``CLAIM_ONE_ALL`` (over ``job_claim_idx``), or beside a
-    paused or limited queue with jobs due ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE`` (over
-    ``job_queue_claim_idx``), all with ``LIMIT 1`` spelled out; the other transitions keyed by
+    ``COMPLETE_AND_CLAIM_NO_LIMITS`` and ``CLAIM_ONE_NO_LIMITS``, or while a limited queue
+    could give a job ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE``, all one range of
+    ``job_queue_claim_idx`` per queue with ``LIMIT 1`` spelled out; the other transitions keyed by
     job id, and the cleanup tick through the small partial ``job_timeout_idx``. psycopg
     prepares them; without this setting PostgreSQL re-plans them on every execution, and
     planning the claim costs more as the table grows. The generic plans walk those indexes in
@@ -129,23 +130,43 @@ def transaction(conn: Connection) -> Iterator[Connection]:
 
 @dataclass(frozen=True, slots=True)
 class _Compiled:
-    sql: str  # psycopg's %(name)s placeholders
+    sql: str  # PostgreSQL's own $n placeholders, sent as it is (psycopg.RawCursor)
+    names: tuple[str, ...]  # the parameter behind each $n, in order
     jsonb: frozenset[str]  # parameters to send as jsonb
     fixed: dict[str, Any]  # parameters the statement binds itself (sql.FIXED)
 
 
 _compiled: dict[int, _Compiled] = {}
 _PSYCOPG = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialects are unannotated
+# What SQLAlchemy's psycopg compiler writes: a named placeholder, or a literal % doubled.
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 
 
 def _compile(statement: TextClause) -> _Compiled:
+    """``statement`` with ``$n`` placeholders, converted once.
+
+    psycopg converts a ``%(name)s`` query on every execution and caches that conversion only
+    for queries of up to 4,096 characters; the claim-and-settle statements are longer, and
+    converting them again cost a one-job worker about 50 µs of its interpreter per job. A raw
+    query is sent as it is, with its parameters in ``names``' order (:func:`_args`).
+    """
     compiled = _compiled.get(id(statement))
     if compiled is None:
         binds = statement._bindparams
         jsonb = frozenset(name for name, bind in binds.items() if isinstance(bind.type, postgresql.JSONB))
         fixed = {name: bind.value for name, bind in binds.items() if bind.value is not None}
-        sql_text = str(statement.compile(dialect=_PSYCOPG))
-        compiled = _compiled[id(statement)] = _Compiled(sql_text, jsonb, fixed)
+        names: list[str] = []
+
+        def number(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name is None:
+                return "%"
+            if name not in names:
+                names.append(name)
+            return f"${names.index(name) + 1}"
+
+        sql_text = _PLACEHOLDER.sub(number, str(statement.compile(dialect=_PSYCOPG)))
+        compiled = _compiled[id(statement)] = _Compiled(sql_text, tuple(names), jsonb, fixed)
     return compiled
 
 
@@ -161,11 +182,17 @@ def _dict_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], dict[st
     return make
 
 
-def _args(compiled: _Compiled, params: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as psycopg takes them: the jsonb ones wrapped, the fixed ones added."""
-    args = {k: Jsonb(v) if k in compiled.jsonb else v for k, v in params.items()}
-    if compiled.fixed:
-        args.update(compiled.fixed)
+def _args(compiled: _Compiled, params: dict[str, Any]) -> list[Any]:
+    """The parameters in ``$n`` order: the jsonb ones wrapped, the fixed ones added;
+    ``KeyError`` naming a parameter the statement needs and ``params`` lacks."""
+    args: list[Any] = []
+    for name in compiled.names:
+        if name in compiled.fixed:
+            args.append(compiled.fixed[name])
+        elif name not in params:
+            raise KeyError(f"the statement needs the parameter {name!r}")
+        else:
+            args.append(Jsonb(params[name]) if name in compiled.jsonb else params[name])
     return args
 
 
@@ -189,7 +216,7 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
     compiled, raw = _compile(statement), _driver(conn)
     args = _args(compiled, params)
     try:
-        with raw.cursor(row_factory=_dict_rows) as cursor:
+        with psycopg.RawCursor(raw, row_factory=_dict_rows) as cursor:
             cursor.execute(compiled.sql, args)
             return cursor.fetchall() if _has_rows(cursor) else []
     except psycopg.Error as error:
@@ -217,13 +244,13 @@ def fetch_rows_while(
     the same pipeline (no round trip of its own); its rows are not returned.
     """
     compiled, raw = _compile(statement), _driver(conn)
-    cursors: list[psycopg.Cursor[dict[str, Any]]] = []
+    cursors: list[psycopg.RawCursor[dict[str, Any]]] = []
     try:
         with raw.pipeline(), raw.transaction():
             if first is not None:
                 raw.execute(first)
             for params in param_sets:
-                cursor = raw.cursor(row_factory=_dict_rows)
+                cursor = psycopg.RawCursor(raw, row_factory=_dict_rows)
                 cursors.append(cursor)
                 cursor.execute(compiled.sql, _args(compiled, params))
             done = meanwhile()

@@ -85,4 +85,26 @@ def test_a_dict_for_a_parameter_not_cast_to_jsonb_is_not_sent_as_one(app):
     with connection.connect() as conn, refused:
         connection.fetch_rows(conn, statement.clause, {"doc": {"a": 1}})
     create = connection._compile(sql.query("create"))
-    assert isinstance(connection._args(create, {"payload": {}})["payload"], Jsonb)
+    args = connection._args(create, {name: {} for name in create.names})
+    assert isinstance(args[create.names.index("payload")], Jsonb)
+    assert not isinstance(args[create.names.index("type")], Jsonb)
+
+
+def test_a_statement_is_sent_with_numbered_placeholders_converted_once(app):
+    """Each named parameter becomes one $n (a name used twice is one $n), a literal % stays
+    one %, and a parameter the caller did not give is named in the error, before anything is sent."""
+    (statement,) = sql.parse(
+        "-- name: x\n-- One.\n"
+        "SELECT :a AS a, :b AS b, :a AS again, 'x%' AS pct, :notify_channel AS channel\n",
+        "t.sql",
+    )
+    compiled = connection._compile(statement.clause)
+    assert compiled.names == ("a", "b", "notify_channel")
+    assert (
+        "$1" in compiled.sql and "$3" in compiled.sql and "'x%'" in compiled.sql and "%(" not in compiled.sql
+    )
+    with connection.connect() as conn:
+        (row,) = connection.fetch_rows(conn, statement.clause, {"a": 1, "b": "two"})
+        assert row == {"a": 1, "b": "two", "again": 1, "pct": "x%", "channel": sql.NOTIFY_CHANNEL}
+        with pytest.raises(KeyError, match="'b'"):
+            connection.fetch_rows(conn, statement.clause, {"a": 1})
