@@ -48,7 +48,7 @@ def seed_spread(url: str, count: int, queues: int = QUEUES, *, prefix: str = "q"
 
 
 def claim_ms(app: Flask, samples: int, served: list[str]) -> tuple[float, float]:
-    """p50 and p95 (ms) of a one-job claim for the queues ``served`` (named: the per-queue claim),
+    """p50 and p95 (ms) of a one-job claim for the queues ``served``,
     on one held connection with generic plans, as a one-job worker thread claims."""
     times: list[float] = []
     with app.app_context():
@@ -67,8 +67,8 @@ def claim_ms(app: Flask, samples: int, served: list[str]) -> tuple[float, float]
 
 def claim_across(app: Flask, url: str, *, small: int, large: int, queues: int = QUEUES) -> dict[str, tuple]:
     """Claim p50/p95 (ms) at ``small`` and ``large`` queued over ``queues`` queues: a worker
-    serving every queue (no settings: the guarded reference claim), and one naming them all
-    (the per-queue claim)."""
+    serving every queue, and one naming them all (the same claim, in its form without limits:
+    none of the queues has one)."""
     results = {}
     names = [f"q{n}" for n in range(queues)]
     for queued in (small, large):

@@ -12,17 +12,23 @@
 --
 -- Eligible: queued, due, attempts left, in a served queue that is not paused and has room.
 -- Index: job_queue_claim_idx (queue, priority DESC, available_at, created_at, id) WHERE
--- status = 'queued': one range per served queue, read in claim order and stopped at that
--- queue's share. FOR UPDATE SKIP LOCKED: concurrent claimers skip rows another one has locked
--- instead of waiting on them, so each attempt goes to exactly one worker.
+-- status = 'queued': one range per queue, read in the reference's claim order. FOR UPDATE
+-- SKIP LOCKED: concurrent claimers skip rows another one has locked instead of waiting on
+-- them, so each attempt goes to exactly one worker.
 --
 -- Queues (`served`): :queues, the worker's --queues (NULL: every queue, that is every
 -- `jobs_queue` row, and `default` even without one), less the paused ones, read at statement
--- time, so a pause is in force for every worker from its commit. Between queues the order is
--- the reference's, over all served queues together: each queue offers its first jobs in claim
--- order and the batch takes the first n of them by (priority DESC, available_at, created_at,
--- id). No weights, no strict queue order: a queue is claimed from as if it were the only one,
--- and a quiet queue's job is taken as soon as it is the oldest of its priority.
+-- time, so a pause is in force for every worker from its commit. A create adds its queue's
+-- row (create.sql), so a queue that has jobs has a row.
+--
+-- The order. Within a queue, the reference's: priority DESC, available_at, created_at, id.
+-- Between queues, each claim visits the served queues in a random order and takes from the
+-- first that gives a job (a batch goes on to the next queue until it has n): every queue with
+-- a due job has the same chance to be first, whatever the others hold, so a quiet queue's job
+-- is taken within a few claims beside a million jobs of another, of any priority. The visit
+-- is a nested loop that stops at the n-th job: only the queues before the one that fills the
+-- claim are read (an empty one is one index descent), and only the claimed rows are locked.
+-- No look at the head of each queue to rank them first: that read every queue's range twice.
 --
 -- Limits. A queue with a concurrency limit has that many `jobs_queue_slot` rows; a claim
 -- takes free ones (job_id IS NULL, FOR UPDATE SKIP LOCKED) and writes each claimed attempt
@@ -33,14 +39,24 @@
 -- lease_recovery.sql). A rate limit is a ring of `rate_count` `jobs_queue_rate` rows: a claim
 -- takes entries older than the period (the same lock and re-check on taken_at) and stamps
 -- them with the claim's time, so any window of the period holds at most rate_count claims.
--- A queue's share of the batch is the least of n, its free slots and its free ring entries:
--- a full queue gets a LIMIT 0 (no index read, no lock) and costs the other queues nothing.
--- Locks only what it claims: with several queues that have room, an unlocked look at the head
--- of each (`heads`, up to its share) decides how many of the next n each queue gives
--- (`takes`), then only that many rows of each queue's range are locked (SKIP LOCKED skips,
--- within the queue, rows another claimer holds). Row locks are writes: locking the head of
--- twenty queues to claim one job cost twenty times the locks (docs/benchmarks.md). With one
--- queue with room (the default's case) there is no look: its share is locked at once.
+-- A queue's `room` is read when the visit reaches it, only for a queue with a limit (a CASE:
+-- no read at all for one without), and its share of the claim is the least of what is asked,
+-- its free slots and its free ring entries: a full queue gets a LIMIT 0 (no index read, no
+-- lock) and costs the other queues nothing. `room` is fenced off with OFFSET 0: pulled up
+-- into the query, its subqueries would be evaluated, and lock, once per reference.
+--
+-- Two forms. `claim` and `claim_one` serve every queue, limits included. `claim_no_limits`
+-- and `claim_one_no_limits` serve only the queues without a limit: no slot, no ring entry,
+-- no limit table written, so a worker with nothing to limit claims at the cost of a claim
+-- without limits (docs/benchmarks.md). The claims answer `limits_open`: whether a served
+-- queue with a limit could give a job now (room in each of its limits, then a job due: the
+-- first entry of each of its two ranges of job_queued_queue_idx, a scalar min each, so a
+-- queue whose jobs are all due later costs two index descents, not a walk of its range; the
+-- statement's snapshot); the `limits_open` statement answers it alone, for the one-job
+-- settle-and-claim, which does not read it on every job. store/limits_open.py keeps the
+-- answer and picks the form. A queue at its limit therefore costs the others one index
+-- probe of the limit's table now and then, and no write. The answer is a hint for the next
+-- claim, never a permission: each form takes only what it may take.
 --
 -- :avoid_expired (true while a thread of the claiming process runs an attempt past its
 -- lease): skip jobs whose last attempt's lease expired, the ones whose last_error lease
@@ -54,74 +70,51 @@
 -- name: claim
 -- Claim one eligible job per id in :worker_ids, the n-th job locked by the n-th id.
 -- A batch claim: one statement for every idle thread of a process, each job still carrying
--- the id of the thread that runs it, its own attempt and its own lease.
+-- the id of the thread that runs it, its own attempt and its own lease. A limited queue's
+-- k-th job takes the k-th of the slots and ring entries its `room` locked. Always at least
+-- one row: `limits_open` (below), and the claimed job's columns (NULL when none).
 WITH served AS (
-    SELECT names.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
-    FROM (SELECT unnest(CAST(:queues AS text[])) AS name
-          UNION SELECT name FROM jobs_queue WHERE CAST(:queues AS text[]) IS NULL
-          UNION SELECT 'default' WHERE CAST(:queues AS text[]) IS NULL) AS names
-    LEFT JOIN jobs_queue AS q ON q.name = names.name
-    WHERE q.paused IS NOT TRUE
-), slots AS (
-    SELECT s.queue, s.n, row_number() OVER (PARTITION BY s.queue ORDER BY s.n) AS k
-    FROM served CROSS JOIN LATERAL (
-        SELECT queue, n FROM jobs_queue_slot
-        WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
-        ORDER BY n LIMIT cardinality(CAST(:worker_ids AS text[]))
-        FOR UPDATE SKIP LOCKED
-    ) AS s
-), rates AS (
-    SELECT r.queue, r.n, row_number() OVER (PARTITION BY r.queue ORDER BY r.taken_at, r.n) AS k
-    FROM served CROSS JOIN LATERAL (
-        SELECT queue, n, taken_at FROM jobs_queue_rate
-        WHERE served.rate_count IS NOT NULL AND queue = served.name
-          AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-                          - make_interval(secs => served.rate_period_seconds)
-        ORDER BY taken_at, n LIMIT cardinality(CAST(:worker_ids AS text[]))
-        FOR UPDATE SKIP LOCKED
-    ) AS r
-), shares AS (
-    SELECT served.name, LEAST(
-        cardinality(CAST(:worker_ids AS text[])),
-        CASE WHEN served.concurrency_limit IS NULL THEN cardinality(CAST(:worker_ids AS text[]))
-             ELSE (SELECT count(*) FROM slots WHERE slots.queue = served.name) END,
-        CASE WHEN served.rate_count IS NULL THEN cardinality(CAST(:worker_ids AS text[]))
-             ELSE (SELECT count(*) FROM rates WHERE rates.queue = served.name) END) AS share
-    FROM served
-), heads AS (
-    SELECT h.queue, h.priority, h.available_at, h.created_at, h.id
-    FROM shares CROSS JOIN LATERAL (
-        SELECT queue, priority, available_at, created_at, id FROM jobs_job
-        WHERE (SELECT count(*) FROM shares WHERE share > 0) > 1
-          AND queue = shares.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-          AND attempts < max_attempts
-          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-        ORDER BY priority DESC, available_at, created_at, id
-        LIMIT shares.share
-    ) AS h
-    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
-    LIMIT cardinality(CAST(:worker_ids AS text[]))
-), takes AS (
-    SELECT name AS queue, share AS take FROM shares
-    WHERE share > 0 AND (SELECT count(*) FROM shares WHERE share > 0) = 1
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
     UNION ALL
-    SELECT queue, count(*) FROM heads GROUP BY queue
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
 ), picked AS (
-    SELECT p.id, p.queue, p.priority, p.available_at, p.created_at
-    FROM takes CROSS JOIN LATERAL (
-        SELECT id, queue, priority, available_at, created_at FROM jobs_job
-        WHERE queue = takes.queue AND status = 'queued'
+    SELECT job.id, job.priority, job.available_at, job.created_at, served.name AS queue,
+           room.slots, room.rings
+    FROM (SELECT * FROM served ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN served.concurrency_limit IS NOT NULL THEN ARRAY(
+                   SELECT n FROM jobs_queue_slot
+                   WHERE queue = served.name AND job_id IS NULL
+                   ORDER BY n LIMIT cardinality(CAST(:worker_ids AS text[]))
+                   FOR UPDATE SKIP LOCKED) END AS slots,
+               CASE WHEN served.rate_count IS NOT NULL THEN ARRAY(
+                   SELECT n FROM jobs_queue_rate
+                   WHERE queue = served.name
+                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                     - make_interval(secs => served.rate_period_seconds)
+                   ORDER BY taken_at, n LIMIT cardinality(CAST(:worker_ids AS text[]))
+                   FOR UPDATE SKIP LOCKED) END AS rings
+        OFFSET 0
+    ) AS room
+    CROSS JOIN LATERAL (
+        SELECT id, priority, available_at, created_at FROM jobs_job
+        WHERE queue = served.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
-        LIMIT takes.take
+        LIMIT LEAST(cardinality(CAST(:worker_ids AS text[])),
+                    COALESCE(cardinality(room.slots), cardinality(CAST(:worker_ids AS text[]))),
+                    COALESCE(cardinality(room.rings), cardinality(CAST(:worker_ids AS text[]))))
         FOR UPDATE SKIP LOCKED
-    ) AS p
+    ) AS job
     LIMIT cardinality(CAST(:worker_ids AS text[]))
 ), next AS (
-    SELECT id, queue,
+    SELECT id, queue, slots, rings,
            row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n,
            row_number() OVER (PARTITION BY queue ORDER BY priority DESC, available_at, created_at, id) AS k
     FROM picked
@@ -138,12 +131,11 @@ WITH served AS (
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
     FROM claimed JOIN next ON next.id = claimed.id
-         JOIN slots ON slots.queue = next.queue AND slots.k = next.k
-    WHERE s.queue = slots.queue AND s.n = slots.n
+    WHERE next.slots IS NOT NULL AND s.queue = next.queue AND s.n = next.slots[next.k]
 ), took_rate AS (
     UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM next JOIN rates ON rates.queue = next.queue AND rates.k = next.k
-    WHERE r.queue = rates.queue AND r.n = rates.n
+    FROM next
+    WHERE next.rings IS NOT NULL AND r.queue = next.queue AND r.n = next.rings[next.k]
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
@@ -153,67 +145,75 @@ WITH served AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
+SELECT EXISTS (
+           SELECT 1 FROM served AS q
+           WHERE CASE
+               WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
+               WHEN q.concurrency_limit IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
+                   THEN false
+               WHEN q.rate_count IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_rate
+                         WHERE queue = q.name
+                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                           - make_interval(secs => q.rate_period_seconds)
+                         LIMIT 1) IS NULL
+                   THEN false
+               ELSE LEAST((SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
+                          (SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
+                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           END) AS limits_open,
+       claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+ORDER BY claimed.priority DESC, claimed.available_at, claimed.created_at, claimed.id
 
 -- name: claim_one
 -- Claim one eligible job for the single id in :worker_ids: `claim` for one job, in fewer steps.
 -- One-job mode's claim (and complete_and_claim's, settle.sql), so every step is for one job:
--- `open` is each served queue with room, with the free slot and ring entry it would take
--- (locked, as `claim`'s); `head` is an unlocked look at the first job of each, the best of
--- which names the queue; `picked` locks that queue's first job (SKIP LOCKED: the next one if
--- another claimer holds it), and the claim takes its queue's slot and ring entry. No shares,
--- no window functions: a claim beside a full queue costs little more than the reference's.
--- LIMIT 1 written out, so that a generic plan (connection.connect_worker) knows it fetches
--- one row, as a custom plan would.
+-- a queue's `room` is at most one slot and one ring entry, no window functions; the slot
+-- and the ring entry are written through their primary key. LIMIT 1 written out, so that a
+-- generic plan (connection.connect_worker) knows it fetches one row, as a custom plan would.
 WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
     UNION ALL
-    SELECT names.name, NULL, NULL, NULL
-    FROM unnest(COALESCE(CAST(:queues AS text[]), ARRAY['default'])) AS names(name)
-    WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = names.name)
-), open AS (
-    SELECT served.name, s.n AS slot, r.n AS ring
-    FROM served
-    LEFT JOIN LATERAL (
-        SELECT n FROM jobs_queue_slot
-        WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
-        ORDER BY n LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) AS s ON true
-    LEFT JOIN LATERAL (
-        SELECT n FROM jobs_queue_rate
-        WHERE served.rate_count IS NOT NULL AND queue = served.name
-          AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-                          - make_interval(secs => served.rate_period_seconds)
-        ORDER BY taken_at, n LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) AS r ON true
-    WHERE (served.concurrency_limit IS NULL OR s.n IS NOT NULL)
-      AND (served.rate_count IS NULL OR r.n IS NOT NULL)
-), head AS (
-    SELECT h.queue
-    FROM open CROSS JOIN LATERAL (
-        SELECT queue, priority, available_at, created_at, id FROM jobs_job
-        WHERE queue = open.name AND status = 'queued'
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+), picked AS (
+    SELECT job.id, served.name AS queue, room.slot, room.ring
+    FROM (SELECT * FROM served ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN served.concurrency_limit IS NOT NULL THEN (
+                   SELECT n FROM jobs_queue_slot
+                   WHERE queue = served.name AND job_id IS NULL
+                   ORDER BY n LIMIT 1
+                   FOR UPDATE SKIP LOCKED) END AS slot,
+               CASE WHEN served.rate_count IS NOT NULL THEN (
+                   SELECT n FROM jobs_queue_rate
+                   WHERE queue = served.name
+                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                     - make_interval(secs => served.rate_period_seconds)
+                   ORDER BY taken_at, n LIMIT 1
+                   FOR UPDATE SKIP LOCKED) END AS ring
+        OFFSET 0
+    ) AS room
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs_job
+        WHERE (served.concurrency_limit IS NULL OR room.slot IS NOT NULL)
+          AND (served.rate_count IS NULL OR room.ring IS NOT NULL)
+          AND queue = served.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT 1
-    ) AS h
-    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT 1
-), picked AS (
-    SELECT id FROM jobs_job
-    WHERE queue = (SELECT queue FROM head) AND status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-    ORDER BY priority DESC, available_at, created_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -226,12 +226,12 @@ WITH served AS (
     RETURNING j.*
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
-    FROM claimed JOIN open ON open.name = claimed.queue
-    WHERE s.queue = open.name AND s.n = open.slot
+    FROM claimed
+    WHERE (s.queue, s.n) = (SELECT queue, slot FROM picked WHERE slot IS NOT NULL)
 ), took_rate AS (
     UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM claimed JOIN open ON open.name = claimed.queue
-    WHERE r.queue = open.name AND r.n = open.ring
+    FROM claimed
+    WHERE (r.queue, r.n) = (SELECT queue, ring FROM picked WHERE ring IS NOT NULL)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
@@ -241,41 +241,59 @@ WITH served AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT * FROM claimed
+SELECT EXISTS (
+           SELECT 1 FROM served AS q
+           WHERE CASE
+               WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
+               WHEN q.concurrency_limit IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
+                   THEN false
+               WHEN q.rate_count IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_rate
+                         WHERE queue = q.name
+                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                           - make_interval(secs => q.rate_period_seconds)
+                         LIMIT 1) IS NULL
+                   THEN false
+               ELSE LEAST((SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
+                          (SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
+                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           END) AS limits_open,
+       claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
--- name: claim_all
--- `claim` over every queue while no paused or limited queue has a job due: job_claim_idx in claim order.
--- The reference's claim with one guard, an uncorrelated NOT EXISTS over the small jobs_queue
--- (evaluated once, `held`): while a queue with a setting has a queued job due (the first
--- entries of its two ranges of job_queued_queue_idx, a scalar min each: an EXISTS here would
--- be hashed, reading every queued row), it claims nothing and says so (`held_back`), and the
--- caller runs `claim` (service.claim_batch); an empty answer not held back is final, so an
--- idle worker's poll is one statement. Always at least one row: `held_back`, and the claimed
--- job's columns (NULL when none). A setting on a queue with nothing due cannot change what the
--- claim takes: in this statement's snapshot that queue offers no row (a row made due meanwhile
--- is a new index entry, which the snapshot does not see). Cheaper to plan and run than `claim`,
--- which a drain beside an idle limited queue, or of one queue with no settings, would
--- otherwise pay on every claim (docs/benchmarks.md).
-WITH held AS (
-    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
-                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                               (SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
+-- name: claim_no_limits
+-- `claim` over the served queues without a limit; `limits_open` as `claim`'s.
+-- A queue with a limit is skipped (this form takes no slot and no ring entry); `limits_open`
+-- says whether one of them could have given a job, so the caller claims with `claim` next.
+-- Always at least one row: `limits_open`, and the claimed job's columns (NULL when none).
+WITH served AS (
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
 ), picked AS (
-    SELECT id FROM jobs_job
-    WHERE status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT (SELECT back FROM held)
-    ORDER BY priority DESC, available_at, created_at, id
+    SELECT job.id, job.priority, job.available_at, job.created_at
+    FROM (SELECT name FROM served
+          WHERE concurrency_limit IS NULL AND rate_count IS NULL ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT id, priority, available_at, created_at FROM jobs_job
+        WHERE queue = served.name AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT cardinality(CAST(:worker_ids AS text[]))
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT cardinality(CAST(:worker_ids AS text[]))
-    FOR UPDATE SKIP LOCKED
 ), next AS (
-    SELECT id, row_number() OVER () AS n FROM picked
+    SELECT id, row_number() OVER (ORDER BY priority DESC, available_at, created_at, id) AS n FROM picked
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -295,30 +313,55 @@ WITH held AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT held.back AS held_back, claimed.*
-FROM held LEFT JOIN claimed ON true
+SELECT EXISTS (
+           SELECT 1 FROM served AS q
+           WHERE CASE
+               WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
+               WHEN q.concurrency_limit IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
+                   THEN false
+               WHEN q.rate_count IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_rate
+                         WHERE queue = q.name
+                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                           - make_interval(secs => q.rate_period_seconds)
+                         LIMIT 1) IS NULL
+                   THEN false
+               ELSE LEAST((SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
+                          (SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
+                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           END) AS limits_open,
+       claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 ORDER BY claimed.priority DESC, claimed.available_at, claimed.created_at, claimed.id
 
--- name: claim_one_all
--- `claim_all` for one id, LIMIT 1 written out (as `claim_one`); the same `held_back` row.
-WITH held AS (
-    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
-                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                               (SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
+-- name: claim_one_no_limits
+-- `claim_no_limits` for one id, LIMIT 1 written out (as `claim_one`); the same `limits_open` row.
+WITH served AS (
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
 ), picked AS (
-    SELECT id FROM jobs_job
-    WHERE status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT (SELECT back FROM held)
-    ORDER BY priority DESC, available_at, created_at, id
+    SELECT job.id
+    FROM (SELECT name FROM served
+          WHERE concurrency_limit IS NULL AND rate_count IS NULL ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs_job
+        WHERE queue = served.name AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -338,5 +381,59 @@ WITH held AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT held.back AS held_back, claimed.*
-FROM held LEFT JOIN claimed ON true
+SELECT EXISTS (
+           SELECT 1 FROM served AS q
+           WHERE CASE
+               WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
+               WHEN q.concurrency_limit IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
+                   THEN false
+               WHEN q.rate_count IS NOT NULL
+                    AND (SELECT n FROM jobs_queue_rate
+                         WHERE queue = q.name
+                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                           - make_interval(secs => q.rate_period_seconds)
+                         LIMIT 1) IS NULL
+                   THEN false
+               ELSE LEAST((SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
+                          (SELECT min(available_at) FROM jobs_job
+                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
+                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           END) AS limits_open,
+       claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+
+-- name: limits_open
+-- Whether a served queue with a limit could give a job now: `limits_open`, alone (as the claims').
+-- For a one-job thread's settle-and-claim, which does not read it on every job
+-- (store/limits_open.py): per limited queue served, its room, then its first due job.
+WITH served AS (
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+)
+SELECT EXISTS (
+    SELECT 1 FROM served AS q
+    WHERE CASE
+        WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
+        WHEN q.concurrency_limit IS NOT NULL
+             AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
+            THEN false
+        WHEN q.rate_count IS NOT NULL
+             AND (SELECT n FROM jobs_queue_rate
+                  WHERE queue = q.name
+                    AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                    - make_interval(secs => q.rate_period_seconds)
+                  LIMIT 1) IS NULL
+            THEN false
+        ELSE LEAST((SELECT min(available_at) FROM jobs_job
+                    WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
+                   (SELECT min(available_at) FROM jobs_job
+                    WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
+             <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    END) AS limits_open

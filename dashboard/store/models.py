@@ -110,11 +110,10 @@ class Job(Model):
         # one status, newest first) and the skip scan that lists the distinct types
         # (``read_stats.JOB_TYPES_SQL``).
         Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
-        # The reference claim over every queue (``claim_all`` and its one-job and settle-and-claim
-        # forms, claim.sql and settle.sql): only queued rows, so it stays small while finished
-        # rows pile up, and in the claim's own order so the first unlocked eligible entry is the
-        # answer. Priority must come first: with available_at first PostgreSQL sorts every
-        # queued row on each claim (figures: docs/benchmarks.md).
+        # The reference's claim index, by its name: every queue's queued rows in claim order
+        # (the "next to run" list, the metrics' queued walk). Only queued rows, so it stays
+        # small while finished rows pile up. Priority must come first: with available_at first
+        # PostgreSQL sorts every queued row on each read in this order (docs/benchmarks.md).
         Index(
             "job_claim_idx",
             text("priority DESC"),
@@ -146,8 +145,7 @@ class Job(Model):
             postgresql_where=text("queue <> 'default'"),
         ),
         # Each queue's live figures (``read_queues.py``): ready / scheduled / retrying as capped
-        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011);
-        # and the reference claim's guard: a paused or limited queue's first due job.
+        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011).
         Index(
             "job_queued_queue_idx",
             "queue",

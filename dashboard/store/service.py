@@ -12,7 +12,6 @@ cookie, no template.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -21,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..limits import queue_problem
+from . import limits_open
 from .backoff import delay_table, retry_delay
 from .connection import autocommit, fetch_job, fetch_rows
 from .records import CleanupResult, JobRecord
@@ -30,33 +30,13 @@ from .values import pg_safe
 from .values import utcnow as utcnow  # the runtime's clock, read here so a test can move it
 
 CLAIM, CLAIM_ONE = query("claim"), query("claim_one")
-CLAIM_ALL, CLAIM_ONE_ALL = query("claim_all"), query("claim_one_all")
+CLAIM_NO_LIMITS, CLAIM_ONE_NO_LIMITS = query("claim_no_limits"), query("claim_one_no_limits")
 RENEW, PROGRESS = query("renew"), query("progress")
 COMPLETE, COMPLETE_WITH_PROGRESS = query("complete"), query("complete_with_progress")
 COMPLETE_AND_CLAIM = query("complete_and_claim")
 COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
-COMPLETE_AND_CLAIM_ALL = query("complete_and_claim_all")
-COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL = query("complete_and_claim_with_progress_all")
-
-# Which claim a worker serving every queue runs. While no paused or limited queue has a job
-# due, `claim_all` (the reference's claim over job_claim_idx, guarded: it claims nothing while
-# such a queue has one) costs less to plan and run than `claim` (per-queue reads, slots, the
-# rate ring). Once a guard held a claim back, `claim` is run directly for SETTINGS_SEEN_SECONDS
-# before `claim_all` is tried again. Only the choice of statement is remembered: each one
-# reads the settings at statement time, so a pause or a limit holds from its commit either way.
-SETTINGS_SEEN_SECONDS = 5.0
-_settings_seen_until = 0.0
-
-
-def _unrestricted(queues: Sequence[str] | None) -> bool:
-    """Whether the guarded reference claim may serve this call (every queue, no setting seen lately)."""
-    return queues is None and time.monotonic() >= _settings_seen_until
-
-
-def _saw_settings() -> None:
-    global _settings_seen_until
-    _settings_seen_until = time.monotonic() + SETTINGS_SEEN_SECONDS
-
+COMPLETE_AND_CLAIM_NO_LIMITS = query("complete_and_claim_no_limits")
+COMPLETE_AND_CLAIM_WITH_PROGRESS_NO_LIMITS = query("complete_and_claim_with_progress_no_limits")
 
 COMPLETE_MANY, COMPLETE_MANY_WITH_PROGRESS = query("complete_many"), query("complete_many_with_progress")
 FAIL, FAIL_WITH_PROGRESS = query("fail"), query("fail_with_progress")
@@ -100,7 +80,8 @@ def claim_batch(
     """Claim up to one job per id in ``worker_ids`` in one statement.
 
     ``queues``: the named queues served (``None``: every queue); a paused queue, or one whose
-    concurrency or rate limit is reached, gives nothing (claim.sql).
+    concurrency or rate limit is reached, gives nothing. Jobs come in the reference's order
+    within a queue; the queues are visited in a random order, each claim anew (claim.sql).
     The n-th claimed job is locked by the n-th id: a worker process claims for all its idle
     threads at once, and each job still belongs to the thread that will run it.
     ``avoid_expired``: skip jobs whose last attempt's lease expired (a worker process passes
@@ -115,14 +96,24 @@ def claim_batch(
         "avoid_expired": avoid_expired,
         "queues": _served(queues),
     }
+    served = limits_open.served_key(queues)
+    one = len(worker_ids) == 1
     with autocommit(conn) as conn:
-        if _unrestricted(queues):
-            rows = fetch_rows(conn, CLAIM_ONE_ALL if len(worker_ids) == 1 else CLAIM_ALL, params)
-            if not rows[0]["held_back"]:  # its answer is final, jobs or none
-                return [JobRecord.from_row(row) for row in rows if row["id"] is not None]
-            _saw_settings()  # a paused or limited queue has a job due: the per-queue claim decides
-        rows = fetch_rows(conn, CLAIM_ONE if len(worker_ids) == 1 else CLAIM, params)
-    return [JobRecord.from_row(row) for row in rows]
+        if limits_open.is_open(served):
+            rows = fetch_rows(conn, CLAIM_ONE if one else CLAIM, params)
+            limits_open.record(served, rows[0]["limits_open"])
+            return [JobRecord.from_row(row) for row in rows if row["id"] is not None]
+        rows = fetch_rows(conn, CLAIM_ONE_NO_LIMITS if one else CLAIM_NO_LIMITS, params)
+        limits_open.record(served, rows[0]["limits_open"])
+        jobs = [JobRecord.from_row(row) for row in rows if row["id"] is not None]
+        rest = list(worker_ids[len(jobs) :])
+        if rows[0]["limits_open"] and rest:
+            # A queue with a limit could give a job and this claim skipped it: the rest of
+            # the ids claim again, once, with the limits.
+            more = fetch_rows(conn, CLAIM_ONE if len(rest) == 1 else CLAIM, {**params, "worker_ids": rest})
+            limits_open.record(served, more[0]["limits_open"])
+            jobs += [JobRecord.from_row(row) for row in more if row["id"] is not None]
+    return jobs
 
 
 def claim_next_job(
@@ -273,17 +264,19 @@ def complete_and_claim(
         "started_at": started_at,
         "queues": _served(queues),
     }
-    every = _unrestricted(queues)
-    if every:
-        statement = COMPLETE_AND_CLAIM_WITH_PROGRESS_ALL if progress else COMPLETE_AND_CLAIM_ALL
-    else:
-        statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
+    served = limits_open.served_key(queues)
     if progress:
         params["progress"] = list(progress)
     with autocommit(conn) as conn:
+        if limits_open.current(conn, served, params):
+            statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
+        elif progress:
+            statement = COMPLETE_AND_CLAIM_WITH_PROGRESS_NO_LIMITS
+        else:
+            statement = COMPLETE_AND_CLAIM_NO_LIMITS
         row = fetch_rows(conn, statement, params)[0]
-    if every and row["held_back"]:
-        _saw_settings()  # the caller's own claim (no job came back) takes the full statement
+    if row["freed"]:
+        limits_open.freed_a_slot(served)
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 

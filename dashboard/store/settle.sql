@@ -95,9 +95,11 @@ SELECT * FROM done
 -- A job then costs one round trip and one commit instead of two. The halves are independent:
 -- the completion is fenced exactly as `complete` (a lost attempt records nothing, and the
 -- claim still happens), and the claim is claim_one's (claim.sql; the job just completed is no
--- longer queued, so it cannot be picked again). Always one row: `completed` (0 or 1) and the
--- claimed job's columns, NULL when nothing was eligible. The job rows' own times
--- (updated_at, locked_until) are the statement's. Index: job_queue_claim_idx, as claim_one's.
+-- longer queued, so it cannot be picked again). Always one row: `completed` (0 or 1),
+-- `freed` (the slots it freed, 0 or 1: store/limits_open.py then claims with the limits next)
+-- and the claimed job's columns, NULL when nothing was eligible.
+-- The job rows' own times (updated_at, locked_until) are the statement's. Index:
+-- job_queue_claim_idx, as claim_one's.
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
@@ -110,50 +112,40 @@ WITH done AS (
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
     UNION ALL
-    SELECT names.name, NULL, NULL, NULL
-    FROM unnest(COALESCE(CAST(:queues AS text[]), ARRAY['default'])) AS names(name)
-    WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = names.name)
-), open AS (
-    SELECT served.name, s.n AS slot, r.n AS ring
-    FROM served
-    LEFT JOIN LATERAL (
-        SELECT n FROM jobs_queue_slot
-        WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
-        ORDER BY n LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) AS s ON true
-    LEFT JOIN LATERAL (
-        SELECT n FROM jobs_queue_rate
-        WHERE served.rate_count IS NOT NULL AND queue = served.name
-          AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-                          - make_interval(secs => served.rate_period_seconds)
-        ORDER BY taken_at, n LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) AS r ON true
-    WHERE (served.concurrency_limit IS NULL OR s.n IS NOT NULL)
-      AND (served.rate_count IS NULL OR r.n IS NOT NULL)
-), head AS (
-    SELECT h.queue
-    FROM open CROSS JOIN LATERAL (
-        SELECT queue, priority, available_at, created_at, id FROM jobs_job
-        WHERE queue = open.name AND status = 'queued'
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+), picked AS (
+    SELECT job.id, served.name AS queue, room.slot, room.ring
+    FROM (SELECT * FROM served ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN served.concurrency_limit IS NOT NULL THEN (
+                   SELECT n FROM jobs_queue_slot
+                   WHERE queue = served.name AND job_id IS NULL
+                   ORDER BY n LIMIT 1
+                   FOR UPDATE SKIP LOCKED) END AS slot,
+               CASE WHEN served.rate_count IS NOT NULL THEN (
+                   SELECT n FROM jobs_queue_rate
+                   WHERE queue = served.name
+                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                     - make_interval(secs => served.rate_period_seconds)
+                   ORDER BY taken_at, n LIMIT 1
+                   FOR UPDATE SKIP LOCKED) END AS ring
+        OFFSET 0
+    ) AS room
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs_job
+        WHERE (served.concurrency_limit IS NULL OR room.slot IS NOT NULL)
+          AND (served.rate_count IS NULL OR room.ring IS NOT NULL)
+          AND queue = served.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT 1
-    ) AS h
-    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT 1
-), picked AS (
-    SELECT id FROM jobs_job
-    WHERE queue = (SELECT queue FROM head) AND status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-    ORDER BY priority DESC, available_at, created_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -166,12 +158,12 @@ WITH done AS (
     RETURNING j.*
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
-    FROM claimed JOIN open ON open.name = claimed.queue
-    WHERE s.queue = open.name AND s.n = open.slot
+    FROM claimed
+    WHERE (s.queue, s.n) = (SELECT queue, slot FROM picked WHERE slot IS NOT NULL)
 ), took_rate AS (
     UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM claimed JOIN open ON open.name = claimed.queue
-    WHERE r.queue = open.name AND r.n = open.ring
+    FROM claimed
+    WHERE (r.queue, r.n) = (SELECT queue, ring FROM picked WHERE ring IS NOT NULL)
 ), freed AS (
     UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
     FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
@@ -201,7 +193,9 @@ WITH done AS (
     ) AS e
     ORDER BY part
 )
-SELECT (SELECT count(*) FROM done) AS completed, claimed.*
+SELECT (SELECT count(*) FROM done) AS completed,
+       (SELECT count(*) FROM freed) AS freed,
+       claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress
@@ -218,50 +212,40 @@ WITH done AS (
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
     UNION ALL
-    SELECT names.name, NULL, NULL, NULL
-    FROM unnest(COALESCE(CAST(:queues AS text[]), ARRAY['default'])) AS names(name)
-    WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = names.name)
-), open AS (
-    SELECT served.name, s.n AS slot, r.n AS ring
-    FROM served
-    LEFT JOIN LATERAL (
-        SELECT n FROM jobs_queue_slot
-        WHERE served.concurrency_limit IS NOT NULL AND queue = served.name AND job_id IS NULL
-        ORDER BY n LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) AS s ON true
-    LEFT JOIN LATERAL (
-        SELECT n FROM jobs_queue_rate
-        WHERE served.rate_count IS NOT NULL AND queue = served.name
-          AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-                          - make_interval(secs => served.rate_period_seconds)
-        ORDER BY taken_at, n LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) AS r ON true
-    WHERE (served.concurrency_limit IS NULL OR s.n IS NOT NULL)
-      AND (served.rate_count IS NULL OR r.n IS NOT NULL)
-), head AS (
-    SELECT h.queue
-    FROM open CROSS JOIN LATERAL (
-        SELECT queue, priority, available_at, created_at, id FROM jobs_job
-        WHERE queue = open.name AND status = 'queued'
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+), picked AS (
+    SELECT job.id, served.name AS queue, room.slot, room.ring
+    FROM (SELECT * FROM served ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN served.concurrency_limit IS NOT NULL THEN (
+                   SELECT n FROM jobs_queue_slot
+                   WHERE queue = served.name AND job_id IS NULL
+                   ORDER BY n LIMIT 1
+                   FOR UPDATE SKIP LOCKED) END AS slot,
+               CASE WHEN served.rate_count IS NOT NULL THEN (
+                   SELECT n FROM jobs_queue_rate
+                   WHERE queue = served.name
+                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                     - make_interval(secs => served.rate_period_seconds)
+                   ORDER BY taken_at, n LIMIT 1
+                   FOR UPDATE SKIP LOCKED) END AS ring
+        OFFSET 0
+    ) AS room
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs_job
+        WHERE (served.concurrency_limit IS NULL OR room.slot IS NOT NULL)
+          AND (served.rate_count IS NULL OR room.ring IS NOT NULL)
+          AND queue = served.name AND status = 'queued'
           AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
         LIMIT 1
-    ) AS h
-    ORDER BY h.priority DESC, h.available_at, h.created_at, h.id
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT 1
-), picked AS (
-    SELECT id FROM jobs_job
-    WHERE queue = (SELECT queue FROM head) AND status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-    ORDER BY priority DESC, available_at, created_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
@@ -274,12 +258,12 @@ WITH done AS (
     RETURNING j.*
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
-    FROM claimed JOIN open ON open.name = claimed.queue
-    WHERE s.queue = open.name AND s.n = open.slot
+    FROM claimed
+    WHERE (s.queue, s.n) = (SELECT queue, slot FROM picked WHERE slot IS NOT NULL)
 ), took_rate AS (
     UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    FROM claimed JOIN open ON open.name = claimed.queue
-    WHERE r.queue = open.name AND r.n = open.ring
+    FROM claimed
+    WHERE (r.queue, r.n) = (SELECT queue, ring FROM picked WHERE ring IS NOT NULL)
 ), freed AS (
     UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
     FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
@@ -315,7 +299,9 @@ WITH done AS (
     ) AS e
     ORDER BY part, n
 )
-SELECT (SELECT count(*) FROM done) AS completed, claimed.*
+SELECT (SELECT count(*) FROM done) AS completed,
+       (SELECT count(*) FROM freed) AS freed,
+       claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_many
@@ -493,8 +479,8 @@ WITH failed AS (
 )
 SELECT * FROM failed
 
--- name: complete_and_claim_all
--- `complete_and_claim` whose claim is `claim_one_all`'s (every queue, while no paused or limited queue has a job due); `held_back` says one has.
+-- name: complete_and_claim_no_limits
+-- `complete_and_claim` whose claim is `claim_one_no_limits`'s (claim.sql): no limited queue open.
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
@@ -502,27 +488,33 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
-), held AS (
-    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
-                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                               (SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
+), served AS (
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
 ), picked AS (
-    SELECT id FROM jobs_job
-    WHERE status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT (SELECT back FROM held)
-    ORDER BY priority DESC, available_at, created_at, id
+    SELECT job.id
+    FROM (SELECT name FROM served
+          WHERE concurrency_limit IS NULL AND rate_count IS NULL ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs_job
+        WHERE queue = served.name AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = :worker_id,
         locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
@@ -559,11 +551,12 @@ WITH done AS (
     ORDER BY part
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       (SELECT back FROM held) AS held_back, claimed.*
+       (SELECT count(*) FROM freed) AS freed,
+       claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
--- name: complete_and_claim_with_progress_all
--- `complete_and_claim_with_progress` whose claim is `claim_one_all`'s (every queue, while no paused or limited queue has a job due); `held_back` says one has.
+-- name: complete_and_claim_with_progress_no_limits
+-- `complete_and_claim_with_progress` whose claim is `claim_one_no_limits`'s (claim.sql).
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
@@ -571,27 +564,33 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
-), held AS (
-    SELECT EXISTS (SELECT 1 FROM jobs_queue AS q
-                   WHERE (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL)
-                     AND LEAST((SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 0),
-                               (SELECT min(r.available_at) FROM jobs_job AS r
-                                WHERE r.status = 'queued' AND r.queue = q.name AND least(r.attempts, 1) = 1))
-                         <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS back
+), served AS (
+    SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
+    FROM jobs_queue AS q
+    WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+    UNION ALL
+    SELECT 'default', NULL, NULL, NULL
+    WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
 ), picked AS (
-    SELECT id FROM jobs_job
-    WHERE status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-      AND attempts < max_attempts
-      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT (SELECT back FROM held)
-    ORDER BY priority DESC, available_at, created_at, id
+    SELECT job.id
+    FROM (SELECT name FROM served
+          WHERE concurrency_limit IS NULL AND rate_count IS NULL ORDER BY random()) AS served
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs_job
+        WHERE queue = served.name AND status = 'queued'
+          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND attempts < max_attempts
+          AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+        ORDER BY priority DESC, available_at, created_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS job
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1, locked_by = :worker_id,
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = :worker_id,
         locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
@@ -634,5 +633,6 @@ WITH done AS (
     ORDER BY part, n
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       (SELECT back FROM held) AS held_back, claimed.*
+       (SELECT count(*) FROM freed) AS freed,
+       claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true

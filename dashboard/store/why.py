@@ -10,8 +10,10 @@
 - ``no_worker``: no worker process is alive (heartbeats, ``store/workers.py``);
 - ``no_handler``: live workers exist but none has a handler for its type;
 - ``waiting``: it is due and waits for a free worker, with the number of jobs ahead of it in
-  claim order, counted up to :data:`AHEAD_CAP` (two bounded range scans of job_claim_idx:
-  higher priorities that are due, then the same priority earlier in order), and the threads of
+  its queue's claim order, counted up to :data:`AHEAD_CAP` (two bounded range scans of
+  job_queue_claim_idx: higher priorities that are due, then the same priority earlier in
+  order; workers visit the queues in a random order, so other queues' jobs are not ahead of
+  it, they share the workers with it), and the threads of
   the live workers that handle its type: how many, how many busy, and how many of those are
   stuck in a handler past its lease (their heartbeats, ``store/workers.py``). A stuck thread is
   busy: it claims nothing until its handler returns, whatever lease recovery did with its job.
@@ -37,12 +39,12 @@ AHEAD_SQL = text(
     SELECT
       (SELECT count(*) FROM (
           SELECT 1 FROM jobs_job
-          WHERE status = 'queued' AND priority > :priority AND available_at <= :now
+          WHERE queue = :queue AND status = 'queued' AND priority > :priority AND available_at <= :now
             AND attempts < max_attempts
           LIMIT :cap) AS higher)
     + (SELECT count(*) FROM (
           SELECT 1 FROM jobs_job
-          WHERE status = 'queued' AND priority = :priority
+          WHERE queue = :queue AND status = 'queued' AND priority = :priority
             AND (available_at, created_at, id) < (:available_at, :created_at, :id)
             AND attempts < max_attempts
           LIMIT :cap) AS same)
@@ -57,8 +59,9 @@ class Reason:
 
 
 def jobs_ahead(job: JobRecord, now: datetime) -> int:
-    """Due queued jobs ahead of ``job`` in claim order, at most ``AHEAD_CAP + 1``."""
+    """Due queued jobs ahead of ``job`` in its queue's claim order, at most ``AHEAD_CAP + 1``."""
     params = {
+        "queue": job.queue,
         "priority": job.priority,
         "now": now,
         "available_at": job.available_at,

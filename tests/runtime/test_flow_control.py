@@ -64,6 +64,23 @@ def test_a_worker_serving_a_quiet_queue_takes_its_job_beside_a_backlog(app, star
     assert count("SELECT count(*) FROM jobs_job WHERE queue = 'reports' AND status <> 'queued'") == 0
 
 
+def test_a_worker_serving_every_queue_takes_a_quiet_queue_s_job_while_it_drains_a_backlog(app, start_worker):
+    """Between queues no job is ahead of another: a worker busy with an older backlog of a
+    higher priority in one queue takes a new job of another queue within a few claims, not
+    after the backlog (which, ranked by priority and age across queues, would all come first)."""
+    backlog("reports", 20_000)
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE jobs_job SET priority = 90 WHERE queue = 'reports'"))
+    worker = start_worker()  # two threads
+    wait_until(lambda: count("SELECT count(*) FROM jobs_job WHERE status = 'succeeded'") > 0, 30, "the drain")
+    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="mail", priority=0).job
+    wait_until(lambda: status(job.id) == "succeeded", 30, "the quiet queue's job to run")
+    left = count("SELECT count(*) FROM jobs_job WHERE queue = 'reports' AND status = 'queued'")
+    assert left > 10_000, f"the mail job ran only after {20_000 - left} of the backlog's jobs"
+    worker.send(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
 def test_an_unset_queues_serves_a_queue_that_appears_after_the_start(app, start_worker):
     worker = start_worker()
     worker.wait_for_output("listening for new jobs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import UTC, datetime
 
@@ -24,22 +25,30 @@ def test_upgrade_leaves_no_difference_between_models_and_schema(app):
     assert diff == []
 
 
+@pytest.mark.parametrize("name", ["claim", "claim_no_limits"])
 @pytest.mark.parametrize("now", [NOW, None], ids=["now given", "database clock"])
-def test_claim_uses_the_claim_index_in_order_without_sorting(app, now):
+def test_claim_uses_the_claim_index_in_order_without_sorting(app, now, name):
     """The claim reads each served queue's range of job_queue_claim_idx in order; a Sort would
     mean reading every queued row.
 
     Planned on an analysed backlog (:func:`tests.support.factories.seed_analysed_backlog`, rolled back)
     with every plan type allowed; the same whether the claim's time is given or the database's."""
-    params = {"now": now, "worker_ids": ["w"], "lease_seconds": 30.0, "avoid_expired": False, "queues": None}
-    claim = query("claim")
+    params = {
+        "now": now,
+        "worker_ids": ["w"] * 16,
+        "lease_seconds": 30.0,
+        "avoid_expired": False,
+        "queues": None,
+    }
+    claim = query(name)
     explain = text("EXPLAIN " + claim.text).bindparams(*claim._bindparams.values())
     with db.engine.connect() as conn, conn.begin() as transaction:
         seed_analysed_backlog(conn, NOW)
         plan = "\n".join(row[0] for row in conn.execute(explain, params))
         transaction.rollback()
-    picked = plan.split("CTE picked")[1].split("CTE next")[0]
-    selection = picked.split("Subquery Scan on p ")[1]  # the locked read of one queue's range
+    assert "Seq Scan on jobs_job" not in plan, plan
+    picked = plan.split("CTE picked")[1].split("\n  CTE ")[0]
+    selection = picked.split("Subquery Scan on job ")[1]  # the locked read of one queue's range
     assert "Index Scan using job_queue_claim_idx" in selection, plan
     assert "Sort" not in selection, plan
 
@@ -150,3 +159,73 @@ def test_unknown_event_type_is_refused(app, libpq_url):
                 "INSERT INTO jobs_jobevent (job_id, type, created_at) "
                 "VALUES ('00000000-0000-0000-0000-000000000001', 'teleported', now())"
             )
+
+
+# 60,000 due jobs all in `default`, evenly over five priorities: analysed, the queue column has
+# one value. Without migration 0013 every generic plan below read the other queues through
+# job_claim_idx or job_queued_idx with a filter on queue.
+ONE_QUEUE_BACKLOG = """
+    INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, max_attempts,
+                          last_error, created_at, updated_at)
+    SELECT gen_random_uuid(), 'demo.t', '{}', 'queued', (g % 5) * 10,
+           now() - interval '1 hour' + g * interval '1 microsecond', 0, 3, '',
+           now() - interval '1 hour', now()
+    FROM generate_series(1, 60000) AS g
+"""
+
+ONE_JOB_STATEMENTS = [
+    "claim_one",
+    "claim_one_no_limits",
+    "complete_and_claim",
+    "complete_and_claim_no_limits",
+    "complete_and_claim_with_progress",
+    "complete_and_claim_with_progress_no_limits",
+]
+
+PLANS = [
+    *((name, "force_generic_plan") for name in ONE_JOB_STATEMENTS),
+    ("claim", "force_custom_plan"),  # batch mode's: planned for each claim's 16 ids
+    ("claim_no_limits", "force_custom_plan"),
+]
+
+
+@pytest.mark.parametrize(("name", "plans"), PLANS)
+def test_each_claim_reads_one_queue_range_at_a_time(app, name, plans):
+    """A one-job worker thread runs its statements with generic plans (connection.connect_worker),
+    planned once on whatever statistics the table has then; batch mode's claims are planned
+    for each claim. Planned on a backlog all in one queue (the column's statistics say one
+    value, so a filter on queue looked free), with an empty queue and a limited one served
+    beside it: the job reads must still be ranges of a queue-leading index
+    (job_queue_claim_idx for the claim, job_queued_queue_idx for whether a limited queue has a
+    job due), never job_claim_idx or another index with a filter on queue, which would walk
+    the whole backlog to find the empty queue's nothing (migration 0013 sets the queue
+    column's statistics so)."""
+    from dashboard.store.connection import _compile
+
+    compiled = _compile(query(name))
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text(ONE_QUEUE_BACKLOG))
+        conn.exec_driver_sql("ANALYZE jobs_job")
+        conn.exec_driver_sql(
+            "INSERT INTO jobs_queue (name, concurrency_limit, rate_count, rate_period_seconds) "
+            "VALUES ('default', NULL, NULL, NULL), ('empty', NULL, NULL, NULL), ('limited', 2, 5, 1)"
+        )
+        conn.exec_driver_sql(f"SET LOCAL plan_cache_mode = {plans}")
+        raw = conn.connection.driver_connection
+        raw.execute(f"PREPARE claim_plan AS {compiled.sql}")
+        try:
+            given = {"worker_ids": "ARRAY[" + ", ".join(["'w'"] * 16) + "]", "lease_seconds": "30"}
+            args = ", ".join(given.get(param, "NULL") for param in compiled.names)
+            plan = "\n".join(row[0] for row in raw.execute(f"EXPLAIN EXECUTE claim_plan({args})"))
+        finally:
+            raw.execute("DEALLOCATE claim_plan")  # a prepared statement outlives the transaction
+        transaction.rollback()
+    lines = plan.splitlines()
+    queue_reads = [  # each read of jobs_job whose conditions name the queue
+        line
+        for i, line in enumerate(lines)
+        if " on jobs_job " in line
+        and "queue" in "".join(itertools.takewhile(lambda below: "->" not in below, lines[i + 1 : i + 6]))
+    ]
+    assert queue_reads, plan
+    assert all("job_queue_claim_idx" in line or "job_queued_queue_idx" in line for line in queue_reads), plan

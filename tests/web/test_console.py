@@ -216,8 +216,10 @@ def test_why_not_running_texts(app, client):
     assert "No live worker has a handler for type" in client.get(f"/jobs/{odd.id}/").get_data(as_text=True)
     first = make_job("queued", now=now - timedelta(seconds=10))
     second = make_job("queued", now=now - timedelta(seconds=5))
-    assert "it is next in claim order" in client.get(f"/jobs/{first.id}/").get_data(as_text=True)
-    assert "1 job ahead of it" in client.get(f"/jobs/{second.id}/").get_data(as_text=True)
+    elsewhere = make_job("queued", now=now - timedelta(seconds=20), queue="other")  # not ahead: its own queue
+    assert "it is next in its queue" in client.get(f"/jobs/{first.id}/").get_data(as_text=True)
+    assert "1 job ahead of it in its queue" in client.get(f"/jobs/{second.id}/").get_data(as_text=True)
+    assert "it is next in its queue" in client.get(f"/jobs/{elsewhere.id}/").get_data(as_text=True)
 
 
 def test_failed_job_lists_each_attempts_error_with_traceback_lines(app, client):
