@@ -25,6 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
+from dashboard.store import limits_open
 from tests.support.open_access import OPEN_ACCESS
 
 
@@ -97,6 +98,7 @@ def clean_tables(request: pytest.FixtureRequest) -> None:
             "jobs_queue_rate, jobs_queue_slot, jobs_queue"
         )
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
+    limits_open.forget()  # what this process knew of the queues' limits was of those rows
 
 
 @pytest.fixture

@@ -27,7 +27,9 @@
 -- a due job has the same chance to be first, whatever the others hold, so a quiet queue's job
 -- is taken within a few claims beside a million jobs of another, of any priority. The visit
 -- is a nested loop that stops at the n-th job: only the queues before the one that fills the
--- claim are read (an empty one is one index descent), and only the claimed rows are locked.
+-- claim are read (an empty one is one index descent), and of the jobs only the claimed rows
+-- are locked (a limited queue's free slots and ring entries are locked when the visit
+-- reaches it: `room`, below).
 -- No look at the head of each queue to rank them first: that read every queue's range twice.
 --
 -- Limits. A queue with a concurrency limit has that many `jobs_queue_slot` rows; a claim

@@ -66,8 +66,9 @@ def connect_worker() -> Connection:
     Such a thread runs a few statements thousands of times with new values: mostly
     ``COMPLETE_AND_CLAIM_NO_LIMITS`` and ``CLAIM_ONE_NO_LIMITS``, or while a limited queue
     could give a job ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE``, all one range of
-    ``job_queue_claim_idx`` per queue with ``LIMIT 1`` spelled out; the other transitions keyed by
-    job id, and the cleanup tick through the small partial ``job_timeout_idx``. psycopg
+    ``job_queue_claim_idx`` per queue with ``LIMIT 1`` spelled out, and now and then
+    ``LIMITS_OPEN`` (``store/limits_open.py``); the other transitions keyed by job id, and the
+    cleanup tick through the small partial ``job_timeout_idx``. psycopg
     prepares them; without this setting PostgreSQL re-plans them on every execution, and
     planning the claim costs more as the table grows. The generic plans walk those indexes in
     order all the same (figures: ``docs/benchmarks.md``). Not for batch mode's statements:

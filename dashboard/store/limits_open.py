@@ -15,8 +15,9 @@ How the process knows, per set of served queues (a worker's ``--queues``):
 - a one-job thread's settle-and-claim, the hot path, does not compute it on every job (it
   cost that drain a tenth of its rate): :func:`current` reads it with the `limits_open`
   statement at most every :data:`RECHECK_SECONDS`, and a settle that freed a slot
-  (:func:`freed_a_slot`) switches to the limits at once, so a queue held at its concurrency
-  limit gets its next job as soon as a slot frees, by the thread that freed it.
+  (:func:`freed_a_slot`) switches to the limits at once (an answer asked for before it does
+  not switch back), so a queue held at its concurrency limit is claimed from again by the
+  process's next settle-and-claim after a slot frees.
 
 So a limited queue that opens while every thread is busy elsewhere (a job of it becomes due,
 its rate window opens, its limit is raised) waits at most :data:`RECHECK_SECONDS` for a claim;
@@ -43,7 +44,7 @@ Served = tuple[str, ...] | None  # a worker's --queues, or None for every queue
 @dataclass
 class _Seen:
     open: bool = False
-    at: float = float("-inf")  # time.monotonic() of the answer
+    at: float = float("-inf")  # time.monotonic() when the answer was asked for
 
 
 _seen: dict[Served, _Seen] = {}
@@ -59,9 +60,13 @@ def is_open(served: Served) -> bool:
     return seen.open if seen is not None else False
 
 
-def record(served: Served, open_: Any) -> None:
-    """A claim's answer, read at its statement time."""
-    _seen[served] = _Seen(bool(open_), time.monotonic())
+def record(served: Served, open_: Any, asked: float) -> None:
+    """A statement's answer, asked for at ``asked`` (``time.monotonic()`` before it was sent):
+    kept unless something newer came meanwhile (a slot freed after that statement's snapshot
+    was taken, which the answer cannot have seen)."""
+    seen = _seen.get(served)
+    if seen is None or seen.at <= asked:
+        _seen[served] = _Seen(bool(open_), asked)
 
 
 def freed_a_slot(served: Served) -> None:
@@ -74,12 +79,13 @@ def current(conn: Connection, served: Served, params: dict[str, Any]) -> bool:
     ``queues`` and ``now``) if the last answer is older than :data:`RECHECK_SECONDS`. One
     thread reads it for the process: the others go on with the last answer meanwhile."""
     seen = _seen.setdefault(served, _Seen())
-    if time.monotonic() - seen.at < RECHECK_SECONDS:
+    asked = time.monotonic()
+    if asked - seen.at < RECHECK_SECONDS:
         return seen.open
-    seen.at = time.monotonic()  # claimed: a concurrent thread sees a fresh answer and goes on
+    seen.at = asked  # claimed: a concurrent thread sees a fresh answer and goes on
     rows = fetch_rows(conn, LIMITS_OPEN, {"queues": params["queues"], "now": params["now"]})
-    record(served, rows[0]["limits_open"])
-    return bool(rows[0]["limits_open"])
+    record(served, rows[0]["limits_open"], asked)
+    return is_open(served)
 
 
 def forget() -> None:

@@ -145,7 +145,8 @@ class Job(Model):
             postgresql_where=text("queue <> 'default'"),
         ),
         # Each queue's live figures (``read_queues.py``): ready / scheduled / retrying as capped
-        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011).
+        # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011);
+        # and the claims' `limits_open`: a limited queue's first due job (claim.sql).
         Index(
             "job_queued_queue_idx",
             "queue",

@@ -12,6 +12,7 @@ cookie, no template.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -53,7 +54,8 @@ def claim_jobs(
     avoid_expired: bool = False,
     queues: Sequence[str] | None = None,
 ) -> list[JobRecord]:
-    """Claim up to ``limit`` eligible jobs for ``worker_id``, highest priority first.
+    """Claim up to ``limit`` eligible jobs for ``worker_id``: within a queue the highest
+    priority first, the queues in a random order (:func:`claim_batch`).
 
     ``now``: the claim's time; unset, the database's clock when the statement runs (claim.sql),
     which is also what the lease is measured from (as for every worker-side call below).
@@ -99,19 +101,21 @@ def claim_batch(
     served = limits_open.served_key(queues)
     one = len(worker_ids) == 1
     with autocommit(conn) as conn:
+        asked = time.monotonic()
         if limits_open.is_open(served):
             rows = fetch_rows(conn, CLAIM_ONE if one else CLAIM, params)
-            limits_open.record(served, rows[0]["limits_open"])
+            limits_open.record(served, rows[0]["limits_open"], asked)
             return [JobRecord.from_row(row) for row in rows if row["id"] is not None]
         rows = fetch_rows(conn, CLAIM_ONE_NO_LIMITS if one else CLAIM_NO_LIMITS, params)
-        limits_open.record(served, rows[0]["limits_open"])
+        limits_open.record(served, rows[0]["limits_open"], asked)
         jobs = [JobRecord.from_row(row) for row in rows if row["id"] is not None]
         rest = list(worker_ids[len(jobs) :])
         if rows[0]["limits_open"] and rest:
             # A queue with a limit could give a job and this claim skipped it: the rest of
             # the ids claim again, once, with the limits.
+            asked = time.monotonic()
             more = fetch_rows(conn, CLAIM_ONE if len(rest) == 1 else CLAIM, {**params, "worker_ids": rest})
-            limits_open.record(served, more[0]["limits_open"])
+            limits_open.record(served, more[0]["limits_open"], asked)
             jobs += [JobRecord.from_row(row) for row in more if row["id"] is not None]
     return jobs
 

@@ -94,7 +94,7 @@ def test_a_pause_holds_across_a_worker_restart_and_resume_wakes_the_worker(app, 
     other = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="other").job
     first = start_worker(JOB_WORKER_POLL_INTERVAL_MS="100")
     wait_until(lambda: status(other.id) == "succeeded", 10, "the other queue's job")
-    assert status(held.id) == "queued"  # older, same priority: claimed first, had it not been paused
+    assert status(held.id) == "queued"  # claimed within a few claims, had it not been paused
     first.send(signal.SIGTERM)
     assert first.wait() == 0
     # Polling every 10 minutes: after the restart's first claim pass, only the resume's

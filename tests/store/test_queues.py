@@ -325,6 +325,7 @@ def test_a_claim_says_whether_a_limited_queue_could_give_a_job(app, form):
     make("slow", 2)
     open_, got = _claim_rows(form, ids)
     assert open_ is True and set(got) == {"fast"}
+    assert _claim_rows(form, ids, served=["slow"]) == (True, [])  # never a limited queue's job
     assert _claim_rows("claim", ("w", "w"), served=["slow"])[1] == ["slow"]  # its one slot taken
     assert _claim_rows(form, ids)[0] is False  # full: no room
     make("rated", 2)
