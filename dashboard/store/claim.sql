@@ -50,13 +50,13 @@
 -- Two forms. `claim` and `claim_one` serve every queue, limits included. `claim_no_limits`
 -- and `claim_one_no_limits` serve only the queues without a limit: no slot, no ring entry,
 -- no limit table written, so a worker with nothing to limit claims at the cost of a claim
--- without limits (docs/benchmarks.md). The claims answer `limits_open`: whether a served
--- queue with a limit could give a job now (room in each of its limits, then a job due: the
--- first entry of each of its two ranges of job_queued_queue_idx, a scalar min each, so a
+-- without limits (docs/benchmarks.md). The no-limits forms answer `limits_open`: whether a
+-- served queue with a limit could give a job now (room in each of its limits, then a job due:
+-- the first entry of each of its two ranges of job_queued_queue_idx, a scalar min each, so a
 -- queue whose jobs are all due later costs two index descents, not a walk of its range; the
--- statement's snapshot); the `limits_open` statement answers it alone, for the one-job
--- settle-and-claim, which does not read it on every job. store/limits_open.py keeps the
--- answer and picks the form. A queue at its limit therefore costs the others one index
+-- statement's snapshot); the `limits_open` statement answers it alone, for the claims that
+-- do not (the forms with limits, the one-job settle-and-claim). store/limits_open.py keeps
+-- the answer and picks the form. A queue at its limit therefore costs the others one index
 -- probe of the limit's table now and then, and no write. The answer is a hint for the next
 -- claim, never a permission: each form takes only what it may take.
 --
@@ -73,8 +73,7 @@
 -- Claim one eligible job per id in :worker_ids, the n-th job locked by the n-th id.
 -- A batch claim: one statement for every idle thread of a process, each job still carrying
 -- the id of the thread that runs it, its own attempt and its own lease. A limited queue's
--- k-th job takes the k-th of the slots and ring entries its `room` locked. Always at least
--- one row: `limits_open` (below), and the claimed job's columns (NULL when none).
+-- k-th job takes the k-th of the slots and ring entries its `room` locked.
 WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
@@ -147,29 +146,7 @@ WITH served AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT EXISTS (
-           SELECT 1 FROM served AS q
-           WHERE CASE
-               WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
-               WHEN q.concurrency_limit IS NOT NULL
-                    AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
-                   THEN false
-               WHEN q.rate_count IS NOT NULL
-                    AND (SELECT n FROM jobs_queue_rate
-                         WHERE queue = q.name
-                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-                                           - make_interval(secs => q.rate_period_seconds)
-                         LIMIT 1) IS NULL
-                   THEN false
-               ELSE LEAST((SELECT min(available_at) FROM jobs_job
-                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
-                          (SELECT min(available_at) FROM jobs_job
-                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
-                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-           END) AS limits_open,
-       claimed.*
-FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
-ORDER BY claimed.priority DESC, claimed.available_at, claimed.created_at, claimed.id
+SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
 
 -- name: claim_one
 -- Claim one eligible job for the single id in :worker_ids: `claim` for one job, in fewer steps.
@@ -243,31 +220,10 @@ WITH served AS (
            COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM claimed
 )
-SELECT EXISTS (
-           SELECT 1 FROM served AS q
-           WHERE CASE
-               WHEN q.concurrency_limit IS NULL AND q.rate_count IS NULL THEN false
-               WHEN q.concurrency_limit IS NOT NULL
-                    AND (SELECT n FROM jobs_queue_slot WHERE queue = q.name AND job_id IS NULL LIMIT 1) IS NULL
-                   THEN false
-               WHEN q.rate_count IS NOT NULL
-                    AND (SELECT n FROM jobs_queue_rate
-                         WHERE queue = q.name
-                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-                                           - make_interval(secs => q.rate_period_seconds)
-                         LIMIT 1) IS NULL
-                   THEN false
-               ELSE LEAST((SELECT min(available_at) FROM jobs_job
-                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
-                          (SELECT min(available_at) FROM jobs_job
-                           WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
-                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-           END) AS limits_open,
-       claimed.*
-FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+SELECT * FROM claimed
 
 -- name: claim_no_limits
--- `claim` over the served queues without a limit; `limits_open` as `claim`'s.
+-- `claim` over the served queues without a limit, saying whether a limited one could give a job.
 -- A queue with a limit is skipped (this form takes no slot and no ring entry); `limits_open`
 -- says whether one of them could have given a job, so the caller claims with `claim` next.
 -- Always at least one row: `limits_open`, and the claimed job's columns (NULL when none).
@@ -408,8 +364,8 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: limits_open
 -- Whether a served queue with a limit could give a job now: `limits_open`, alone (as the claims').
--- For a one-job thread's settle-and-claim, which does not read it on every job
--- (store/limits_open.py): per limited queue served, its room, then its first due job.
+-- For the claims that do not answer it (store/limits_open.py reads it again now and then):
+-- per limited queue served, its room, then its first due job.
 WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q

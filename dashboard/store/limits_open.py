@@ -9,15 +9,14 @@ choice never changes what a claim may take, only which queues it looks at.
 
 How the process knows, per set of served queues (a worker's ``--queues``):
 
-- each claim (:func:`service.claim_batch`, a thread's own claim) answers `limits_open` at
-  statement time, and :func:`record` keeps it; a no-limits claim that comes back short while
-  limits are open claims the rest with the limits at once;
-- a one-job thread's settle-and-claim, the hot path, does not compute it on every job (it
-  cost that drain a tenth of its rate): :func:`current` reads it with the `limits_open`
-  statement at most every :data:`RECHECK_SECONDS`, and a settle that freed a slot
-  (:func:`freed_a_slot`) switches to the limits at once (an answer asked for before it does
-  not switch back), so a queue held at its concurrency limit is claimed from again by the
-  process's next settle-and-claim after a slot frees.
+- a no-limits claim (:func:`claim_without_limits`) answers `limits_open` at statement time,
+  so an idle worker's polls see a limited queue open at once, in the same statement;
+- the other claims do not compute it (on the one-job settle-and-claim, the hot path, it cost
+  the drain a tenth of its rate): :func:`current` reads it with the `limits_open` statement
+  when the last answer is older than :data:`RECHECK_SECONDS`;
+- a settle that freed a slot (:func:`freed_a_slot`) turns to the limits at once, and an
+  answer asked for before that does not turn back, so a queue held at its concurrency limit
+  is claimed from again by the process's next settle-and-claim after a slot frees.
 
 So a limited queue that opens while every thread is busy elsewhere (a job of it becomes due,
 its rate window opens, its limit is raised) waits at most :data:`RECHECK_SECONDS` for a claim;
@@ -27,10 +26,11 @@ an idle worker's own claims see it at once. The knowledge is per process, kept i
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, TextClause
 
 from .connection import fetch_rows
 from .sql import query
@@ -50,7 +50,7 @@ class _Seen:
 _seen: dict[Served, _Seen] = {}
 
 
-def served_key(queues: Any) -> Served:
+def served_key(queues: Sequence[str] | None) -> Served:
     return tuple(queues) if queues is not None else None
 
 
@@ -60,13 +60,23 @@ def is_open(served: Served) -> bool:
     return seen.open if seen is not None else False
 
 
-def record(served: Served, open_: Any, asked: float) -> None:
-    """A statement's answer, asked for at ``asked`` (``time.monotonic()`` before it was sent):
-    kept unless something newer came meanwhile (a slot freed after that statement's snapshot
-    was taken, which the answer cannot have seen)."""
+def _keep(served: Served, open_: Any, asked: float) -> None:
+    """An answer asked for at ``asked``, kept unless a slot was freed after that (which the
+    statement's snapshot cannot have seen)."""
     seen = _seen.get(served)
     if seen is None or seen.at <= asked:
         _seen[served] = _Seen(bool(open_), asked)
+
+
+def claim_without_limits(
+    conn: Connection, served: Served, statement: TextClause, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run a no-limits claim (``claim_no_limits`` or ``claim_one_no_limits``) and keep its
+    answer; its rows, the answer's row among them (``id`` NULL when it claimed nothing)."""
+    asked = time.monotonic()
+    rows = fetch_rows(conn, statement, params)
+    _keep(served, rows[0]["limits_open"], asked)
+    return rows
 
 
 def freed_a_slot(served: Served) -> None:
@@ -74,17 +84,18 @@ def freed_a_slot(served: Served) -> None:
     _seen[served] = _Seen(True, time.monotonic())
 
 
-def current(conn: Connection, served: Served, params: dict[str, Any]) -> bool:
-    """:func:`is_open`, read again with the `limits_open` statement (``params``: its
-    ``queues`` and ``now``) if the last answer is older than :data:`RECHECK_SECONDS`. One
-    thread reads it for the process: the others go on with the last answer meanwhile."""
+def current(conn: Connection, served: Served, params: dict[str, Any], *, recheck_closed: bool = True) -> bool:
+    """:func:`is_open`, asked again with the `limits_open` statement (``params``: its
+    ``queues`` and ``now``) when the last answer is older than :data:`RECHECK_SECONDS`.
+    ``recheck_closed=False``: a closed answer stands (the caller's no-limits claim answers
+    it). One thread asks for the process: the others go on with the last answer meanwhile."""
     seen = _seen.setdefault(served, _Seen())
     asked = time.monotonic()
-    if asked - seen.at < RECHECK_SECONDS:
+    if asked - seen.at < RECHECK_SECONDS or not (seen.open or recheck_closed):
         return seen.open
     seen.at = asked  # claimed: a concurrent thread sees a fresh answer and goes on
     rows = fetch_rows(conn, LIMITS_OPEN, {"queues": params["queues"], "now": params["now"]})
-    record(served, rows[0]["limits_open"], asked)
+    _keep(served, rows[0]["limits_open"], asked)
     return is_open(served)
 
 

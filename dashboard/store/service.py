@@ -12,7 +12,6 @@ cookie, no template.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -101,22 +100,18 @@ def claim_batch(
     served = limits_open.served_key(queues)
     one = len(worker_ids) == 1
     with autocommit(conn) as conn:
-        asked = time.monotonic()
-        if limits_open.is_open(served):
+        if limits_open.current(conn, served, params, recheck_closed=False):
             rows = fetch_rows(conn, CLAIM_ONE if one else CLAIM, params)
-            limits_open.record(served, rows[0]["limits_open"], asked)
-            return [JobRecord.from_row(row) for row in rows if row["id"] is not None]
-        rows = fetch_rows(conn, CLAIM_ONE_NO_LIMITS if one else CLAIM_NO_LIMITS, params)
-        limits_open.record(served, rows[0]["limits_open"], asked)
+            return [JobRecord.from_row(row) for row in rows]
+        statement = CLAIM_ONE_NO_LIMITS if one else CLAIM_NO_LIMITS
+        rows = limits_open.claim_without_limits(conn, served, statement, params)
         jobs = [JobRecord.from_row(row) for row in rows if row["id"] is not None]
         rest = list(worker_ids[len(jobs) :])
-        if rows[0]["limits_open"] and rest:
+        if rest and limits_open.is_open(served):
             # A queue with a limit could give a job and this claim skipped it: the rest of
             # the ids claim again, once, with the limits.
-            asked = time.monotonic()
             more = fetch_rows(conn, CLAIM_ONE if len(rest) == 1 else CLAIM, {**params, "worker_ids": rest})
-            limits_open.record(served, more[0]["limits_open"], asked)
-            jobs += [JobRecord.from_row(row) for row in more if row["id"] is not None]
+            jobs += [JobRecord.from_row(row) for row in more]
     return jobs
 
 

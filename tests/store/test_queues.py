@@ -308,7 +308,8 @@ def _claim_rows(name: str, ids=("w",), *, now=None, served=None) -> tuple[bool, 
     }
     with autocommit(None) as conn:
         rows = fetch_rows(conn, query(name), params)
-    return rows[0]["limits_open"], [row["queue"] for row in rows if row["id"] is not None]
+    claimed = [row["queue"] for row in rows if row.get("id") is not None]
+    return rows[0].get("limits_open"), claimed
 
 
 @pytest.mark.parametrize("form", ["claim_one_no_limits", "claim_no_limits"])
@@ -337,14 +338,16 @@ def test_a_claim_says_whether_a_limited_queue_could_give_a_job(app, form):
     assert _claim_rows(form, ids, now=at(62))[0] is False  # paused: not served
 
 
-@pytest.mark.parametrize("form", ["claim_one", "claim"])
-def test_the_claim_with_limits_answers_the_same(app, form):
-    ids = ("w",) if form == "claim_one" else ("w", "w")
+def test_the_limits_open_statement_answers_as_the_no_limits_claims(app):
+    """The answer alone, for the claims that do not give it: the same states, nothing claimed."""
     make("fast", 4)
     queues.set_limits("slow", concurrency_limit=1, now=T0)
-    assert _claim_rows(form, ids)[0] is False
+    assert _claim_rows("limits_open") == (False, [])  # nothing due in the limited queue
     make("slow", 1)
-    assert _claim_rows(form, ids)[0] is True  # read in the claim's snapshot, whatever it took
+    assert _claim_rows("limits_open") == (True, [])
+    assert _claim_rows("claim_one", served=["slow"])[1] == ["slow"]  # its one slot taken
+    assert _claim_rows("limits_open") == (False, [])  # full
+    assert _claim_rows("limits_open", served=["fast"]) == (False, [])  # not served
 
 
 def test_a_claim_without_limits_that_comes_back_short_claims_the_rest_with_them(app):
