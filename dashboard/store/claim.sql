@@ -57,8 +57,12 @@
 -- statement's snapshot); the `limits_open` statement answers it alone, for the claims that
 -- do not (the forms with limits, the one-job settle-and-claim). store/limits_open.py keeps
 -- the answer and picks the form. A queue at its limit therefore costs the others one index
--- probe of the limit's table now and then, and no write. The answer is a hint for the next
--- claim, never a permission: each form takes only what it may take.
+-- probe of the limit's table now and then, and no write. With it they answer `only_queue`: the
+-- one served queue without a limit, when there is exactly one (NULL otherwise); a one-job
+-- thread's settle-and-claim then reads that queue's range directly
+-- (`complete_and_claim_only_queue`, settle.sql) instead of visiting the served queues. The
+-- answers are hints for the next claims, never a permission: each form takes only what it may
+-- take, and reads pauses and limits at statement time.
 --
 -- :avoid_expired (true while a thread of the claiming process runs an attempt past its
 -- lease): skip jobs whose last attempt's lease expired, the ones whose last_error lease
@@ -291,6 +295,8 @@ SELECT EXISTS (
                            WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
                     <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
            END) AS limits_open,
+       (SELECT min(name) FROM served WHERE concurrency_limit IS NULL AND rate_count IS NULL
+        HAVING count(*) = 1) AS only_queue,
        claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 ORDER BY claimed.priority DESC, claimed.available_at, claimed.created_at, claimed.id
@@ -359,6 +365,8 @@ SELECT EXISTS (
                            WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
                     <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
            END) AS limits_open,
+       (SELECT min(name) FROM served WHERE concurrency_limit IS NULL AND rate_count IS NULL
+        HAVING count(*) = 1) AS only_queue,
        claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
@@ -394,4 +402,6 @@ SELECT EXISTS (
                    (SELECT min(available_at) FROM jobs_job
                     WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
              <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
-    END) AS limits_open
+    END) AS limits_open,
+    (SELECT min(name) FROM served WHERE concurrency_limit IS NULL AND rate_count IS NULL
+     HAVING count(*) = 1) AS only_queue

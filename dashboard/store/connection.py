@@ -64,7 +64,8 @@ def connect_worker() -> Connection:
     """:func:`connect` for a one-job mode worker thread: its statements get the generic plan.
 
     Such a thread runs a few statements thousands of times with new values: mostly
-    ``COMPLETE_AND_CLAIM_NO_LIMITS`` and ``CLAIM_ONE_NO_LIMITS``, or while a limited queue
+    ``COMPLETE_AND_CLAIM_NO_LIMITS`` (``COMPLETE_AND_CLAIM_ONLY_QUEUE`` while the served queues
+    without a limit are one) and ``CLAIM_ONE_NO_LIMITS``, or while a limited queue
     could give a job ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE``, all one range of
     ``job_queue_claim_idx`` per queue with ``LIMIT 1`` spelled out, and now and then
     ``LIMITS_OPEN`` (``store/limits_open.py``); the other transitions keyed by job id, and the

@@ -21,6 +21,13 @@ How the process knows, per set of served queues (a worker's ``--queues``):
 So a limited queue that opens while every thread is busy elsewhere (a job of it becomes due,
 its rate window opens, its limit is raised) waits at most :data:`RECHECK_SECONDS` for a claim;
 an idle worker's own claims see it at once. The knowledge is per process, kept in memory.
+
+The same answers say which served queue is the only one without a limit, if one is
+(:func:`only_queue`): a one-job thread's settle-and-claim then reads that queue's range
+directly (``complete_and_claim_only_queue``). A queue that appears beside it (a job enqueued
+into a new one, a paused one resumed) is visited by the busy threads' claims from the next
+answer, at most :data:`RECHECK_SECONDS` later, and by an idle thread's claim at once; a pause
+or a limit of the only queue holds from its commit, since that statement reads both.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ Served = tuple[str, ...] | None  # a worker's --queues, or None for every queue
 class _Seen:
     open: bool = False
     at: float = float("-inf")  # time.monotonic() when the answer was asked for
+    only: str | None = None  # the one served queue without a limit, if there is exactly one
 
 
 _seen: dict[Served, _Seen] = {}
@@ -60,12 +68,22 @@ def is_open(served: Served) -> bool:
     return seen.open if seen is not None else False
 
 
-def _keep(served: Served, open_: Any, asked: float) -> None:
-    """An answer asked for at ``asked``, kept unless a slot was freed after that (which the
-    statement's snapshot cannot have seen)."""
+def only_queue(served: Served) -> str | None:
+    """What the last answer said of the served queues without a limit: their name when there
+    is exactly one, else ``None`` (and ``None`` until an answer came)."""
+    seen = _seen.get(served)
+    return seen.only if seen is not None else None
+
+
+def _keep(served: Served, row: dict[str, Any], asked: float) -> None:
+    """An answer (a row with ``limits_open`` and ``only_queue``) asked for at ``asked``. Its
+    ``limits_open`` is kept unless a slot was freed after that (which the statement's snapshot
+    cannot have seen); its ``only_queue`` always."""
     seen = _seen.get(served)
     if seen is None or seen.at <= asked:
-        _seen[served] = _Seen(bool(open_), asked)
+        _seen[served] = _Seen(bool(row["limits_open"]), asked, row["only_queue"])
+    else:
+        seen.only = row["only_queue"]
 
 
 def claim_without_limits(
@@ -75,13 +93,13 @@ def claim_without_limits(
     answer; its rows, the answer's row among them (``id`` NULL when it claimed nothing)."""
     asked = time.monotonic()
     rows = fetch_rows(conn, statement, params)
-    _keep(served, rows[0]["limits_open"], asked)
+    _keep(served, rows[0], asked)
     return rows
 
 
 def freed_a_slot(served: Served) -> None:
     """A settle freed a concurrency slot: the next claim takes the limits into account."""
-    _seen[served] = _Seen(True, time.monotonic())
+    _seen[served] = _Seen(True, time.monotonic(), only_queue(served))
 
 
 def current(conn: Connection, served: Served, params: dict[str, Any], *, recheck_closed: bool = True) -> bool:
@@ -95,7 +113,7 @@ def current(conn: Connection, served: Served, params: dict[str, Any], *, recheck
         return seen.open
     seen.at = asked  # claimed: a concurrent thread sees a fresh answer and goes on
     rows = fetch_rows(conn, LIMITS_OPEN, {"queues": params["queues"], "now": params["now"]})
-    _keep(served, rows[0]["limits_open"], asked)
+    _keep(served, rows[0], asked)
     return is_open(served)
 
 

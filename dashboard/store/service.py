@@ -37,6 +37,8 @@ COMPLETE_AND_CLAIM = query("complete_and_claim")
 COMPLETE_AND_CLAIM_WITH_PROGRESS = query("complete_and_claim_with_progress")
 COMPLETE_AND_CLAIM_NO_LIMITS = query("complete_and_claim_no_limits")
 COMPLETE_AND_CLAIM_WITH_PROGRESS_NO_LIMITS = query("complete_and_claim_with_progress_no_limits")
+COMPLETE_AND_CLAIM_ONLY_QUEUE = query("complete_and_claim_only_queue")
+COMPLETE_AND_CLAIM_WITH_PROGRESS_ONLY_QUEUE = query("complete_and_claim_with_progress_only_queue")
 
 COMPLETE_MANY, COMPLETE_MANY_WITH_PROGRESS = query("complete_many"), query("complete_many_with_progress")
 FAIL, FAIL_WITH_PROGRESS = query("fail"), query("fail_with_progress")
@@ -269,6 +271,11 @@ def complete_and_claim(
     with autocommit(conn) as conn:
         if limits_open.current(conn, served, params):
             statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
+        elif (only := limits_open.only_queue(served)) is not None:
+            params["queue"] = only  # the one served queue without a limit: its range, directly
+            statement = (
+                COMPLETE_AND_CLAIM_WITH_PROGRESS_ONLY_QUEUE if progress else COMPLETE_AND_CLAIM_ONLY_QUEUE
+            )
         elif progress:
             statement = COMPLETE_AND_CLAIM_WITH_PROGRESS_NO_LIMITS
         else:

@@ -636,3 +636,142 @@ SELECT (SELECT count(*) FROM done) AS completed,
        (SELECT count(*) FROM freed) AS freed,
        claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+
+-- name: complete_and_claim_only_queue
+-- `complete_and_claim_no_limits` for a process whose served queues without a limit are one, :queue
+-- (store/limits_open.py): that queue's range of job_queue_claim_idx read directly, no visit of
+-- the served queues. Its pause and limits are read at statement time all the same: a queue
+-- paused, or given a limit, since the process last looked gives nothing here.
+WITH done AS (
+    UPDATE jobs_job
+    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
+        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    RETURNING id, attempts, type
+), picked AS (
+    SELECT id FROM jobs_job
+    WHERE queue = :queue AND status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
+                      WHERE q.name = :queue
+                        AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL))
+    ORDER BY priority DESC, available_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs_job AS j
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = :worker_id,
+        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                       + make_interval(secs => CAST(:lease_seconds AS float8)),
+        last_error = '', result = NULL,
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.*
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
+        SELECT 1 AS part, s.id AS job_id, 'succeeded' AS type, s.attempts AS attempt,
+               CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
+               jsonb_build_object('type', s.type, 'run_ms', COALESCE(
+                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                            - CAST(:started_at AS timestamptz)) * 1000)::bigint,
+                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                                    - c.created_at) * 1000)::bigint
+                    FROM jobs_jobevent AS c
+                    WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
+                    ORDER BY c.id DESC LIMIT 1))) AS data,
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS created_at
+        FROM done AS s
+        UNION ALL
+        SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
+                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   * 1000))::bigint),
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+        FROM claimed
+    ) AS e
+    ORDER BY part
+)
+SELECT (SELECT count(*) FROM done) AS completed,
+       (SELECT count(*) FROM freed) AS freed,
+       claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+
+-- name: complete_and_claim_with_progress_only_queue
+-- `complete_and_claim_with_progress` whose claim is `complete_and_claim_only_queue`'s.
+WITH done AS (
+    UPDATE jobs_job
+    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
+        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    RETURNING id, attempts, type
+), picked AS (
+    SELECT id FROM jobs_job
+    WHERE queue = :queue AND status = 'queued'
+      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND attempts < max_attempts
+      AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
+      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
+                      WHERE q.name = :queue
+                        AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL))
+    ORDER BY priority DESC, available_at, created_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs_job AS j
+    SET status = 'running', attempts = j.attempts + 1,
+        locked_by = :worker_id,
+        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                       + make_interval(secs => CAST(:lease_seconds AS float8)),
+        last_error = '', result = NULL,
+        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.*
+), freed AS (
+    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
+    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
+    RETURNING pg_notify(:notify_channel, slot.queue)
+), ev AS (
+    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
+    SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
+        SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
+               CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
+               LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
+                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+        FROM done AS s
+        CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
+        UNION ALL
+        SELECT 1, 0, s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
+               jsonb_build_object('type', s.type, 'run_ms', COALESCE(
+                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                            - CAST(:started_at AS timestamptz)) * 1000)::bigint,
+                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                                                    - c.created_at) * 1000)::bigint
+                    FROM jobs_jobevent AS c
+                    WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
+                    ORDER BY c.id DESC LIMIT 1))),
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        FROM done AS s
+        UNION ALL
+        SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
+               jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
+                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   * 1000))::bigint),
+               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+        FROM claimed
+    ) AS e
+    ORDER BY part, n
+)
+SELECT (SELECT count(*) FROM done) AS completed,
+       (SELECT count(*) FROM freed) AS freed,
+       claimed.*
+FROM (VALUES (1)) AS one LEFT JOIN claimed ON true

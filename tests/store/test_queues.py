@@ -387,3 +387,80 @@ def test_a_settle_that_frees_a_slot_turns_the_next_claims_to_the_limits(app, mon
     assert current is not None and held("slow") == 1  # taken with its slot, by the limits' form
     with connection.connect() as conn:
         assert limits_open.current(conn, None, {"queues": None, "now": at(4)}) is False  # full again
+
+
+def _only_queue(name: str, *, served=None) -> str | None:
+    from dashboard.store.connection import autocommit, fetch_rows
+    from dashboard.store.sql import query
+
+    params = {
+        "worker_ids": ["w"],
+        "now": at(1),
+        "lease_seconds": LEASE,
+        "avoid_expired": False,
+        "queues": served,
+    }
+    with autocommit(None) as conn:
+        return fetch_rows(conn, query(name), params)[0]["only_queue"]
+
+
+@pytest.mark.parametrize("form", ["limits_open", "claim_one_no_limits", "claim_no_limits"])
+def test_the_answers_name_the_one_served_queue_without_a_limit(app, form):
+    """`only_queue`: the served queue without a limit when it is the only one, else NULL."""
+    assert _only_queue(form) == "default"  # every queue served: `default` alone, even without a row
+    make("mail", 1, available_at=at(100))
+    assert _only_queue(form) is None  # default and mail
+    assert _only_queue(form, served=["mail"]) == "mail"
+    queues.set_limits("mail", concurrency_limit=1, now=T0)
+    assert _only_queue(form) == "default"  # mail has a limit
+    assert _only_queue(form, served=["mail"]) is None
+    queues.pause("default")
+    assert _only_queue(form) is None  # paused: not served
+    assert _only_queue(form, served=["nowhere"]) is None  # no such queue
+
+
+def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limits_at_once(app, monkeypatch):
+    """While the answers say the served queues without a limit are one, a one-job thread's
+    settle-and-claim reads that queue's range alone; a pause or a limit given since holds from
+    its commit all the same, and a second queue is visited from the next answer."""
+    limits_open.forget()
+    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # only what the statements say
+    sent = []
+    fetch_rows = service.fetch_rows
+    monkeypatch.setattr(
+        service,
+        "fetch_rows",
+        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
+    )
+    served = ["solo", "other"]
+    make("solo", 4)
+    (first,) = claim(served=served, now=at(1))  # no answer yet: the no-limits claim answers
+    assert first.queue == "solo" and limits_open.only_queue(("solo", "other")) == "solo"  # other: no row
+
+    done, nxt = service.complete_and_claim(
+        first.id, "w", first.attempts, {}, lease_seconds=LEASE, now=at(2), queues=served
+    )
+    assert done and nxt is not None and nxt.queue == "solo"
+    assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
+
+    queues.pause("solo")
+    done, after = service.complete_and_claim(
+        nxt.id, "w", nxt.attempts, {}, lease_seconds=LEASE, now=at(3), queues=served
+    )
+    assert (
+        done and after is None and sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
+    )  # paused from its commit
+    queues.resume("solo")
+    queues.set_limits("solo", concurrency_limit=1, now=T0)
+    (third,) = claim(served=served, now=at(4))  # the answer turns: a limited queue with room
+    assert third.queue == "solo" and held("solo") == 1
+    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 0.0)
+    with connection.connect() as conn:
+        assert limits_open.current(conn, ("solo", "other"), {"queues": served, "now": at(4)}) is False  # full
+    assert limits_open.only_queue(("solo", "other")) is None  # the one without a limit is gone
+    make("other", 1)
+    done, last = service.complete_and_claim(
+        third.id, "w", third.attempts, {}, lease_seconds=LEASE, now=at(5), queues=served
+    )
+    assert done and last is not None and last.queue == "other"  # now the one without a limit
+    assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE and held("solo") == 0  # and solo's slot freed

@@ -180,6 +180,8 @@ ONE_JOB_STATEMENTS = [
     "complete_and_claim_no_limits",
     "complete_and_claim_with_progress",
     "complete_and_claim_with_progress_no_limits",
+    "complete_and_claim_only_queue",
+    "complete_and_claim_with_progress_only_queue",
 ]
 
 PLANS = [
