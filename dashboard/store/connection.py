@@ -76,10 +76,18 @@ def connect_worker() -> Connection:
     with a limit or a row set known only at run time, a generic
     plan may sort or hash where a custom one walks an index. Give the connection back with
     :func:`release_worker`, so the setting does not outlive the thread.
+
+    A connection that fails the setting (it died in the pool, or just after the checkout) is
+    discarded, and the error comes back as SQLAlchemy's class, as every statement's does: a
+    caller retrying through an outage must see the connection error as one.
     """
     conn = connect()
     try:
         raw_connection(conn).execute(GENERIC_PLANS)
+    except psycopg.Error as error:
+        conn.invalidate()
+        conn.close()
+        raise sa_exc.DBAPIError.instance(GENERIC_PLANS, {}, error, psycopg.Error) from error
     except BaseException:
         conn.close()
         raise

@@ -116,3 +116,48 @@ def test_a_pooled_connection_killed_while_idle_is_replaced_at_checkout(app, data
         monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
         with db.engine.connect() as conn:
             assert conn.execute(text("SELECT 1")).scalar() == 1
+
+
+def test_a_worker_connection_that_dies_before_its_plan_setting_fails_as_a_connection_error(
+    app, database_url, monkeypatch
+):
+    """A one-job thread's connection is set to generic plans right after the checkout. If the
+    session is gone by then (killed in the pool, cut by a reset), the failure comes back as
+    SQLAlchemy's connection error, which the worker's writes retry through, never as psycopg's
+    own class, which a handler's lease renewal would take for the handler's error; and the dead
+    connection is not handed out again."""
+    import psycopg
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy import text
+
+    from dashboard.runtime.failures import is_connection_error
+    from dashboard.store import connection
+    from tests.support.waiting import wait_until
+
+    url = database_url.replace("postgresql+psycopg://", "postgresql://")
+    real_connect = connection.connect
+    killed: list[int] = []
+
+    def connect_then_die():
+        conn = real_connect()
+        pid = connection.raw_connection(conn).info.backend_pid  # no statement on the connection
+        with psycopg.connect(url, autocommit=True) as killer:
+            assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+            wait_until(lambda: killer.execute(gone, (pid,)).fetchone()[0], 15, "the session to end")
+        killed.append(pid)
+        return conn
+
+    with app.app_context():
+        monkeypatch.setattr(connection, "connect", connect_then_die)
+        with pytest.raises(sa_exc.OperationalError) as raised:
+            connection.connect_worker()
+        assert is_connection_error(raised.value)
+        assert isinstance(raised.value.orig, psycopg.OperationalError)
+        monkeypatch.setattr(connection, "connect", real_connect)
+        conn = connection.connect_worker()
+        try:
+            assert connection.raw_connection(conn).info.backend_pid not in killed
+            assert conn.execute(text("SHOW plan_cache_mode")).scalar() == "force_generic_plan"
+        finally:
+            connection.release_worker(conn)
