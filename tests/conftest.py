@@ -47,6 +47,45 @@ def _libpq(url: URL) -> str:
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+# ``--batch-mode-too``: the tests that start real worker processes (marked ``process``, under
+# these folders) run once more in batch mode, in the same session. Start-up and Ctrl-C start the
+# whole stack in its default mode, which batch mode does not change.
+BOTH_MODES = ("runtime", "ops")
+ONE_MODE = ("test_startup.py", "test_ctrl_c.py")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--batch-mode-too",
+        action="store_true",
+        help="run the tests that start real workers (tests/runtime, tests/ops) in batch mode too",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not metafunc.config.getoption("batch_mode_too") or "worker_mode" not in metafunc.fixturenames:
+        return
+    path = metafunc.definition.path
+    if (
+        path.parent.name in BOTH_MODES
+        and path.parent.parent.name == "tests"
+        and path.name not in ONE_MODE
+        and metafunc.definition.get_closest_marker("process") is not None
+    ):
+        metafunc.parametrize("worker_mode", ["one-job", "batch"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def worker_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The worker mode this test's worker processes start in (``tests/support/worker_mode.py``):
+    ``TEST_WORKER_BATCH_SIZE`` as the session found it, or batch mode (4) for a test's second
+    run under ``--batch-mode-too``."""
+    if getattr(request, "param", None) == "batch":
+        monkeypatch.setenv("TEST_WORKER_BATCH_SIZE", "4")
+        return "batch"
+    return "one-job" if os.environ.get("TEST_WORKER_BATCH_SIZE", "1") == "1" else "batch"
+
+
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a fresh, empty database for this test session."""

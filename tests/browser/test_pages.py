@@ -80,7 +80,8 @@ def _check(page: Any, name: str, problems: list[str]) -> None:
         problems.append(f"{name}: axe {violation['impact']} {violation['id']}: {violation['nodes']}")
 
 
-def test_every_page_fits_and_passes_axe(app: Any, dashboard_server: str, chromium: str) -> None:
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_every_page_fits_and_passes_axe(app: Any, dashboard_server: str, chromium: str, size: str) -> None:
     from playwright.sync_api import sync_playwright
 
     seeded = seed_pages()
@@ -89,27 +90,27 @@ def test_every_page_fits_and_passes_axe(app: Any, dashboard_server: str, chromiu
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
-            for size, viewport in VIEWPORTS.items():
-                for scheme in SCHEMES:
-                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
-                    context.set_default_timeout(20_000)
-                    page = context.new_page()
-                    for name, url in _pages(dashboard_server, seeded):
-                        response = page.goto(url)
-                        assert response is not None and response.status < 500, (name, response)
-                        page.wait_for_function("document.readyState === 'complete'")
-                        _check(page, f"{name}-{size}-{scheme}", problems)
-                    # the create form refused: errors next to their fields
-                    page.goto(dashboard_server + "/jobs/new/")
-                    page.fill("#type", "demo.success")  # free text: any type may be enqueued
-                    page.fill("#payload", "{not json")
-                    page.fill("#priority", "99999")
-                    page.click("button[type=submit]")
-                    page.locator("#payload[aria-invalid=true]").wait_for()
-                    # focus moves when htmx settles the swap, a moment after the new form is in
-                    page.wait_for_function("document.activeElement?.id === 'payload'", timeout=5_000)
-                    _check(page, f"new-errors-{size}-{scheme}", problems)
-                    context.close()
+            viewport = VIEWPORTS[size]
+            for scheme in SCHEMES:
+                context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
+                context.set_default_timeout(20_000)
+                page = context.new_page()
+                for name, url in _pages(dashboard_server, seeded):
+                    response = page.goto(url)
+                    assert response is not None and response.status < 500, (name, response)
+                    page.wait_for_function("document.readyState === 'complete'")
+                    _check(page, f"{name}-{size}-{scheme}", problems)
+                # the create form refused: errors next to their fields
+                page.goto(dashboard_server + "/jobs/new/")
+                page.fill("#type", "demo.success")  # free text: any type may be enqueued
+                page.fill("#payload", "{not json")
+                page.fill("#priority", "99999")
+                page.click("button[type=submit]")
+                page.locator("#payload[aria-invalid=true]").wait_for()
+                # focus moves when htmx settles the swap, a moment after the new form is in
+                page.wait_for_function("document.activeElement?.id === 'payload'", timeout=5_000)
+                _check(page, f"new-errors-{size}-{scheme}", problems)
+                context.close()
         finally:
             browser.close()
     assert problems == [], "\n".join(problems)

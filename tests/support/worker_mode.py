@@ -1,7 +1,10 @@
 """The worker mode of the tests that start real worker processes.
 
-``TEST_WORKER_BATCH_SIZE=4 pytest -m process tests/runtime tests/ops`` runs them again in batch
-mode (CI does both): the reference's semantics must hold in either.
+``TEST_WORKER_BATCH_SIZE=4 pytest -m process tests/runtime tests/ops`` runs them in batch mode;
+``pytest --batch-mode-too`` runs them in both modes in one session (CI does): the reference's
+semantics must hold in either. Read when a worker starts, never at import: under
+``--batch-mode-too`` the ``worker_mode`` fixture (``tests/conftest.py``) sets the variable for
+one test.
 """
 
 from __future__ import annotations
