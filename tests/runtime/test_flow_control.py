@@ -133,17 +133,23 @@ class Sampler:
 
 def overlap_max(queue: str) -> int:
     """The most attempts of ``queue`` that were running at one instant, from the events: each
-    attempt runs from its `claimed` event to its outcome (both stamped by the statement that
-    took and freed its slot)."""
+    attempt runs from its `claimed` event to its outcome (both written by the statement that
+    took and freed its slot), in the order their transactions wrote them: by the first event
+    id of each transaction, and within one (a one-job thread's settle-and-claim) the outcome
+    before the claim. Not by their times: a statement is stamped when it starts, and on a
+    loaded machine a claim that started before another attempt's settle may take the slot that
+    settle freed, stamped earlier than the settle that made room for it; its event ids are
+    drawn after it took the slot, so after every id of the freeing transaction."""
     with db.engine.connect() as conn:
         rows = conn.execute(
             text(
                 """
-                SELECT e.created_at, CASE WHEN e.type = 'claimed' THEN 1 ELSE -1 END AS d
+                SELECT min(e.id) OVER (PARTITION BY e.xmin::text) AS written,
+                       CASE WHEN e.type = 'claimed' THEN 1 ELSE -1 END AS d
                 FROM jobs_jobevent AS e JOIN jobs_job AS j ON j.id = e.job_id
                 WHERE j.queue = :q AND e.type IN ('claimed', 'succeeded', 'retry_scheduled', 'failed',
                                                   'timeout_requeued')
-                ORDER BY e.created_at, d
+                ORDER BY written, d
                 """
             ),
             {"q": queue},
