@@ -27,6 +27,7 @@ from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
 from dashboard.store import limits_open
 from tests.support.open_access import OPEN_ACCESS
+from tests.support.worker_mode import SECOND_RUN_BATCH_SIZE
 
 
 def _admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -63,12 +64,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if not metafunc.config.getoption("batch_mode_too") or "worker_mode" not in metafunc.fixturenames:
+    if not metafunc.config.getoption("batch_mode_too"):
         return
-    path = metafunc.definition.path
+    path = metafunc.definition.path.relative_to(metafunc.config.rootpath)
     if (
-        path.parent.name in BOTH_MODES
-        and path.parent.parent.name == "tests"
+        path.parts[:2] in {("tests", folder) for folder in BOTH_MODES}
         and path.name not in ONE_MODE
         and metafunc.definition.get_closest_marker("process") is not None
     ):
@@ -76,14 +76,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(autouse=True)
-def worker_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The worker mode this test's worker processes start in (``tests/support/worker_mode.py``):
-    ``TEST_WORKER_BATCH_SIZE`` as the session found it, or batch mode (4) for a test's second
-    run under ``--batch-mode-too``."""
+def worker_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's second run under ``--batch-mode-too`` starts its workers in batch mode
+    (``tests/support/worker_mode.py``); any other test as ``TEST_WORKER_BATCH_SIZE`` says."""
     if getattr(request, "param", None) == "batch":
-        monkeypatch.setenv("TEST_WORKER_BATCH_SIZE", "4")
-        return "batch"
-    return "one-job" if os.environ.get("TEST_WORKER_BATCH_SIZE", "1") == "1" else "batch"
+        monkeypatch.setenv("TEST_WORKER_BATCH_SIZE", SECOND_RUN_BATCH_SIZE)
 
 
 @pytest.fixture(scope="session")

@@ -87,7 +87,7 @@ def connect_worker() -> Connection:
     except psycopg.Error as error:
         conn.invalidate()
         conn.close()
-        raise sa_exc.DBAPIError.instance(GENERIC_PLANS, {}, error, psycopg.Error) from error
+        raise _translated(GENERIC_PLANS, {}, error) from error
     except BaseException:
         conn.close()
         raise
@@ -104,6 +104,12 @@ def release_worker(conn: Connection) -> None:
         conn.invalidate()
     finally:
         conn.close()
+
+
+def _translated(statement: str, params: Any, error: psycopg.Error) -> sa_exc.StatementError:
+    """``error`` as SQLAlchemy's class for it (``OperationalError`` for a lost connection, and
+    so on): every error of this module reaches its callers so."""
+    return sa_exc.DBAPIError.instance(statement, params, error, psycopg.Error)
 
 
 def raw_connection(conn: Connection) -> psycopg.Connection[Any]:
@@ -135,7 +141,7 @@ def transaction(conn: Connection) -> Iterator[Connection]:
         with raw.transaction():
             yield conn
     except psycopg.Error as error:
-        raise sa_exc.DBAPIError.instance("COMMIT", {}, error, psycopg.Error) from error
+        raise _translated("COMMIT", {}, error) from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +236,7 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
             cursor.execute(compiled.sql, args)
             return cursor.fetchall() if _has_rows(cursor) else []
     except psycopg.Error as error:
-        raise sa_exc.DBAPIError.instance(compiled.sql, args, error, psycopg.Error) from error
+        raise _translated(compiled.sql, args, error) from error
 
 
 def fetch_rows_while(
@@ -269,7 +275,7 @@ def fetch_rows_while(
         # Which execution the server refused is not known here (its answer may arrive while a
         # later one is sent), so no one set's parameters are named as the culprit.
         sent = {"executions sent": len(cursors)}
-        raise sa_exc.DBAPIError.instance(compiled.sql, sent, error, psycopg.Error) from error
+        raise _translated(compiled.sql, sent, error) from error
     finally:
         for cursor in cursors:
             cursor.close()

@@ -92,24 +92,30 @@ def test_embedded_server_is_started_migrated_and_shared_by_processes(tmp_path):
         )
 
 
-def test_a_pooled_connection_killed_while_idle_is_replaced_at_checkout(app, database_url, monkeypatch):
+def terminate(libpq_url: str, pid: int) -> None:
+    """End the server session ``pid`` and wait until it is gone."""
+    import psycopg
+
+    from tests.support.waiting import wait_until
+
+    with psycopg.connect(libpq_url, autocommit=True) as killer:
+        assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+        wait_until(lambda: killer.execute(gone, (pid,)).fetchone()[0], 15, "the session to end")
+
+
+def test_a_pooled_connection_killed_while_idle_is_replaced_at_checkout(app, libpq_url, monkeypatch):
     """No pre-ping on every checkout: a connection idle long enough (or pooled before some
     connection failed) is pinged first, and a dead one is replaced, not handed out."""
-    import psycopg
     from sqlalchemy import text
 
     from dashboard import database
     from dashboard.extensions import db
-    from tests.support.waiting import wait_until
 
     with app.app_context():
         with db.engine.connect() as conn:
             pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
-        url = database_url.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(url, autocommit=True) as killer:
-            assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
-            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
-            wait_until(lambda: killer.execute(gone, (pid,)).fetchone()[0], 15, "the session to end")
+        terminate(libpq_url, pid)
         # Not idle long, no failure seen: the terminated session's socket gives it away.
         with db.engine.connect() as conn:
             assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
@@ -119,7 +125,7 @@ def test_a_pooled_connection_killed_while_idle_is_replaced_at_checkout(app, data
 
 
 def test_a_worker_connection_that_dies_before_its_plan_setting_fails_as_a_connection_error(
-    app, database_url, monkeypatch
+    app, libpq_url, monkeypatch
 ):
     """A one-job thread's connection is set to generic plans right after the checkout. If the
     session is gone by then (killed in the pool, cut by a reset), the failure comes back as
@@ -132,19 +138,14 @@ def test_a_worker_connection_that_dies_before_its_plan_setting_fails_as_a_connec
 
     from dashboard.runtime.failures import is_connection_error
     from dashboard.store import connection
-    from tests.support.waiting import wait_until
 
-    url = database_url.replace("postgresql+psycopg://", "postgresql://")
     real_connect = connection.connect
     killed: list[int] = []
 
     def connect_then_die():
         conn = real_connect()
         pid = connection.raw_connection(conn).info.backend_pid  # no statement on the connection
-        with psycopg.connect(url, autocommit=True) as killer:
-            assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
-            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
-            wait_until(lambda: killer.execute(gone, (pid,)).fetchone()[0], 15, "the session to end")
+        terminate(libpq_url, pid)
         killed.append(pid)
         return conn
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+SECOND_RUN_BATCH_SIZE = "4"  # the batch size of a test's second run under --batch-mode-too
+
 
 def worker_mode_env() -> dict[str, str]:
     return {"JOB_WORKER_BATCH_SIZE": os.environ.get("TEST_WORKER_BATCH_SIZE", "1")}
