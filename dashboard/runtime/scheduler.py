@@ -16,6 +16,7 @@ the rest); ``flask worker`` calls it at start, before any thread runs.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from flask import Flask
 
@@ -46,11 +47,14 @@ def sync_declared(app: Flask, settings: WorkerSettings) -> store.SyncResult:
     return result
 
 
-def fire(runtime: ThreadRuntime, reported: set[str] | None = None) -> list[store.Fired]:
+def fire(
+    runtime: ThreadRuntime, reported: set[str] | None = None, *, now: datetime | None = None
+) -> list[store.Fired]:
     """One fire on ``runtime``'s connection: up to ``store.FIRE_BATCH`` due schedules. A
     schedule that cannot be fired (an expression this code cannot read, declared by other code)
-    is logged once per process (``reported``)."""
-    fired = store.fire_due(worker_id=runtime.worker_id, conn=runtime.connection)
+    is logged once per process (``reported``). ``now``: the database's clock unless a test
+    moves it."""
+    fired = store.fire_due(worker_id=runtime.worker_id, conn=runtime.connection, now=now)
     reported = set() if reported is None else reported
     for one in fired:
         if one.error is not None:
@@ -81,17 +85,18 @@ class Scheduler(PeriodicService):
         super().__init__(runtime)
         self.reported: set[str] = set()  # schedules whose fire error was logged
 
-    def step(self) -> float:
+    def step(self, now: datetime | None = None) -> float:
         """One look at the schedules: fire if one is due; returns how long to sleep (0: look
         again at once, more may be due). An idle tick is one statement (``seconds_until_due``);
-        the fire's transaction is opened only when a schedule is due."""
+        the fire's transaction is opened only when a schedule is due. ``now``: the database's
+        clock unless a test moves it."""
         runtime = self.runtime
-        seconds = store.seconds_until_due(conn=runtime.connection)
+        seconds = store.seconds_until_due(now=now, conn=runtime.connection)
         if seconds is None:
             return WAKE_MAX_SECONDS
         if seconds > 0:
             return min(max(seconds, WAKE_MIN_SECONDS), WAKE_MAX_SECONDS)
-        fired = fire(runtime, self.reported)
+        fired = fire(runtime, self.reported, now=now)
         if any(one.error is None for one in fired):
             return 0.0  # progress was made: what is still due is fired at once
         return WAKE_MIN_SECONDS  # due but locked by another fire, or not fireable here

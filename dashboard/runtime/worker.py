@@ -359,15 +359,15 @@ class Worker:
             return
         running = sum(1 for t in self.threads if t.is_alive())
         limit = self.settings.shutdown_timeout_seconds
+        if limit > 0:
+            self._give_up_at = time.monotonic() + limit
+        self.stop()  # before the line below: whoever reads it may rely on no new claims
         log.info(
             "%s received: no new claims; waiting %s for running jobs (%d thread(s)) to finish",
             name,
             f"up to {limit:g}s" if limit > 0 else "without limit",
             running,
         )
-        if limit > 0:
-            self._give_up_at = time.monotonic() + limit
-        self.stop()
 
 
 def settings_banner(settings: WorkerSettings, job_types: list[str]) -> str:
