@@ -11,19 +11,32 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from urllib.parse import urlencode
 
 import psycopg
 from flask import Flask
 
+KEYSET_DEPTH = 10_000  # the dashboard's Older link this many rows down: as deep as the API's offset
+
 
 def _sample_ids(url: str) -> dict[str, str]:
+    """A failed job's id (the job pages), and the dashboard's keyset position
+    :data:`KEYSET_DEPTH` rows down the newest-first list (inside the backlog's burst, when
+    there is one: jobs that share one ``created_at``)."""
     with psycopg.connect(url) as conn:
         job_id = conn.execute(
             "SELECT id FROM jobs_job WHERE status = 'failed' ORDER BY created_at DESC LIMIT 1"
         ).fetchone()
         if job_id is None:
             job_id = conn.execute("SELECT id FROM jobs_job LIMIT 1").fetchone()
-    return {"id": str(job_id[0])} if job_id else {}
+        deep = conn.execute(
+            "SELECT created_at, id FROM jobs_job ORDER BY created_at DESC, id DESC OFFSET %s LIMIT 1",
+            (KEYSET_DEPTH,),
+        ).fetchone()
+    found = {"id": str(job_id[0])} if job_id else {}
+    if deep:
+        found["before"] = f"{deep[0].isoformat()}_{deep[1]}"
+    return found
 
 
 LONG_JOB_TYPE = "bench.long"
@@ -103,6 +116,8 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
     # The job list's filters: a type with millions of jobs, a rare combination, no match.
     for query in FILTERS:
         found += [(f"/api/jobs/?{query}", {}), (f"/jobs/?{query}", {"HX-Request": "true"})]
+    if "before" in ids:  # the dashboard's keyset page as deep as the API's offset
+        found.append((f"/jobs/?{urlencode({'before': ids['before']})}", {"HX-Request": "true"}))
     # Search by each kind, next-to-run order, the bulk dry runs (the Workers page, the audit log
     # and the banner's /alarm/ are GET routes without arguments, so they are measured above).
     short = ids.get("id", "00000000")[:8]

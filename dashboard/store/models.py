@@ -104,8 +104,10 @@ class Job(Model):
         # Job list filtered by status (``find_jobs.list_jobs``).
         Index("jobs_job_status_idx", "status"),
         Index("jobs_job_available_at_idx", "available_at"),
-        # Job list ordering, newest first (``find_jobs.list_jobs``).
-        Index("jobs_job_created_at_idx", "created_at"),
+        # Job list ordering, newest first by (created_at, id) (``find_jobs.list_jobs``): the id
+        # orders the jobs one statement created at one instant, so a page among them stops at
+        # its last row instead of sorting them all.
+        Index("jobs_job_created_at_idx", "created_at", "id"),
         # The job list's type filter (``find_jobs.list_jobs``: one type's jobs, or one type's jobs in
         # one status, newest first) and the skip scan that lists the distinct types
         # (``read_stats.JOB_TYPES_SQL``).
@@ -200,6 +202,14 @@ class Job(Model):
             "job_error_fts_idx",
             text(ERROR_VECTOR_SQL),
             postgresql_using="gin",
+            postgresql_where=text("last_error <> ''"),
+        ),
+        # The same jobs newest first (the error search's newest matches: a word in many errors
+        # is read in this order, each row tested, until the search has enough); migration 0014.
+        Index(
+            "job_error_created_idx",
+            "created_at",
+            "id",
             postgresql_where=text("last_error <> ''"),
         ),
         # Idempotent create (``create`` in create.sql, ON CONFLICT): unique only when a key is given.

@@ -116,6 +116,10 @@ def test_web_and_worker_start_together_on_a_database_at_revision_0003_with_rows(
                 "WHERE c.relname = 'job_type_created_idx'"
             ).fetchone()
             assert valid == (True,)
+            created = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname LIKE 'jobs_job_created_at%'"
+            ).fetchall()  # rebuilt concurrently under its own name, the building one gone
+            assert [row[0].split(" USING ")[1] for row in created] == ["btree (created_at, id)"]
             assert conn.execute("SELECT count(*) FROM jobs_job").fetchone() == (12001,)
     finally:
         with psycopg.connect(libpq_url, autocommit=True) as conn:

@@ -131,3 +131,31 @@ def test_the_search_reads_the_partial_gin_index(app):
         plan = "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params))
         transaction.rollback()
     assert "Bitmap Index Scan on job_error_fts_idx" in plan, plan
+
+
+def test_a_word_in_more_errors_than_the_cap_finds_the_newest_of_them(app):
+    """Past ``ARM_CAP`` matches the search keeps the newest: the first page starts at the newest
+    failure, not at the newest of whichever rows the table gave first (its oldest)."""
+    over = find_jobs.ARM_CAP + 500
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
+                "max_attempts, last_error, created_at, updated_at, finished_at) "
+                "SELECT gen_random_uuid(), 't', '{}', 'failed', 50, now(), 1, 1, 'TimeoutError: call ' || g, "
+                "now() - make_interval(secs => :over - g), now(), now() FROM generate_series(1, :over) AS g"
+            ),
+            {"over": over},
+        )
+        conn.execute(text("ANALYZE jobs_job"))
+        newest = conn.execute(
+            text("SELECT last_error FROM jobs_job ORDER BY created_at DESC, id DESC LIMIT 3")
+        ).scalars()
+        expected = list(newest)
+    page = find_jobs.search_jobs(search.parse_q("TimeoutError"), limit=3, offset=0)
+    assert (
+        [job.last_error for job in page.results]
+        == expected
+        == [f"TimeoutError: call {over - n}" for n in range(3)]
+    )
+    assert page.count == find_jobs.ARM_CAP and not page.count_exact  # at least that many
