@@ -194,9 +194,10 @@ def search_jobs(
     """The jobs ``terms`` finds (with the status, type, queue and ``cancelled`` filters), newest first.
     ``preview_chars``, ``before`` / ``after`` (keyset paging): as in :func:`list_jobs`.
 
-    Each kind of search contributes at most :data:`ARM_CAP` ids, its newest, read through its
-    index, and the page sorts only those; the count is exact below the cap (at it, a lower
-    bound: ``count_exact`` false). One statement finds them once (a CTE that
+    Each kind of search contributes at most :data:`ARM_CAP` ids, read through its index in
+    the index's order (for error words, the table's: past the cap, not the newest), and the
+    page sorts only those; the count is exact below the cap (at it, a lower bound:
+    ``count_exact`` false). One statement finds them once (a CTE that
     the count and the page share: an error word in a million errors is one bitmap scan of its
     GIN entries, not two), picks the page's ids by (created_at, id) from it, and fetches only
     those rows; a page past the last match counts them in a second statement.
@@ -304,10 +305,7 @@ def matching(
     if terms.error_query is not None:  # any status: a job backing off has its error too
         tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
         matched = ERROR_VECTOR.op("@@")(tsquery)
-        # The newest matches: a word in many errors walks job_error_created_idx newest first
-        # and stops at the cap; a rare one is a bitmap scan of job_error_fts_idx, then sorted.
-        recent = (jobs.c.created_at.desc(), jobs.c.id.desc())
-        arms.append(select(*found).where(HAS_ERROR, matched, *where).order_by(*recent).limit(ARM_CAP))
+        arms.append(select(*found).where(HAS_ERROR, matched, *where).limit(ARM_CAP))
     subqueries = [arm.subquery() for arm in arms]
     if len(subqueries) == 1:
         return select(subqueries[0].c.id, subqueries[0].c.created_at)

@@ -204,14 +204,6 @@ class Job(Model):
             postgresql_using="gin",
             postgresql_where=text("last_error <> ''"),
         ),
-        # The same jobs newest first (the error search's newest matches: a word in many errors
-        # is read in this order, each row tested, until the search has enough); migration 0014.
-        Index(
-            "job_error_created_idx",
-            "created_at",
-            "id",
-            postgresql_where=text("last_error <> ''"),
-        ),
         # Idempotent create (``create`` in create.sql, ON CONFLICT): unique only when a key is given.
         Index(
             "job_idempotency_key_unique",
