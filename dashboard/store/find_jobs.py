@@ -64,6 +64,8 @@ HAS_ERROR = text("last_error <> ''")
 # job_schedule_key_idx's predicate, as SQL text for the same reason; the range is in byte order
 # (text_pattern_ops: ~>=~ and ~<~), ';' being the character after ':'.
 IS_SCHEDULE_RUN = text("idempotency_key LIKE 'schedule:%'")
+# That index's byte order, backwards (schedules.sql's schedule_runs reads it the same way).
+NEWEST_KEY_FIRST = text("idempotency_key USING ~>~")
 # job_queue_created_idx's predicate, as SQL text for the same reason.
 IN_NAMED_QUEUE = text(f"queue <> '{DEFAULT_QUEUE}'")
 
@@ -301,7 +303,10 @@ def matching(
         prefix_low, prefix_high = terms.key_prefix, terms.key_prefix[:-1] + ";"
         key = jobs.c.idempotency_key
         in_range = (key.op("~>=~")(prefix_low), key.op("~<~")(prefix_high))
-        arms.append(select(*found).where(IS_SCHEDULE_RUN, *in_range, *where).limit(ARM_CAP))
+        # Newest slots first (keys end in their ISO times): past the cap, the newest runs.
+        arms.append(
+            select(*found).where(IS_SCHEDULE_RUN, *in_range, *where).order_by(NEWEST_KEY_FIRST).limit(ARM_CAP)
+        )
     if terms.error_query is not None:  # any status: a job backing off has its error too
         tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
         matched = ERROR_VECTOR.op("@@")(tsquery)

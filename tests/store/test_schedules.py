@@ -264,3 +264,28 @@ def test_a_fire_that_fails_before_commit_leaves_no_run_and_the_slot_due(app, mon
     monkeypatch.undo()
     assert row("tick").next_run_at == datetime(2026, 6, 1, 12, 1, tzinfo=UTC)
     assert [len(f.runs) for f in fire_due(now=T0 + MINUTE)] == [1]
+
+
+def test_a_schedule_with_more_runs_than_the_search_cap_is_searched_newest_first(app):
+    """``schedule:tick`` past ``ARM_CAP`` runs keeps the newest slots (a backward range of
+    job_schedule_key_idx), so its first page is the latest runs, not the first ones."""
+    over = find_jobs.ARM_CAP + 500
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
+                "max_attempts, idempotency_key, last_error, created_at, updated_at) "
+                "SELECT gen_random_uuid(), 'demo.success', '{}', 'queued', 50, s, 0, 3, 'schedule:tick:' "
+                "|| to_char(s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '', s, s "
+                "FROM generate_series(1, :over) AS g, "
+                "LATERAL (SELECT :t + make_interval(mins => g) AS s) AS slot"
+            ),
+            {"over": over, "t": T0},
+        )
+    page = find_jobs.search_jobs(search.parse_q("schedule:tick"), limit=2, offset=0)
+    newest = T0 + timedelta(minutes=over)
+    assert [job.idempotency_key for job in page.results] == [
+        run_key("tick", newest),
+        run_key("tick", newest - timedelta(minutes=1)),
+    ]
+    assert page.count == find_jobs.ARM_CAP and not page.count_exact
