@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text
 from dashboard.extensions import db
 from dashboard.store import find_jobs, search
 from dashboard.store.values import utcnow
-from tests.support.factories import make_job
+from tests.support.factories import insert_series, make_job
 
 ERRORS = {
     "smtp": "SMTPError: connection to smtp.example.com:25 refused (after 3 tries)",
@@ -118,14 +118,11 @@ def test_the_search_reads_the_partial_gin_index(app):
     query = select(func.count()).select_from(ids)
     compiled = query.compile(db.engine)
     with db.engine.connect() as conn, conn.begin() as transaction:
-        conn.execute(
-            text(
-                "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
-                "max_attempts, last_error, created_at, updated_at, finished_at) "
-                "SELECT gen_random_uuid(), 't', '{}', 'failed', 50, now(), 1, 1, "
-                "'Error ' || g || ' at host' || (g % 500) || '.example.net/path' || g, now(), now(), now() "
-                "FROM generate_series(1, 20000) AS g"
-            )
+        insert_series(
+            conn,
+            20_000,
+            failed=True,
+            error="'Error ' || g || ' at host' || (g % 500) || '.example.net/path' || g",
         )
         conn.execute(text("ANALYZE jobs_job"))
         plan = "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params))
@@ -138,15 +135,7 @@ def test_a_word_in_more_errors_than_the_cap_counts_at_least_the_cap(app):
     bound (the page says "at least"), not that it is the total."""
     over = find_jobs.ARM_CAP + 500
     with db.engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
-                "max_attempts, last_error, created_at, updated_at, finished_at) "
-                "SELECT gen_random_uuid(), 't', '{}', 'failed', 50, now(), 1, 1, 'TimeoutError: call ' || g, "
-                "now(), now(), now() FROM generate_series(1, :over) AS g"
-            ),
-            {"over": over},
-        )
+        insert_series(conn, over, failed=True, error="'TimeoutError: call ' || g")
     page = find_jobs.search_jobs(search.parse_q("TimeoutError"), limit=3, offset=0)
     assert page.count == find_jobs.ARM_CAP and not page.count_exact
     assert len(page.results) == 3 and all(job.last_error.startswith("TimeoutError") for job in page.results)

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import enqueue, find_jobs, read_jobs, read_schedules, schedules, search
 from dashboard.store.schedules import Declaration, fire_due, run_key, sync
-from tests.support.factories import seed_analysed_backlog
+from tests.support.factories import insert_series, seed_analysed_backlog
 from tests.support.waiting import wait_until
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
@@ -206,15 +206,7 @@ def test_the_runs_read_and_the_search_are_one_index_range_per_schedule(app):
     arm = find_jobs.matching(terms, [], status=None, types=None)
     with db.engine.connect() as conn, conn.begin() as transaction:
         seed_analysed_backlog(conn, T0)
-        conn.execute(
-            text(
-                "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
-                "max_attempts, idempotency_key, last_error, created_at, updated_at) "
-                "SELECT gen_random_uuid(), 'demo.success', '{}', 'queued', 50, :t, 0, 3, "
-                "'schedule:tick:' || g, '', :t, :t FROM generate_series(1, 200) AS g"
-            ),
-            {"t": T0},
-        )
+        insert_series(conn, 200, key="'schedule:tick:' || g", at=":t", params={"t": T0})
         conn.exec_driver_sql("ANALYZE jobs_job")
         plan = "\n".join(r[0] for r in conn.execute(explain, {"names": ["tick"], "limit": 5}))
         searched = "\n".join(
@@ -271,17 +263,8 @@ def test_a_schedule_with_more_runs_than_the_search_cap_is_searched_newest_first(
     job_schedule_key_idx), so its first page is the latest runs, not the first ones."""
     over = find_jobs.ARM_CAP + 500
     with db.engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, "
-                "max_attempts, idempotency_key, last_error, created_at, updated_at) "
-                "SELECT gen_random_uuid(), 'demo.success', '{}', 'queued', 50, s, 0, 3, 'schedule:tick:' "
-                "|| to_char(s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '', s, s "
-                "FROM generate_series(1, :over) AS g, "
-                "LATERAL (SELECT :t + make_interval(mins => g) AS s) AS slot"
-            ),
-            {"over": over, "t": T0},
-        )
+        key = """'schedule:tick:' || to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')"""
+        insert_series(conn, over, key=key, at=":t + make_interval(mins => g)", params={"t": T0})
     page = find_jobs.search_jobs(search.parse_q("schedule:tick"), limit=2, offset=0)
     newest = T0 + timedelta(minutes=over)
     assert [job.idempotency_key for job in page.results] == [

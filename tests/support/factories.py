@@ -87,3 +87,40 @@ def seed_analysed_backlog(conn: Any, now: datetime, rows: int = 20_000) -> None:
 
     conn.execute(text(BACKLOG_SQL), {"now": now, "rows": rows})
     conn.exec_driver_sql("ANALYZE jobs_job")
+
+
+# Many jobs in one statement, ``g`` running from 1 to ``count``: a queued job (never run), or a
+# failed one (its one attempt used), its key, error and creation time SQL over ``g``.
+SERIES_SQL = """
+    INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, max_attempts,
+                          idempotency_key, last_error, created_at, updated_at, finished_at)
+    SELECT gen_random_uuid(), 'demo.success', '{{}}', {status}, 50, t.at, {attempts}, {attempts_max},
+           {key}, {error}, t.at, t.at, {finished}
+    FROM generate_series(1, :count) AS g, LATERAL (SELECT {at} AS at) AS t
+"""
+
+
+def insert_series(
+    conn: Any,
+    count: int,
+    *,
+    failed: bool = False,
+    key: str = "NULL",
+    error: str = "''",
+    at: str = "now()",
+    params: dict[str, Any] | None = None,
+) -> None:
+    """:data:`SERIES_SQL` on ``conn`` (inside the caller's transaction): ``key``, ``error`` and
+    ``at`` (creation time, also ``available_at``) are SQL expressions of ``g`` and ``params``."""
+    from sqlalchemy import text
+
+    statement = SERIES_SQL.format(
+        status="'failed'" if failed else "'queued'",
+        attempts=1 if failed else 0,
+        attempts_max=1 if failed else 3,
+        finished="t.at" if failed else "NULL",
+        key=key,
+        error=error,
+        at=at,
+    )
+    conn.execute(text(statement), {"count": count, **(params or {})})
