@@ -1,4 +1,5 @@
-"""``python -m bench.index_cost [--jobs N] [--threads T] [--runs R]``: each index's cost to the drain.
+"""``python -m bench.index_cost [--jobs N] [--threads T] [--runs R] [--only NAME ...]``: each
+index's cost to the drain (``--only``: just those indexes).
 
 A scratch database (``jobqueue_index_cost``, never the benchmark's own) is drained in batch mode
 with every index, then once with each ``jobs_job`` / ``jobs_jobevent`` index dropped in turn
@@ -41,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="drop only these indexes in turn")
     args = parser.parse_args(argv)
     url = fresh_database("jobqueue_index_cost")
-    indexes = droppable(url)
+    indexes = [(name, sql) for name, sql in droppable(url) if not args.only or name in args.only]
+    if args.only and len(indexes) < len(args.only):
+        parser.error(f"no such droppable index among {args.only}")
     rates: dict[str, list[float]] = {"(all indexes)": [], **{name: [] for name, _ in indexes}}
     for _ in range(args.runs):
         rates["(all indexes)"].append(drain.throughput(url, jobs=args.jobs, threads=args.threads, **BATCH))

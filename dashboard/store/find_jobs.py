@@ -17,34 +17,35 @@ What each row carries is ``list_columns.py``'s. Each read names the index it rel
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    ColumnClause,
     ColumnElement,
     CompoundSelect,
     Connection,
+    DateTime,
     Select,
+    Uuid,
     cast,
+    false,
     func,
     literal,
-    literal_column,
     select,
     text,
     tuple_,
     union,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from ..limits import DEFAULT_QUEUE
-from .list_columns import JobPage, jobs, list_columns, page_of
-from .models import ERROR_VECTOR_SQL
+from . import error_search
+from .list_columns import JobPage, Keyset, jobs, list_columns, page_of
 from .read_stats import DEFAULT_POLICY, JOB_TYPES_SQL, StatsPolicy, is_large
-from .read_timeout import reading
+from .read_timeout import in_range_order, reading
 from .search import PAYLOAD_SCAN_ROWS, Terms
 from .states import STATUSES
 
@@ -56,11 +57,6 @@ MERGED_RANGES_MAX = 64
 MERGED_DEPTH_MAX = 10_000
 ARM_CAP = 10_000  # matches one kind of search contributes at most
 
-# The error text as job_error_fts_idx holds it (models.ERROR_VECTOR_SQL), and the index's
-# predicate: SQL text, not bound parameters, so that the planner matches the index's expression
-# and predicate whatever plan it caches.
-ERROR_VECTOR: ColumnClause[Any] = literal_column(ERROR_VECTOR_SQL)
-HAS_ERROR = text("last_error <> ''")
 # job_schedule_key_idx's predicate, as SQL text for the same reason; the range is in byte order
 # (text_pattern_ops: ~>=~ and ~<~), ';' being the character after ':'.
 IS_SCHEDULE_RUN = text("idempotency_key LIKE 'schedule:%'")
@@ -68,8 +64,6 @@ IS_SCHEDULE_RUN = text("idempotency_key LIKE 'schedule:%'")
 NEWEST_KEY_FIRST = text("idempotency_key USING ~>~")
 # job_queue_created_idx's predicate, as SQL text for the same reason.
 IN_NAMED_QUEUE = text(f"queue <> '{DEFAULT_QUEUE}'")
-
-Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of the list
 
 
 def cancelled_clause(cancelled: bool) -> Any:
@@ -196,18 +190,32 @@ def search_jobs(
     """The jobs ``terms`` finds (with the status, type, queue and ``cancelled`` filters), newest first.
     ``preview_chars``, ``before`` / ``after`` (keyset paging): as in :func:`list_jobs`.
 
-    Each kind of search contributes at most :data:`ARM_CAP` ids, read through its index in
-    the index's order (for error words, the table's: past the cap, not the newest), and the
-    page sorts only those; the count is exact below the cap (at it, a lower bound:
-    ``count_exact`` false). One statement finds them once (a CTE that
-    the count and the page share: an error word in a million errors is one bitmap scan of its
-    GIN entries, not two), picks the page's ids by (created_at, id) from it, and fetches only
-    those rows; a page past the last match counts them in a second statement.
+    Error words are first looked for among the newest errors (``error_search.newest``): a word
+    common there gets its newest matches and a count of at least ``error_search.COUNTED`` (exact
+    when every error was read); otherwise the GIN gives them. Every other kind of search, and an
+    error search through the GIN, contributes at most :data:`ARM_CAP` ids, read through its
+    index in the index's order (for error words, the table's: past the cap, not the newest), and
+    the page sorts only those; the count is exact below the cap (at it, a lower bound:
+    ``count_exact`` false). One statement finds them once (a CTE that the count and the page
+    share), picks the page's ids by (created_at, id) from it, and fetches only those rows; a page
+    past the last match counts them in a second statement (the first page needs none: no row,
+    no match).
     """
     with reading() as conn:
         types = types_matching(conn, type) if type else None
+        where = filters(status, types, queue)
+        walked = None
+        if terms.error_query is not None:
+            tested = where if cancelled is None else [*where, cancelled_clause(cancelled)]
+            walked = error_search.newest(
+                conn, terms, tested, depth=limit + offset, limit=limit, before=before, after=after
+            )
         found_jobs = matching(
-            terms, filters(status, types, queue), status=status, types=None if queue else types
+            terms,
+            where,
+            status=status,
+            types=None if queue else types,
+            error_keys=walked.keys if walked is not None else None,
         )
         if cancelled is not None:  # on the jobs found (each arm capped), so still bounded
             raw = found_jobs.subquery()
@@ -219,11 +227,16 @@ def search_jobs(
         keys = newest_first(select(found.c.id, found.c.created_at), found.c, limit, offset, before, after)
         page = select(*list_columns(preview_chars), total).where(jobs.c.id.in_(select(keys.subquery().c.id)))
         query = newest_first(page, jobs.c, limit, 0, before, after)
-        rows = read_page(conn, query, after is not None and before is None)
-        if rows:
-            count = rows[0]["search_total"]
-        else:
-            count = conn.execute(select(func.count()).select_from(found_jobs.subquery())).scalar_one()
+        with in_range_order(conn) if terms.payload is not None else nullcontext():
+            rows = read_page(conn, query, after is not None and before is None)
+            if rows:
+                count = rows[0]["search_total"]
+            elif offset == 0 and before is None and after is None:
+                count = 0  # no row on the first page: no match
+            else:
+                count = conn.execute(select(func.count()).select_from(found_jobs.subquery())).scalar_one()
+    if walked is not None and not walked.complete:  # the page's matches, not every one seen
+        return page_of(rows, max(count, walked.counted), exact=False)  # at least that many
     return page_of(rows, count, exact=count < ARM_CAP)  # at the cap: at least that many
 
 
@@ -261,24 +274,30 @@ def next_to_run(
 
 
 def matching(
-    terms: Terms, where: list[ColumnElement[bool]], *, status: str | None, types: list[str] | None = None
+    terms: Terms,
+    where: list[ColumnElement[bool]],
+    *,
+    status: str | None,
+    types: list[str] | None = None,
+    error_keys: Sequence[Keyset] | None = None,
 ) -> Select[Any] | CompoundSelect[Any]:
     """The jobs ``terms`` finds among those ``where`` selects: a SELECT of ``id`` and
     ``created_at`` (read with the row each arm already visits, so a page can pick its newest
     without fetching every match again). ``types``: the type filter's types (already in
     ``where``), so that a payload search reads the filter's newest jobs as one index range per
-    (type, status)."""
+    (type, status). ``error_keys``: the error arm's matches as ``error_search.newest`` found
+    them; ``None``: read through the GIN (``error_search.indexed``, at most :data:`ARM_CAP`)."""
     if terms.payload is not None:
         merged = None
         if types:
-            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None)  # = where's filters
+            # = where's filters; each range reads its rows' payloads as it goes, not by id: run
+            # under read_timeout.in_range_order, or the planner may walk the created_at index
+            merged = merged_ranges(types, status, PAYLOAD_SCAN_ROWS, None, None, payload=True)
         if merged is not None:
-            keys = (
-                select(merged.c.id).order_by(merged.c.created_at.desc()).limit(PAYLOAD_SCAN_ROWS).subquery()
-            )
             newest = (
-                select(jobs.c.id, jobs.c.created_at, jobs.c.payload)
-                .join(keys, jobs.c.id == keys.c.id)
+                select(merged.c.id, merged.c.created_at, merged.c.payload)
+                .order_by(merged.c.created_at.desc())
+                .limit(PAYLOAD_SCAN_ROWS)
                 .subquery()
             )
         else:
@@ -308,9 +327,16 @@ def matching(
             select(*found).where(IS_SCHEDULE_RUN, *in_range, *where).order_by(NEWEST_KEY_FIRST).limit(ARM_CAP)
         )
     if terms.error_query is not None:  # any status: a job backing off has its error too
-        tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)
-        matched = ERROR_VECTOR.op("@@")(tsquery)
-        arms.append(select(*found).where(HAS_ERROR, matched, *where).limit(ARM_CAP))
+        if error_keys is None:
+            arms.append(error_search.indexed(terms, where, ARM_CAP))
+        elif error_keys:  # found by error_search.newest, already tested against ``where``
+            # Two arrays, not a VALUES row per match: a thousand matches stay two parameters.
+            times = literal([when for when, _ in error_keys], ARRAY(DateTime(timezone=True)))
+            ids = literal([job_id for _, job_id in error_keys], ARRAY(Uuid))
+            walked = func.unnest(times, ids).table_valued("created_at", "id").render_derived(name="walked")
+            arms.append(select(walked.c.id, walked.c.created_at))
+        else:
+            arms.append(select(*found).where(false()))
     subqueries = [arm.subquery() for arm in arms]
     if len(subqueries) == 1:
         return select(subqueries[0].c.id, subqueries[0].c.created_at)
@@ -326,6 +352,7 @@ def merged_ranges(
     *,
     queue: str | None = None,
     cancelled: bool | None = None,
+    payload: bool = False,
 ) -> Any:
     """The keys (id, created_at) a filtered page can come from, as a subquery: for each
     (type, status), its ``depth`` newest rows (or oldest after ``after``), read as one range of
@@ -333,8 +360,10 @@ def merged_ranges(
     range per status of job_queue_created_idx. ``cancelled``: only those (or the others) of
     each range, read from the rows the range gives.
     A page never walks the created_at index past rows of other types, queues or statuses (a
-    recent burst of them would be read row by row). ``None`` when unbounded (too many ranges,
-    or too deep an offset)."""
+    recent burst of them would be read row by row). ``payload``: each row's payload too, read
+    from the table as the range goes (no longer index only: run the statement under
+    ``read_timeout.in_range_order``). ``None`` when unbounded (too many ranges, or too deep an
+    offset)."""
     statuses = [status] if status else list(STATUSES)
     groups = [jobs.c.queue == queue] if queue else [jobs.c.type == job_type for job_type in types]
     if len(groups) * len(statuses) > MERGED_RANGES_MAX or depth > MERGED_DEPTH_MAX or not groups:
@@ -342,10 +371,11 @@ def merged_ranges(
     extra = [] if cancelled is None else [cancelled_clause(cancelled)]
     if queue:
         extra.append(IN_NAMED_QUEUE)
+    columns = (jobs.c.id, jobs.c.created_at, *((jobs.c.payload,) if payload else ()))
     branches = []
     for group in groups:
         for each in statuses:
-            branch = select(jobs.c.id, jobs.c.created_at).where(group, jobs.c.status == each, *extra)
+            branch = select(*columns).where(group, jobs.c.status == each, *extra)
             branches.append(newest_first(branch, jobs.c, depth, 0, before, after).subquery().select())
     return union_all(*branches).subquery()
 

@@ -8,8 +8,10 @@ value never leaves the database for a page that shows neither whole. The API lea
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func
@@ -19,6 +21,8 @@ from .records import JobRecord, Row
 
 jobs = Job.__table__
 PREVIEWED = ("payload", "result")
+
+Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of a list: where a page starts
 
 
 @dataclass(frozen=True)

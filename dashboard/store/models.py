@@ -194,7 +194,7 @@ class Job(Model):
         ),
         # Expired-lease recovery (``cleanup_expired`` in lease_recovery.sql): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
-        # Search by error text, any status (``find_jobs.ERROR_VECTOR``): the error with its ASCII
+        # Search by error text, any status (``error_search.ERROR_VECTOR``): the error with its ASCII
         # punctuation turned into separators, so host names, dotted names and paths are found by
         # their parts. Partial: a job that never failed has no entry, so the drain path (creates,
         # claims, successes) never writes to it; migration 0009.
@@ -202,6 +202,15 @@ class Job(Model):
             "job_error_fts_idx",
             text(ERROR_VECTOR_SQL),
             postgresql_using="gin",
+            postgresql_where=text("last_error <> ''"),
+        ),
+        # The newest errors in the list's order, for an error search read newest first
+        # (``error_search.newest``). Partial like job_error_fts_idx: the drain path never
+        # writes to it; migration 0015.
+        Index(
+            "job_error_created_idx",
+            text("created_at DESC"),
+            text("id DESC"),
             postgresql_where=text("last_error <> ''"),
         ),
         # Idempotent create (``create`` in create.sql, ON CONFLICT): unique only when a key is given.

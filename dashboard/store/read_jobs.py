@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
 
 from .models import Job, JobEvent
-from .read_timeout import reading
+from .read_timeout import in_range_order, reading
 from .records import EventRecord, JobRecord
 
 jobs = Job.__table__
@@ -31,13 +32,16 @@ def job_events(
     job_id: uuid.UUID, *, after_id: int | None = None, limit: int | None = None
 ) -> list[EventRecord]:
     """One job's timeline, oldest first: every event, or the ``limit`` first with ``id >
-    after_id``. Index: job_event_job_id_idx (job_id, id)."""
+    after_id``. Index: job_event_job_id_idx (job_id, id), planned under ``in_range_order``:
+    otherwise, for a job holding a few percent of all events, the planner may walk
+    job_event_id_idx from the oldest event and filter, and a long job's events are the newest
+    (5.8M events read for 50 on a table of 5.9M)."""
     query = select(events).where(events.c.job_id == job_id).order_by(events.c.id)
     if after_id is not None:
         query = query.where(events.c.id > after_id)
     if limit is not None:
         query = query.limit(limit)
-    with reading() as conn:
+    with reading() as conn, in_range_order(conn):
         rows = conn.execute(query).mappings().all()
     return [EventRecord.from_row(r) for r in rows]
 
@@ -65,7 +69,8 @@ def list_events(
     ``after=N`` the ``limit`` oldest with ``id > N`` (the previous page). Events only ever
     get larger ids, so new events never shift a page: walking ``before`` visits each older
     event exactly once. ``types`` keeps only these types (with ``type``, any of them),
-    ``exclude`` drops these. Index: job_event_id_idx, or job_event_job_id_idx with ``job_id``.
+    ``exclude`` drops these. Index: job_event_id_idx, or job_event_job_id_idx with ``job_id``
+    (planned under ``in_range_order``, as :func:`job_events`).
     """
     where = _event_where(type, job_id, types, exclude)
     reverse = after is not None
@@ -75,7 +80,7 @@ def list_events(
         where.append(events.c.id < before)
     order = events.c.id.asc() if reverse else events.c.id.desc()
     query = select(events).where(*where).order_by(order).limit(limit + 1)
-    with reading() as conn:
+    with reading() as conn, in_range_order(conn) if job_id is not None else nullcontext():
         rows = conn.execute(query).mappings().all()
     more = len(rows) > limit
     records = [EventRecord.from_row(r) for r in rows[:limit]]

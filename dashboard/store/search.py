@@ -12,10 +12,11 @@ bulk dry run counts exactly the jobs the list shows. Each kind is an index looku
 - words or fragments of any job's ``last_error`` (:func:`error_query`): every word present,
   and what an operator copies out of an error (a host name, a dotted name, a path) as the run
   of its parts, the last a prefix: ``smtp.example.com`` finds ``... to smtp.example.com:25``,
-  ``example`` and ``billing.inv`` find theirs, ``/var/data`` finds ``/var/data/x.csv``. Index:
-  ``job_error_fts_idx`` (``find_jobs.ERROR_VECTOR``), a GIN over the error with its ASCII punctuation
-  turned into separators, partial on ``last_error <> ''``: jobs that never failed (the whole
-  drain path: creates, claims, successes) have no entry;
+  ``example`` and ``billing.inv`` find theirs, ``/var/data`` finds ``/var/data/x.csv``. Read
+  newest first through ``job_error_created_idx`` while the newest errors hold enough matches,
+  else through ``job_error_fts_idx`` (``error_search.ERROR_VECTOR``), a GIN over the error with
+  its ASCII punctuation turned into separators; both partial on ``last_error <> ''``: jobs that
+  never failed (the whole drain path: creates, claims, successes) have no entry;
 - a payload match, ``key=value`` (``a.b=1`` nests) or a JSON object the payload contains:
   there is no index on ``payload`` (a GIN there would be written by every claim and every
   success). It reads the newest :data:`PAYLOAD_SCAN_ROWS` jobs of the status and type filter

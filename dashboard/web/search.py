@@ -21,8 +21,7 @@ from ..config import settings_of
 from ..limits import PREVIEW_CHARS  # the pages show neither payload nor result: never load them whole
 from ..ops import recount
 from ..store import find_jobs, read_timeout, search
-from ..store.find_jobs import Keyset
-from ..store.list_columns import JobPage
+from ..store.list_columns import JobPage, Keyset
 from .params import JobFilters
 from .rendering import now
 
@@ -41,7 +40,7 @@ class ListRead:
     payload_search: bool = False  # reads the filter's newest 10,000 jobs: not re-run by polls
 
 
-def _held(filters: JobFilters) -> find_jobs.Keyset | None:
+def _held(filters: JobFilters) -> Keyset | None:
     """The ``before`` that holds a live first page at its ``top`` row (that row included: one
     microsecond later, the database's resolution)."""
     if filters.top is None or filters.positioned or not filters.keyed:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import event, func, select, text
 
 from dashboard.extensions import db
-from dashboard.store import find_jobs, search
+from dashboard.store import error_search, find_jobs, search
 from dashboard.store.values import utcnow
 from tests.support.factories import insert_series, make_job
 
@@ -22,8 +22,15 @@ ERRORS = {
 }
 
 
-@pytest.fixture
-def jobs(app):
+SECONDS_AGO = "now() - g * interval '1 second'"  # job g of a series: g seconds old
+
+
+@pytest.fixture(params=["newest first", "through the GIN"])
+def jobs(app, request, monkeypatch):
+    """The same errors, searched both ways: read newest first (every error read, so the walk
+    answers) and, with the walk refused, through job_error_fts_idx."""
+    if request.param == "through the GIN":
+        monkeypatch.setattr(error_search, "newest", lambda *args, **kwargs: None)
     now = utcnow()
     made = {
         "smtp": make_job("failed", last_error=ERRORS["smtp"], finished_at=now),
@@ -130,9 +137,38 @@ def test_the_search_reads_the_partial_gin_index(app):
     assert "Bitmap Index Scan on job_error_fts_idx" in plan, plan
 
 
-def test_a_word_in_more_errors_than_the_cap_counts_at_least_the_cap(app):
-    """Past ``ARM_CAP`` matches the search keeps the cap's worth and says its count is a lower
-    bound (the page says "at least"), not that it is the total."""
+def test_the_walk_reads_the_newest_errors_in_order_through_their_index(app, monkeypatch):
+    """On an analysed table of 20,000 jobs, 2,000 with an error, more than a walk's bound
+    (as a large table's errors are), the walk reads job_error_created_idx in order (no sort,
+    no GIN), whatever the word."""
+    monkeypatch.setattr(error_search, "WALK_ROWS", 500)
+    terms = search.parse_q("smtp.example.com")
+    captured: list[str] = []
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        insert_series(conn, 18_000, at=SECONDS_AGO)
+        error = "'SMTPError ' || g || ' at smtp.example.com'"
+        insert_series(conn, 2_000, failed=True, error=error, at=SECONDS_AGO)
+        conn.execute(text("ANALYZE jobs_job"))
+
+        @event.listens_for(conn, "before_cursor_execute", retval=True)
+        def explain(conn_, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+            if "recent" in statement and not captured:
+                cursor.execute("EXPLAIN " + statement, parameters)
+                captured.append("\n".join(row[0] for row in cursor.fetchall()))
+            return statement, parameters
+
+        walked = error_search.newest(conn, terms, [], depth=50, limit=50, before=None, after=None)
+        transaction.rollback()
+    assert walked is not None and len(walked.keys) == 50
+    plan = captured[0]
+    assert "Index Scan using job_error_created_idx" in plan, plan
+    assert "Sort" not in plan and "job_error_fts_idx" not in plan, plan
+
+
+def test_a_word_in_more_errors_than_the_cap_counts_at_least_the_cap(app, monkeypatch):
+    """Through the GIN, past ``ARM_CAP`` matches the search keeps the cap's worth and says its
+    count is a lower bound (the page says "at least"), not that it is the total."""
+    monkeypatch.setattr(error_search, "newest", lambda *args, **kwargs: None)
     over = find_jobs.ARM_CAP + 500
     with db.engine.begin() as conn:
         insert_series(conn, over, failed=True, error="'TimeoutError: call ' || g")
@@ -141,3 +177,81 @@ def test_a_word_in_more_errors_than_the_cap_counts_at_least_the_cap(app):
     assert len(page.results) == 3 and all(job.last_error.startswith("TimeoutError") for job in page.results)
     fewer = find_jobs.search_jobs(search.parse_q("call 7"), limit=3, offset=0)
     assert fewer.count_exact and fewer.count == len({n for n in range(1, over + 1) if str(n).startswith("7")})
+
+
+def newest_matches(q: str, **filters: object) -> list[str]:
+    """Every match of ``q``, newest first, as the GIN tells them (the truth to compare with)."""
+    with db.engine.connect() as conn:
+        terms = search.parse_q(q)
+        where = find_jobs.filters(filters.get("status"), None)  # type: ignore[arg-type]
+        found = error_search.indexed(terms, where, 1_000_000).subquery()
+        order = (found.c.created_at.desc(), found.c.id.desc())
+        return [str(row.id) for row in conn.execute(select(found.c.id).order_by(*order))]
+
+
+def test_a_common_word_pages_its_newest_matches_and_counts_at_least_so_many(app):
+    """A word in most errors: the page is its newest matches (by key too, older and newer), the
+    count ``COUNTED`` and a lower bound; each page needs no GIN lookup."""
+    total = error_search.COUNTED + 300
+    with db.engine.begin() as conn:
+        insert_series(conn, total, failed=True, error="'TimeoutError: call ' || g", at=SECONDS_AGO)
+        insert_series(conn, 50, at=SECONDS_AGO)  # queued, no error: not walked
+    truth = newest_matches("TimeoutError")
+    assert len(truth) == total
+    first = find_jobs.search_jobs(search.parse_q("TimeoutError"), limit=20, offset=0)
+    assert [str(job.id) for job in first.results] == truth[:20]
+    assert first.count == error_search.COUNTED and not first.count_exact
+    deep = find_jobs.search_jobs(search.parse_q("TimeoutError"), limit=20, offset=1_100)
+    assert [str(job.id) for job in deep.results] == truth[1_100:1_120]
+    assert deep.count == 1_121 and not deep.count_exact  # one past the page: the API links a next one
+    last = first.results[-1]
+    older = find_jobs.search_jobs(
+        search.parse_q("TimeoutError"), limit=20, offset=0, before=(last.created_at, last.id)
+    )
+    assert [str(job.id) for job in older.results] == truth[20:40]
+    assert older.count >= error_search.COUNTED and not older.count_exact
+    key = older.results[0]
+    newer = find_jobs.search_jobs(
+        search.parse_q("TimeoutError"), limit=20, offset=0, after=(key.created_at, key.id)
+    )
+    assert [str(job.id) for job in newer.results] == truth[:20]
+
+
+def test_a_word_rare_among_the_newest_errors_is_found_through_the_gin(app, monkeypatch):
+    """Fewer matches than a page among the newest ``WALK_ROWS`` errors: the walk stops at its
+    bound and the GIN finds the old ones, counted exactly."""
+    monkeypatch.setattr(error_search, "WALK_ROWS", 200)
+    with db.engine.begin() as conn:
+        insert_series(
+            conn,
+            3,
+            failed=True,
+            error="'OldError ' || g",
+            at="now() - interval '1 day' - g * interval '1 second'",
+        )
+        insert_series(conn, 250, failed=True, error="'NewError ' || g", at=SECONDS_AGO)
+    walked = []
+    real = error_search.newest
+    monkeypatch.setattr(error_search, "newest", lambda *a, **k: walked.append(real(*a, **k)) or walked[-1])
+    page = find_jobs.search_jobs(search.parse_q("OldError"), limit=20, offset=0)
+    assert walked == [None]
+    assert [str(job.id) for job in page.results] == newest_matches("OldError")
+    assert page.count == 3 and page.count_exact
+
+
+def test_the_walk_tests_the_filters_on_the_rows_it_reads(app):
+    """A status filter inside the walk's bound: the failed matches among errors of every status,
+    and an error in no failed job is no match."""
+    with db.engine.begin() as conn:
+        insert_series(conn, 30, failed=True, error="'SMTPError ' || g", at=SECONDS_AGO)
+        insert_series(
+            conn,
+            30,
+            error="'SMTPError retry ' || g",
+            at="now() - g * interval '1 second' + interval '1 hour'",
+        )
+    failed = find_jobs.search_jobs(search.parse_q("SMTPError"), limit=10, offset=0, status="failed")
+    assert [str(job.id) for job in failed.results] == newest_matches("SMTPError", status="failed")[:10]
+    assert failed.count == 30 and failed.count_exact
+    retries = find_jobs.search_jobs(search.parse_q("retry"), limit=10, offset=0, status="failed")
+    assert retries.results == [] and retries.count == 0 and retries.count_exact

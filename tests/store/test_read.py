@@ -175,3 +175,19 @@ def test_in_index_order_plans_without_bitmap_scans_only_inside(app):
         assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "on"  # the rest of the read
     with db.engine.connect() as conn:
         assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "on"
+
+
+def test_in_range_order_costs_an_index_fetch_as_a_read_in_order_only_inside(app):
+    from sqlalchemy import text
+
+    from dashboard.extensions import db
+
+    with db.engine.connect() as conn:
+        default = conn.execute(text("SHOW random_page_cost")).scalar_one()
+    assert default != "1"
+    with read_timeout.reading() as conn:
+        with read_timeout.in_range_order(conn):
+            assert conn.execute(text("SHOW random_page_cost")).scalar_one() == "1"
+        assert conn.execute(text("SHOW random_page_cost")).scalar_one() == default  # the rest of the read
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SHOW random_page_cost")).scalar_one() == default

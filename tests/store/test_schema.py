@@ -74,6 +74,7 @@ def test_constraints_and_indexes_have_the_contract_names(app):
     assert "WHERE (idempotency_key IS NOT NULL)" in indexes["job_idempotency_key_unique"]
     assert "(job_id, id)" in indexes["job_event_job_id_idx"]
     assert "job_event_id_idx" in indexes
+    assert "(created_at DESC, id DESC) WHERE (last_error <> ''::text)" in indexes["job_error_created_idx"]
 
 
 BASE = {
