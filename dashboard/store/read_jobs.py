@@ -46,6 +46,21 @@ def job_events(
     return [EventRecord.from_row(r) for r in rows]
 
 
+def has_events_beyond(job_id: uuid.UUID, *, after_id: int, count: int) -> bool:
+    """Whether the job has more than ``count`` events with ``id > after_id``: one probe at the
+    ``count + 1``-th of them in job_event_job_id_idx (index only), so a poll far behind learns
+    it without reading a window of events it would not show."""
+    query = (
+        select(events.c.id)
+        .where(events.c.job_id == job_id, events.c.id > after_id)
+        .order_by(events.c.id)
+        .offset(count)
+        .limit(1)
+    )
+    with reading() as conn, in_range_order(conn):
+        return conn.execute(query).first() is not None
+
+
 @dataclass(frozen=True)
 class EventPage:
     results: list[EventRecord]  # newest first

@@ -121,6 +121,7 @@ def test_a_job_with_many_events_is_read_as_a_window_on_its_page_and_in_its_poll(
             f"/jobs/{job.id}/live/?after=0&status=running", headers=HX
         )  # a tab back after hours
     assert stale.status_code == 200 and max(counts) <= TIMELINE_EVENTS_MAX + 1, counts
+    assert sum(counts) <= TIMELINE_EVENTS_MAX + 2, counts  # one window and a probe, not two windows
     # the API's list stays whole (the reference's shape)
     assert len(client.get(f"/api/jobs/{job.id}/events/").get_json()) == 3 * TIMELINE_EVENTS_MAX + 12
 
