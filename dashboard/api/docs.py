@@ -13,11 +13,13 @@ from typing import Any
 from flask import Response, current_app, render_template
 from markupsafe import Markup, escape
 
+from ..config import settings_of
 from .blueprint import routes
 from .openapi import build_document
 from .registry import Reply
 
 route = routes.route
+_BUILT = "jobqueue.openapi"  # app.extensions: (the settings it was built for, the document, its JSON)
 _BACKTICKS = re.compile(r"``(.+?)``|`([^`]+)`")  # ``code`` (docstring style) or `code`
 
 
@@ -30,8 +32,7 @@ _BACKTICKS = re.compile(r"``(.+?)``|`([^`]+)`")  # ``code`` (docstring style) or
 )
 def schema() -> Response:
     """The OpenAPI 3.1 document, generated from the definitions the API validates with."""
-    document = build_document(current_app, routes)
-    return current_app.response_class(json.dumps(document, indent=2), mimetype="application/json")
+    return current_app.response_class(_built()[1], mimetype="application/json")
 
 
 @route(
@@ -49,8 +50,19 @@ def schema() -> Response:
 )
 def docs() -> str:
     """This documentation: the OpenAPI document rendered as HTML, readable without JavaScript."""
-    document = build_document(current_app, routes)
-    return render_template("api/docs.html", doc=document, type_of=type_of, prose=prose)
+    return render_template("api/docs.html", doc=_built()[0], type_of=type_of, prose=prose)
+
+
+def _built() -> tuple[dict[str, Any], str]:
+    """This app's OpenAPI document and its JSON text, built on first use and again only when
+    the app's settings are replaced: it depends on nothing else (the routes' definitions and
+    the settings' bounds), so it is not rebuilt on every request. Read only."""
+    settings = settings_of(current_app)
+    built = current_app.extensions.get(_BUILT)
+    if built is None or built[0] is not settings:
+        document = build_document(current_app, routes)
+        built = current_app.extensions[_BUILT] = (settings, document, json.dumps(document, indent=2))
+    return built[1], built[2]
 
 
 def prose(text: str | None) -> Markup:

@@ -88,3 +88,21 @@ def test_a_read_past_the_statement_timeout_is_a_503_saying_so(
     detail = answer.get_json()["detail"]
     assert "DASHBOARD_QUERY_TIMEOUT_MS = 200 ms" in detail and "Narrow" in detail
     assert send(path, json=body).status_code == 200  # the lock is gone: the same request answers
+
+
+def test_the_document_is_built_once_per_settings(app, client, monkeypatch):
+    """The OpenAPI document is built on first use and reused by both doors, and built again
+    when the app's settings are replaced (its bounds follow them)."""
+    from dashboard.api import docs
+
+    built = []
+    real = docs.build_document
+    monkeypatch.setattr(docs, "build_document", lambda *args: built.append(1) or real(*args))
+    monkeypatch.delitem(app.extensions, docs._BUILT, raising=False)
+    first = client.get("/api/schema/").get_data()
+    assert client.get("/api/schema/").get_data() == first and client.get("/api/docs/").status_code == 200
+    assert len(built) == 1
+    _with_settings(app, monkeypatch, api_offset_max=7)
+    document = client.get("/api/schema/").get_json()
+    offset = next(p for p in document["paths"]["/api/jobs/"]["get"]["parameters"] if p["name"] == "offset")
+    assert offset["schema"]["maximum"] == 7 and len(built) == 2
