@@ -30,7 +30,6 @@ from sqlalchemy import (
     Select,
     Uuid,
     cast,
-    false,
     func,
     literal,
     select,
@@ -331,12 +330,11 @@ def matching(
             arms.append(error_search.indexed(terms, where, ARM_CAP))
         elif error_keys:  # found by error_search.newest, already tested against ``where``
             # Two arrays, not a VALUES row per match: a thousand matches stay two parameters.
+            # (None found: no arm; text terms always have the idempotency key's.)
             times = literal([when for when, _ in error_keys], ARRAY(DateTime(timezone=True)))
             ids = literal([job_id for _, job_id in error_keys], ARRAY(Uuid))
             walked = func.unnest(times, ids).table_valued("created_at", "id").render_derived(name="walked")
             arms.append(select(walked.c.id, walked.c.created_at))
-        else:
-            arms.append(select(*found).where(false()))
     subqueries = [arm.subquery() for arm in arms]
     if len(subqueries) == 1:
         return select(subqueries[0].c.id, subqueries[0].c.created_at)

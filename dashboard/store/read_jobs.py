@@ -46,19 +46,19 @@ def job_events(
     return [EventRecord.from_row(r) for r in rows]
 
 
-def has_events_beyond(job_id: uuid.UUID, *, after_id: int, count: int) -> bool:
-    """Whether the job has more than ``count`` events with ``id > after_id``: one probe at the
-    ``count + 1``-th of them in job_event_job_id_idx (index only), so a poll far behind learns
-    it without reading a window of events it would not show."""
-    query = (
-        select(events.c.id)
-        .where(events.c.job_id == job_id, events.c.id > after_id)
-        .order_by(events.c.id)
-        .offset(count)
-        .limit(1)
-    )
+def events_within(job_id: uuid.UUID, *, after_id: int, window: int) -> list[EventRecord] | None:
+    """The job's events with ``id > after_id``, oldest first, when there are at most ``window``
+    of them; ``None`` when there are more (a poll that far behind gets the page again). One
+    read: a probe at the ``window + 1``-th in job_event_job_id_idx (index only), then the events,
+    so no window is read only to be dropped; planned as :func:`job_events`."""
+    where = (events.c.job_id == job_id, events.c.id > after_id)
+    probe = select(events.c.id).where(*where).order_by(events.c.id).offset(window).limit(1)
+    query = select(events).where(*where).order_by(events.c.id).limit(window)
     with reading() as conn, in_range_order(conn):
-        return conn.execute(query).first() is not None
+        if conn.execute(probe).first() is not None:
+            return None
+        rows = conn.execute(query).mappings().all()
+    return [EventRecord.from_row(r) for r in rows]
 
 
 @dataclass(frozen=True)

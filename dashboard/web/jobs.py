@@ -218,18 +218,14 @@ def job_live(job_id: str) -> Any:
     job = read_jobs.get_job(job_uuid)
     # More than a window behind, the page is sent again instead (its own window of the newest
     # events), so a poll never reads a long job's whole timeline, nor a window it would drop.
-    if (
-        job is None
-        or job.status != shown_status
-        or errors
-        or read_jobs.has_events_beyond(job_uuid, after_id=after, count=TIMELINE_EVENTS_MAX)
-    ):
+    current = job is not None and job.status == shown_status and not errors
+    newer = read_jobs.events_within(job_uuid, after_id=after, window=TIMELINE_EVENTS_MAX) if current else None
+    if job is None or newer is None:
         timeline = _timeline_or_404(job_uuid)
         html = render_template("fragments/job_detail.html", **detail_context(timeline))
         response = make_response(html, 200, retarget="#job-detail")
         response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
         return response
-    newer = read_jobs.job_events(job_uuid, after_id=after, limit=TIMELINE_EVENTS_MAX)
     folded = fold(newer, after)
     context = detail_context(read_jobs.JobTimeline(job=job, events=[]), extras=False, progress_from=newer)
     context.update(new_items=folded.items, tail=folded.tail, last_event_id=folded.last_id)

@@ -179,11 +179,11 @@ def test_a_word_in_more_errors_than_the_cap_counts_at_least_the_cap(app, monkeyp
     assert fewer.count_exact and fewer.count == len({n for n in range(1, over + 1) if str(n).startswith("7")})
 
 
-def newest_matches(q: str, **filters: object) -> list[str]:
+def newest_matches(q: str, status: str | None = None) -> list[str]:
     """Every match of ``q``, newest first, as the GIN tells them (the truth to compare with)."""
     with db.engine.connect() as conn:
         terms = search.parse_q(q)
-        where = find_jobs.filters(filters.get("status"), None)  # type: ignore[arg-type]
+        where = find_jobs.filters(status, None)
         found = error_search.indexed(terms, where, 1_000_000).subquery()
         order = (found.c.created_at.desc(), found.c.id.desc())
         return [str(row.id) for row in conn.execute(select(found.c.id).order_by(*order))]
