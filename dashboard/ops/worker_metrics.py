@@ -88,6 +88,19 @@ _COUNTERS = {
 }
 
 
+_children: dict[tuple[int, str], Any] = {}  # (id of a metric, its label) -> the labelled child
+
+
+def _child(metric: Counter | Histogram, label: str) -> Any:
+    """``metric.labels(label)``, looked up once per process: every attempt records three or four
+    of them, and ``labels()`` validates, locks and builds a key on each call. The children are
+    the metrics' own, never removed, so a cached one is the one ``labels()`` would return."""
+    child = _children.get((id(metric), label))
+    if child is None:
+        child = _children[(id(metric), label)] = metric.labels(label)
+    return child
+
+
 def type_label(job_type: str, handled: bool) -> str:
     """The ``type`` label of a job: its type if this worker has its handler, else ``other``."""
     return job_type if handled else OTHER
@@ -97,7 +110,7 @@ def type_label(job_type: str, handled: bool) -> str:
 def attempt(job: Any, worker_id: str, label: str | None = None) -> Iterator[None]:
     """Wraps one claimed job's run and settle: counts it started and busy, sets the log ids.
     ``label``: its ``type`` label (:func:`type_label`; the job's type when not given)."""
-    STARTED.labels(label or job.type).inc()
+    _child(STARTED, label or job.type).inc()
     BUSY.inc()
     try:
         with job_scope(job.id, job.type, job.attempts, job.locked_by or worker_id):
@@ -112,13 +125,13 @@ def finished(job_type: str, end: str, seconds: float) -> None:
     label (:func:`type_label`)."""
     counter = _COUNTERS.get(end)
     if counter is not None:
-        counter.labels(job_type).inc()
-        DURATION.labels(job_type).observe(seconds)
+        _child(counter, job_type).inc()
+        _child(DURATION, job_type).observe(seconds)
 
 
 def claimed(kind: str, started: float) -> None:
     """A claim statement of ``kind`` that began at ``started`` (``time.monotonic()``) returned."""
-    CLAIM.labels(kind).observe(time.monotonic() - started)
+    _child(CLAIM, kind).observe(time.monotonic() - started)
 
 
 def rescued(result: Any) -> None:

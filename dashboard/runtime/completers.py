@@ -116,6 +116,7 @@ class CarryingCompleter:
                 conn=runtime.connection,
                 avoid_expired=runtime.attempts.any_overdue(),
                 queues=runtime.settings.queues,
+                job_queue=ctx.job.queue,
             )
             worker_metrics.claimed("complete_and_claim", claim_started)
             if self.carried is not None:

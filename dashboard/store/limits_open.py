@@ -23,11 +23,14 @@ its rate window opens, its limit is raised) waits at most :data:`RECHECK_SECONDS
 an idle worker's own claims see it at once. The knowledge is per process, kept in memory.
 
 The same answers say which served queue is the only one without a limit, if one is
-(:func:`only_queue`): a one-job thread's settle-and-claim then reads that queue's range
-directly (``complete_and_claim_only_queue``). A queue that appears beside it (a job enqueued
-into a new one, a paused one resumed) is visited by the busy threads' claims from the next
-answer, at most :data:`RECHECK_SECONDS` later, and by an idle thread's claim at once; a pause
-or a limit of the only queue holds from its commit, since that statement reads both.
+(:func:`only_queue`): a one-job thread's settle-and-claim of a job of that queue then reads
+that queue's range directly (``complete_and_claim_only_queue``). A queue that appears beside
+it (a job enqueued into a new one, a paused one resumed) is visited by the busy threads'
+claims from the next answer, at most :data:`RECHECK_SECONDS` later, and by an idle thread's
+claim at once; a pause or a limit of the only queue holds from its commit, since that
+statement reads both. That statement frees no slot: it settles nothing when the queue has a
+concurrency limit by then (:func:`limit_found`), and the job is settled again by a form that
+frees its slot.
 """
 
 from __future__ import annotations
@@ -100,6 +103,13 @@ def claim_without_limits(
 def freed_a_slot(served: Served) -> None:
     """A settle freed a concurrency slot: the next claim takes the limits into account."""
     _seen[served] = _Seen(True, time.monotonic(), only_queue(served))
+
+
+def limit_found(served: Served) -> None:
+    """A statement found a concurrency limit on the queue the last answer named the only one
+    without (``complete_and_claim_only_queue``'s ``limited``): until the next answer, the
+    claims take the limits into account and none reads that queue alone."""
+    _seen[served] = _Seen(True, time.monotonic(), None)
 
 
 def current(conn: Connection, served: Served, params: dict[str, Any], *, recheck_closed: bool = True) -> bool:

@@ -247,6 +247,7 @@ def complete_and_claim(
     conn: Connection | None = None,
     avoid_expired: bool = False,
     queues: Sequence[str] | None = None,
+    job_queue: str | None = None,
 ) -> tuple[bool, JobRecord | None]:
     """:func:`complete_job` and :func:`claim_next_job` for the same worker, in one statement.
 
@@ -254,7 +255,11 @@ def complete_and_claim(
     the next job claimed, if any. The two are independent: a fenced-off completion still
     claims, and an empty queue still completes. ``avoid_expired`` and ``queues`` as
     :func:`claim_batch`. A concurrency slot the completion frees is free for the next
-    statement, not for this one's claim (it reads the statement's snapshot).
+    statement, not for this one's claim (it reads the statement's snapshot). ``job_queue``:
+    the queue of the job completed, if the caller knows it; a job of the only served queue
+    without a limit (``limits_open.only_queue``) is then settled by the statement that reads
+    that queue alone and frees no slot, and settled again by one that does if its queue has
+    a concurrency limit by then.
     """
     params = {
         **_owner(job_id, worker_id, attempt),
@@ -271,8 +276,8 @@ def complete_and_claim(
     with autocommit(conn) as conn:
         if limits_open.current(conn, served, params):
             statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
-        elif (only := limits_open.only_queue(served)) is not None:
-            params["queue"] = only  # the one served queue without a limit: its range, directly
+        elif job_queue is not None and job_queue == limits_open.only_queue(served):
+            params["queue"] = job_queue  # the one served queue without a limit: its range, directly
             statement = (
                 COMPLETE_AND_CLAIM_WITH_PROGRESS_ONLY_QUEUE if progress else COMPLETE_AND_CLAIM_ONLY_QUEUE
             )
@@ -281,6 +286,10 @@ def complete_and_claim(
         else:
             statement = COMPLETE_AND_CLAIM_NO_LIMITS
         row = fetch_rows(conn, statement, params)[0]
+        if row.get("limited"):  # its queue has a concurrency limit now: its job may hold a slot
+            limits_open.limit_found(served)
+            statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
+            row = fetch_rows(conn, statement, params)[0]
     if row["freed"]:
         limits_open.freed_a_slot(served)
     claimed = JobRecord.from_row(row) if row["id"] is not None else None

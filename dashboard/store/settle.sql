@@ -639,15 +639,26 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_only_queue
 -- `complete_and_claim_no_limits` for a process whose served queues without a limit are one, :queue
--- (store/limits_open.py): that queue's range of job_queue_claim_idx read directly, no visit of
--- the served queues. Its pause and limits are read at statement time all the same: a queue
--- paused, or given a limit, since the process last looked gives nothing here.
-WITH done AS (
+-- (store/limits_open.py), settling a job of that same queue: the queue's range of
+-- job_queue_claim_idx read directly, no visit of the served queues, and no slot to free. Its
+-- row of jobs_queue (`gate`) is read at statement time all the same, once for both halves:
+-- - a queue paused, or given a limit, since the process last looked gives nothing;
+-- - a queue with a concurrency limit settles nothing either, and says so (`limited`): its job
+--   may hold a slot, so the caller settles it again with a statement that frees slots.
+-- No slot is freed, and none needs to be: without a concurrency limit in this statement's
+-- snapshot the queue has no slot rows in it either (a limit and its slots are written in one
+-- transaction, store/queues.py), so `freed` of the other forms would have found none. A
+-- settle racing a limit's first slots is the other forms' case too (store/queues.py).
+WITH gate AS (
+    SELECT paused, concurrency_limit IS NOT NULL AS limited, rate_count IS NOT NULL AS rated
+    FROM jobs_queue WHERE name = :queue
+), done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
         finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+      AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
     RETURNING id, attempts, type
 ), picked AS (
     SELECT id FROM jobs_job
@@ -655,9 +666,7 @@ WITH done AS (
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE q.name = :queue
-                        AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM gate WHERE paused OR limited OR rated)
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -671,10 +680,6 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
-), freed AS (
-    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
-    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
-    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -701,18 +706,23 @@ WITH done AS (
     ORDER BY part
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       (SELECT count(*) FROM freed) AS freed,
+       0 AS freed,
+       EXISTS (SELECT 1 FROM gate WHERE limited) AS limited,
        claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress_only_queue
--- `complete_and_claim_with_progress` whose claim is `complete_and_claim_only_queue`'s.
-WITH done AS (
+-- `complete_and_claim_with_progress` whose claim and gate are `complete_and_claim_only_queue`'s.
+WITH gate AS (
+    SELECT paused, concurrency_limit IS NOT NULL AS limited, rate_count IS NOT NULL AS rated
+    FROM jobs_queue WHERE name = :queue
+), done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
         finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+      AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
     RETURNING id, attempts, type
 ), picked AS (
     SELECT id FROM jobs_job
@@ -720,9 +730,7 @@ WITH done AS (
       AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
-      AND NOT EXISTS (SELECT 1 FROM jobs_queue AS q
-                      WHERE q.name = :queue
-                        AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_count IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM gate WHERE paused OR limited OR rated)
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -736,10 +744,6 @@ WITH done AS (
         updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
-), freed AS (
-    UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
-    FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
-    RETURNING pg_notify(:notify_channel, slot.queue)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -772,6 +776,7 @@ WITH done AS (
     ORDER BY part, n
 )
 SELECT (SELECT count(*) FROM done) AS completed,
-       (SELECT count(*) FROM freed) AS freed,
+       0 AS freed,
+       EXISTS (SELECT 1 FROM gate WHERE limited) AS limited,
        claimed.*
 FROM (VALUES (1)) AS one LEFT JOIN claimed ON true

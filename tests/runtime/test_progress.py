@@ -13,13 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from flask import Flask
 
 from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import Flusher
-from dashboard.store import enqueue, service, values
+from dashboard.store import enqueue, limits_open, service, values
 from tests.support.worker_loop import (
     SETTINGS,
     event_types,
@@ -86,13 +87,18 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app, flusher):
     assert event_types(created.id) == ["created", "claimed", "progress", "succeeded"]
 
 
-def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app):
+@pytest.mark.parametrize("queue_known", [False, True], ids=["visit", "only queue"])
+def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app, queue_known):
+    limits_open.forget()
     first = enqueue.create_job("test.one").job
     second = enqueue.create_job("test.two").job
-    claimed = service.claim_next_job("w1", lease_seconds=30)
+    claimed = service.claim_next_job("w1", lease_seconds=30)  # answers: `default` is the only queue
     assert claimed is not None and claimed.id == first.id
     report = service.progress_report("half", {"percent": 50})
-    completed, nxt = service.complete_and_claim(first.id, "w1", 1, "ok", lease_seconds=30, progress=[report])
+    known = "default" if queue_known else None
+    completed, nxt = service.complete_and_claim(
+        first.id, "w1", 1, "ok", lease_seconds=30, progress=[report], job_queue=known
+    )
     assert completed and nxt is not None and nxt.id == second.id
     assert event_types(first.id) == ["created", "claimed", "progress", "succeeded"]
     # One statement, causal order: the finished job's progress, its success,

@@ -7,15 +7,47 @@ with its own event, and neither depending on the other.
 
 from __future__ import annotations
 
-from dashboard.store import service
+import pytest
+
+from dashboard.store import limits_open, service
 from tests.support.factories import make_job
 
 from .helpers import LEASE, T0, at, claim, event_types, fresh
 
+FORMS = {  # the job's queue known and the only one served: its own form; else the served queues' visit
+    "only queue": service.COMPLETE_AND_CLAIM_ONLY_QUEUE,
+    "visit": service.COMPLETE_AND_CLAIM_NO_LIMITS,
+}
+CURRENT = {"form": "visit"}
+
+
+@pytest.fixture(params=list(FORMS), autouse=True)
+def form(request, monkeypatch):
+    """Every test runs with both forms of a settle-and-claim without limits, and checks that
+    the form it names is the one that ran."""
+    limits_open.forget()
+    CURRENT["form"] = request.param
+    sent: list = []
+    fetch_rows = service.fetch_rows
+    monkeypatch.setattr(
+        service,
+        "fetch_rows",
+        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
+    )
+    yield request.param
+    settles = [s for s in sent if s not in (service.CLAIM_ONE_NO_LIMITS, service.CLAIM_NO_LIMITS)]
+    assert settles and set(settles) == {FORMS[request.param]}
+
 
 def settle_and_claim(job, worker: str, now, result=None, attempt=None):
     return service.complete_and_claim(
-        job.id, worker, job.attempts if attempt is None else attempt, result, lease_seconds=LEASE, now=now
+        job.id,
+        worker,
+        job.attempts if attempt is None else attempt,
+        result,
+        lease_seconds=LEASE,
+        now=now,
+        job_queue=job.queue if CURRENT["form"] == "only queue" else None,
     )
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import connection, enqueue, limits_open, queues, read_queues, service
 from dashboard.store.enqueue import JobSpec
-from tests.store.helpers import LEASE, T0, at, cleanup
+from tests.store.helpers import LEASE, T0, at, cleanup, event_types
 
 
 def make(queue: str | None, n: int = 1, now=T0, **fields) -> list:
@@ -421,35 +421,25 @@ def test_the_answers_name_the_one_served_queue_without_a_limit(app, form):
 
 def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limits_at_once(app, monkeypatch):
     """While the answers say the served queues without a limit are one, a one-job thread's
-    settle-and-claim reads that queue's range alone; a pause or a limit given since holds from
-    its commit all the same, and a second queue is visited from the next answer."""
+    settle-and-claim of a job of that queue reads that queue's range alone; a pause or a limit
+    given since holds from its commit all the same, and a second queue is visited from the
+    next answer."""
     limits_open.forget()
     monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # only what the statements say
-    sent = []
-    fetch_rows = service.fetch_rows
-    monkeypatch.setattr(
-        service,
-        "fetch_rows",
-        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
-    )
+    sent = _record_statements(monkeypatch)
     served = ["solo", "other"]
     make("solo", 4)
     (first,) = claim(served=served, now=at(1))  # no answer yet: the no-limits claim answers
     assert first.queue == "solo" and limits_open.only_queue(("solo", "other")) == "solo"  # other: no row
 
-    done, nxt = service.complete_and_claim(
-        first.id, "w", first.attempts, {}, lease_seconds=LEASE, now=at(2), queues=served
-    )
+    done, nxt = _settle(first, at(2), served)
     assert done and nxt is not None and nxt.queue == "solo"
     assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
 
     queues.pause("solo")
-    done, after = service.complete_and_claim(
-        nxt.id, "w", nxt.attempts, {}, lease_seconds=LEASE, now=at(3), queues=served
-    )
-    assert (
-        done and after is None and sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
-    )  # paused from its commit
+    done, after = _settle(nxt, at(3), served)
+    assert done and after is None  # paused from its commit
+    assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
     queues.resume("solo")
     queues.set_limits("solo", concurrency_limit=1, now=T0)
     (third,) = claim(served=served, now=at(4))  # the answer turns: a limited queue with room
@@ -459,8 +449,51 @@ def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limi
         assert limits_open.current(conn, ("solo", "other"), {"queues": served, "now": at(4)}) is False  # full
     assert limits_open.only_queue(("solo", "other")) is None  # the one without a limit is gone
     make("other", 1)
-    done, last = service.complete_and_claim(
-        third.id, "w", third.attempts, {}, lease_seconds=LEASE, now=at(5), queues=served
+    done, last = _settle(third, at(5), served)
+    assert done and last is not None and last.queue == "other"  # the one without a limit
+    assert limits_open.only_queue(("solo", "other")) == "other"
+    assert sent[-1] is service.COMPLETE_AND_CLAIM_NO_LIMITS  # a job of solo: a form that frees slots
+    assert held("solo") == 0  # and solo's slot freed
+
+
+def test_the_only_queue_settle_leaves_a_job_that_may_hold_a_slot_to_a_form_that_frees_it(app, monkeypatch):
+    """A concurrency limit given to the only queue while its job runs seats that job; the
+    settle that reads the queue alone settles nothing then, and the job is settled again by a
+    statement that frees its slot: the slot freed once, the job succeeded once, and the next
+    claims take the limit into account."""
+    limits_open.forget()
+    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # the answer stays "solo, no limit"
+    sent = _record_statements(monkeypatch)
+    served = ["solo"]
+    make("solo", 2)
+    (job,) = claim(served=served, now=at(1))
+    assert limits_open.only_queue(("solo",)) == "solo"
+    queues.set_limits("solo", concurrency_limit=1, now=T0)
+    assert held("solo") == 1  # the running job took the new limit's slot
+
+    done, nxt = _settle(job, at(2), served)
+    assert sent[-2:] == [service.COMPLETE_AND_CLAIM_ONLY_QUEUE, service.COMPLETE_AND_CLAIM]
+    assert done and nxt is None  # settled; the slot it frees is the next statement's
+    assert held("solo") == 0
+    assert limits_open.is_open(("solo",)) and limits_open.only_queue(("solo",)) is None  # the limits' forms
+    (after,) = claim(served=served, now=at(3))
+    assert after.queue == "solo" and held("solo") == 1
+    assert event_types(job.id).count("succeeded") == 1
+
+
+def _record_statements(monkeypatch) -> list:
+    """The statements `service` sends from now on, in order."""
+    sent: list = []
+    fetch_rows = service.fetch_rows
+    monkeypatch.setattr(
+        service,
+        "fetch_rows",
+        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
     )
-    assert done and last is not None and last.queue == "other"  # now the one without a limit
-    assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE and held("solo") == 0  # and solo's slot freed
+    return sent
+
+
+def _settle(job, now, served):
+    return service.complete_and_claim(
+        job.id, "w", job.attempts, {}, lease_seconds=LEASE, now=now, queues=served, job_queue=job.queue
+    )
