@@ -1,5 +1,5 @@
-"""``python -m bench.versus OTHER_CHECKOUT [--jobs N] [--runs N] [--threads N]``: this checkout's
-drain against another checkout's, in the same run.
+"""``python -m bench.versus OTHER_CHECKOUT [--jobs N] [--runs N] [--threads N] [--modes M ...]``: this
+checkout's drain against another checkout's, in the same run.
 
 Both workers drain the same database (this checkout's benchmark server, migrated by this
 checkout; the other checkout must read the same schema), one after the other, in one-job mode
@@ -28,14 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain")
     parser.add_argument("--runs", type=int, default=3, help="drains per checkout and mode")
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="modes to drain")
     args = parser.parse_args(argv)
+    modes = {mode: MODES[mode] for mode in args.modes}
     checkouts = {"this": ROOT, "other": args.other.resolve()}
     url = fresh_database("jobqueue_versus")
-    rates: dict[tuple[str, str], list[float]] = {(c, m): [] for c in checkouts for m in MODES}
-    ratios: dict[str, list[float]] = {m: [] for m in MODES}
+    rates: dict[tuple[str, str], list[float]] = {(c, m): [] for c in checkouts for m in modes}
+    ratios: dict[str, list[float]] = {m: [] for m in modes}
     try:
         for run in range(args.runs):
-            for mode, env in MODES.items():
+            for mode, env in modes.items():
                 order = ["this", "other"] if run % 2 == 0 else ["other", "this"]
                 got = {}
                 for name in order:
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                 ratios[mode].append(got["this"] / got["other"])
     finally:
         drain.ROOT = ROOT
-    for mode in MODES:
+    for mode in modes:
         this, other = statistics.median(rates[("this", mode)]), statistics.median(rates[("other", mode)])
         pairs = ratios[mode]
         print(
