@@ -98,6 +98,9 @@ class Listener:
                                 self.doorbell.ring()
             except psycopg.Error as error:
                 self.connected.clear()
+                if self.stopping.is_set():  # the worker stops (its database may stop with it): no loss
+                    log.debug("LISTEN connection closed while stopping (%s)", str(error).strip() or error)
+                    break
                 log.warning(
                     "LISTEN connection lost (%s); polling until it is back", str(error).strip() or error
                 )

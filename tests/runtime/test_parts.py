@@ -151,3 +151,28 @@ def test_a_carried_claim_waits_in_its_completer_until_the_loop_takes_it(app):
         assert carried is not None and carried.id == second.id
         assert loop.carry.take() is carried and loop.carry.take() is None
     assert job(second.id).status == "running" and job(second.id).locked_by == loop.worker_id
+
+
+def test_a_listen_connection_closed_while_the_worker_stops_is_no_warning(app, caplog):
+    """At Ctrl-C the embedded database may stop with the worker: the LISTEN connection's end
+    is then expected, logged at DEBUG, and the listener ends instead of polling for it."""
+    from dashboard.runtime.wakeup import Doorbell, Listener
+
+    stopping = threading.Event()
+    listener = Listener(db.engine.url, Doorbell(), stopping)
+    thread = threading.Thread(target=listener.run, daemon=True)
+    caplog.set_level("DEBUG", logger="dashboard.runtime.wakeup")
+    thread.start()
+    wait_until(listener.connected.is_set, timeout=10)
+    with db.engine.connect() as conn:
+        stopping.set()  # then its connection ends under it, while it waits for notifications
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'"
+            )
+        )
+    thread.join(5)
+    assert not thread.is_alive()
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dashboard.runtime.wakeup"]
+    assert not [m for level, m in said if level == "WARNING"], said
