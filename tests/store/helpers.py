@@ -37,3 +37,15 @@ def fresh(job_id: uuid.UUID) -> JobRecord:
     job = read_jobs.get_job(job_id)
     assert job is not None
     return job
+
+
+def record_statements(monkeypatch) -> list:
+    """The statements ``service`` sends from now on, in order (each one's ``query()`` object)."""
+    sent: list = []
+    fetch_rows = service.fetch_rows
+    monkeypatch.setattr(
+        service,
+        "fetch_rows",
+        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
+    )
+    return sent

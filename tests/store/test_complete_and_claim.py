@@ -12,7 +12,7 @@ import pytest
 from dashboard.store import limits_open, service
 from tests.support.factories import make_job
 
-from .helpers import LEASE, T0, at, claim, event_types, fresh
+from .helpers import LEASE, T0, at, claim, event_types, fresh, record_statements
 
 FORMS = {  # the job's queue known and the only one served: its own form; else the served queues' visit
     "only queue": service.COMPLETE_AND_CLAIM_ONLY_QUEUE,
@@ -27,13 +27,7 @@ def form(request, monkeypatch):
     the form it names is the one that ran."""
     limits_open.forget()
     CURRENT["form"] = request.param
-    sent: list = []
-    fetch_rows = service.fetch_rows
-    monkeypatch.setattr(
-        service,
-        "fetch_rows",
-        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
-    )
+    sent = record_statements(monkeypatch)
     yield request.param
     settles = [s for s in sent if s not in (service.CLAIM_ONE_NO_LIMITS, service.CLAIM_NO_LIMITS)]
     assert settles and set(settles) == {FORMS[request.param]}

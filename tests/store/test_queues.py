@@ -10,7 +10,7 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.store import connection, enqueue, limits_open, queues, read_queues, service
 from dashboard.store.enqueue import JobSpec
-from tests.store.helpers import LEASE, T0, at, cleanup, event_types
+from tests.store.helpers import LEASE, T0, at, cleanup, event_types, record_statements
 
 
 def make(queue: str | None, n: int = 1, now=T0, **fields) -> list:
@@ -426,7 +426,7 @@ def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limi
     next answer."""
     limits_open.forget()
     monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # only what the statements say
-    sent = _record_statements(monkeypatch)
+    sent = record_statements(monkeypatch)
     served = ["solo", "other"]
     make("solo", 4)
     (first,) = claim(served=served, now=at(1))  # no answer yet: the no-limits claim answers
@@ -463,7 +463,7 @@ def test_the_only_queue_settle_leaves_a_job_that_may_hold_a_slot_to_a_form_that_
     claims take the limit into account."""
     limits_open.forget()
     monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # the answer stays "solo, no limit"
-    sent = _record_statements(monkeypatch)
+    sent = record_statements(monkeypatch)
     served = ["solo"]
     make("solo", 2)
     (job,) = claim(served=served, now=at(1))
@@ -479,18 +479,6 @@ def test_the_only_queue_settle_leaves_a_job_that_may_hold_a_slot_to_a_form_that_
     (after,) = claim(served=served, now=at(3))
     assert after.queue == "solo" and held("solo") == 1
     assert event_types(job.id).count("succeeded") == 1
-
-
-def _record_statements(monkeypatch) -> list:
-    """The statements `service` sends from now on, in order."""
-    sent: list = []
-    fetch_rows = service.fetch_rows
-    monkeypatch.setattr(
-        service,
-        "fetch_rows",
-        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
-    )
-    return sent
 
 
 def _settle(job, now, served):
