@@ -174,17 +174,28 @@ def main(argv: list[str] | None = None) -> int:
         row("pgbench, 10 jobs per claim and per completion", jobs_s(batched), f"{batched / base:.2f}")
     if "drain" in wanted:
         drained = {}
+        cpu_per_job: dict[str, dict[str, float]] = {}  # µs of CPU per job, worker and server
         for mode, env in (("one-job", {}), ("batch", BATCH)):
             for threads in sizes.threads:
-                rate = median_of(
-                    runs,
-                    lambda t=threads, e=env: drain.throughput(url, jobs=sizes.drain_jobs, threads=t, **e),
-                )
+                cpus: list[dict[str, float]] = []
+
+                def measure(t: int = threads, e: dict[str, str] = env, cpus: list = cpus) -> float:
+                    cpus.append({})
+                    return drain.throughput(url, jobs=sizes.drain_jobs, threads=t, cpu=cpus[-1], **e)
+
+                rate = median_of(runs, measure)
                 drained[f"{mode}/{threads}"] = rate
+                cpu_per_job[f"{mode}/{threads}"] = {
+                    part: statistics.median(run[part] for run in cpus) for part in cpus[0]
+                }
                 row(
                     f"flask worker, {mode} mode, {threads} threads",
                     jobs_s(rate),
                     f"{rate / base:.2f}",
+                )
+                print(
+                    f"  CPU per job, medians: {drain.describe_cpu(cpu_per_job[f'{mode}/{threads}'])}",
+                    flush=True,
                 )
         # Not a default: what an operator who accepts losing the last transitions in a database
         # crash (docs/performance.md, "Asynchronous commit") gets from batch mode at the most threads.
@@ -295,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             "  (those pairs' ratios, lowest-highest)", f"{scheduled_ratio.low:.2f}-{scheduled_ratio.high:.2f}"
         )
         results["drain"] = drained
+        results["drain_cpu_us_per_job"] = cpu_per_job
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)
         results["pickup_ms"] = {"p50": p50, "p95": p95}

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 from flask import Flask
@@ -76,6 +77,69 @@ def _wait_drained(url: str, jobs: int, timeout: float) -> None:
     raise TimeoutError(f"{jobs} jobs not drained within {timeout} s")
 
 
+_TICK = 1 / os.sysconf("SC_CLK_TCK")
+_PROC = Path("/proc/self/stat")  # Linux's process table, where the CPU figures come from
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat``'s fields after the command name: [0] is the state (field 3)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process, all its threads."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) * _TICK
+
+
+def _server_cpu(postmaster: int) -> float:
+    """CPU seconds of a local PostgreSQL: the postmaster's own and its reaped children's, plus
+    every live child's. A backend that ends between two readings moves its time from the
+    second term to the first, so a difference of two readings counts it once."""
+    fields = _stat(postmaster)
+    total = sum(int(fields[i]) for i in (11, 12, 13, 14)) * _TICK
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            child = _stat(int(entry))
+        except OSError:  # ended meanwhile: its time is the postmaster's now
+            continue
+        if int(child[1]) == postmaster:
+            total += (int(child[11]) + int(child[12])) * _TICK
+    return total
+
+
+def _postmaster(conn: psycopg.Connection) -> int | None:
+    """The server's postmaster pid when the server runs on this machine, else ``None``."""
+    backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    try:
+        parent = int(_stat(backend)[1])
+        return parent if "postgres" in Path(f"/proc/{parent}/cmdline").read_text() else None
+    except OSError:  # another machine's pid
+        return None
+
+
+def _wait_first_claim(conn: psycopg.Connection, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if conn.execute("SELECT EXISTS (SELECT FROM jobs_jobevent WHERE type = 'claimed')").fetchone()[0]:
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"no job claimed within {timeout} s")
+
+
+def describe_cpu(cpu: dict[str, float]) -> str:
+    """``worker 480, server 1,050, total 1,530 µs/job``, from :func:`throughput`'s ``cpu`` (its
+    ``total`` if it has one, as a median of totals does, else the sum of the parts)."""
+    parts = [f"{part} {cpu[part]:,.0f}" for part in ("worker", "server") if part in cpu]
+    if not parts:
+        return "not measured (no /proc)"
+    if "server" in cpu:
+        parts.append(f"total {cpu.get('total', cpu['worker'] + cpu['server']):,.0f}")
+    return ", ".join(parts) + " µs/job"
+
+
 DEMO_SUCCESS = ("demo.success", '{"sleep_seconds": 0}')  # one progress report per job, no sleep
 
 
@@ -86,16 +150,32 @@ def throughput(
     threads: int,
     timeout: float = 600,
     job: tuple[str, str] = ("bench.noop", "{}"),
+    cpu: dict[str, float] | None = None,
     **env: str,
 ) -> float:
     """Jobs per second from the first claim to the last completion (start-up excluded).
 
-    ``job``: the type and JSON payload of the queued jobs.
+    ``job``: the type and JSON payload of the queued jobs. ``cpu``: filled with the CPU
+    microseconds per job, from the first claim seen to the drain's end, of the worker process
+    (``worker``) and of the database server (``server``, every process of it, the
+    benchmark's own polling included; only when the server runs on this machine), both read
+    from ``/proc`` (left empty without one). On a machine whose CPU is the limit they are
+    what a rate comes from; they rise with the machine's contention as well.
     """
     truncate(url)
     seed_queued(url, jobs, job_type=job[0], payload=job[1])
-    with worker(url, threads=threads, **env):
-        _wait_drained(url, jobs, timeout)
+    with worker(url, threads=threads, **env) as proc:
+        if cpu is None or not _PROC.exists():
+            _wait_drained(url, jobs, timeout)
+        else:
+            with psycopg.connect(url, autocommit=True) as conn:
+                postmaster = _postmaster(conn)
+                _wait_first_claim(conn, timeout)
+                start = _process_cpu(proc.pid), _server_cpu(postmaster) if postmaster else 0.0
+            _wait_drained(url, jobs, timeout)
+            cpu["worker"] = (_process_cpu(proc.pid) - start[0]) / jobs * 1e6
+            if postmaster:
+                cpu["server"] = (_server_cpu(postmaster) - start[1]) / jobs * 1e6
     with psycopg.connect(url) as conn:
         first, last = conn.execute(
             "SELECT (SELECT min(created_at) FROM jobs_jobevent WHERE type = 'claimed'),"

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     checkouts = {"this": ROOT, "other": args.other.resolve()}
     url = fresh_database("jobqueue_versus")
     rates: dict[tuple[str, str], list[float]] = {(c, m): [] for c in checkouts for m in modes}
+    cpus: dict[tuple[str, str], list[dict[str, float]]] = {(c, m): [] for c in checkouts for m in modes}
     ratios: dict[str, list[float]] = {m: [] for m in modes}
     try:
         for run in range(args.runs):
@@ -42,9 +43,14 @@ def main(argv: list[str] | None = None) -> int:
                 got = {}
                 for name in order:
                     drain.ROOT = checkouts[name]  # the worker process runs from that checkout
-                    got[name] = drain.throughput(url, jobs=args.jobs, threads=args.threads, **env)
+                    cpu: dict[str, float] = {}
+                    got[name] = drain.throughput(url, jobs=args.jobs, threads=args.threads, cpu=cpu, **env)
                     rates[(name, mode)].append(got[name])
-                    print(f"run {run + 1}, {mode}, {name}: {got[name]:,.0f} jobs/s", flush=True)
+                    cpus[(name, mode)].append(cpu)
+                    print(
+                        f"run {run + 1}, {mode}, {name}: {got[name]:,.0f} jobs/s; {drain.describe_cpu(cpu)}",
+                        flush=True,
+                    )
                 ratios[mode].append(got["this"] / got["other"])
     finally:
         drain.ROOT = ROOT
@@ -57,7 +63,26 @@ def main(argv: list[str] | None = None) -> int:
             f"({min(pairs):.2f}-{max(pairs):.2f})",
             flush=True,
         )
+        this_cpu, other_cpu = (_median_cpu(cpus[(name, mode)]) for name in ("this", "other"))
+        if "total" in this_cpu and "total" in other_cpu:
+            print(f"{mode} CPU per job, medians: this {drain.describe_cpu(this_cpu)}", flush=True)
+            print(f"{mode} CPU per job, medians: other {drain.describe_cpu(other_cpu)}", flush=True)
+            print(
+                f"{mode} CPU per job: this ÷ other {this_cpu['total'] / other_cpu['total']:.2f}x", flush=True
+            )
     return 0
+
+
+def _median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per part, the median over the runs; ``total`` only where every run has the server's."""
+    median = {
+        part: statistics.median(run[part] for run in runs)
+        for part in ("worker", "server")
+        if all(part in run for run in runs)
+    }
+    if "server" in median:
+        median["total"] = statistics.median(run["worker"] + run["server"] for run in runs)
+    return median
 
 
 if __name__ == "__main__":
