@@ -1,4 +1,5 @@
-"""``python -m bench [--smoke] [--only SECTION ...] [--runs N]``: run and print the benchmarks.
+"""``python -m bench [--smoke] [--only SECTION ...] [--runs N] [--versus CHECKOUT]``: run and print
+the benchmarks.
 
 Sections: ceiling, drain, pickup, enqueue, claim, pages, prune (retention while a worker drains;
 ``--prune-total``/``--prune-jobs``/``--prune-queue`` size it). Each throughput figure is also given
@@ -6,7 +7,11 @@ as a ratio to the pgbench ceiling measured on the same server in the same run, o
 its row names (pgqueuer on its asyncpg driver: draining, and enqueueing one or 1,000 jobs per
 call, when ``bench/requirements.txt`` is installed). The full run takes about half an hour on
 2 cores (seeding 10M jobs and 30M events dominates); ``--smoke`` uses tiny sizes and one thread
-count, and takes about two minutes: CI runs it so the benchmark keeps working.
+count, and takes about two minutes: CI runs it so the benchmark keeps working. ``--versus``
+names another checkout (a git worktree of the commit before a change): the drain section then
+also drains with that checkout's worker, alternating with this one's, and gives the same-run
+ratios (``bench.versus``). Every drain row also keeps the CPU per job it took, the worker's
+and the local server's.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psycopg
@@ -38,6 +43,7 @@ from .db import (
     server_url,
     spread_backlog_database,
 )
+from .versus import compare as compare_checkouts
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--runs", type=int, default=None, help="runs per throughput figure (median)")
     parser.add_argument("--reseed", action="store_true", help="rebuild the large database")
+    parser.add_argument(
+        "--versus",
+        type=Path,
+        metavar="CHECKOUT",
+        help="drain section: also drain with another checkout's worker, alternating, for same-run ratios",
+    )
     parser.add_argument("--prune-total", type=int, help="prune section: finished jobs seeded (10M)")
     parser.add_argument("--prune-jobs", type=int, help="prune section: succeeded jobs pruned (1M)")
     parser.add_argument("--prune-queue", type=int, help="prune section: jobs drained per phase (200k)")
@@ -307,6 +319,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         results["drain"] = drained
         results["drain_cpu_us_per_job"] = cpu_per_job
+        if args.versus is not None:
+            # The same drain with another checkout's worker (the commit before a change), in
+            # the same run: the ratio a change that must not cost the drain is judged by.
+            compared = compare_checkouts(
+                url, args.versus, modes=("one-job", "batch"), jobs=sizes.drain_jobs, runs=runs, threads=top
+            )
+            results["versus"] = {"checkout": str(args.versus), **{m: asdict(c) for m, c in compared.items()}}
+            for mode, comparison in compared.items():
+                pairs = comparison.ratios
+                row(
+                    f"{mode} mode, {top} threads, no-op, vs {args.versus.name}'s worker (medians)",
+                    f"{comparison.median('this'):,.0f} / {comparison.median('other'):,.0f} jobs/s",
+                    f"{comparison.ratio():.2f}",
+                )
+                row(
+                    "  (those pairs' ratios, median lowest-highest)",
+                    f"{statistics.median(pairs):.2f} {min(pairs):.2f}-{max(pairs):.2f}",
+                )
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)
         results["pickup_ms"] = {"p50": p50, "p95": p95}

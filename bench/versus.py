@@ -8,18 +8,87 @@ runs, so a machine that drifts moves both. Prints each drain, then per mode the 
 checkout's drains, their ratio, and the median and range of the runs' ratios. Use it for a
 change that must not cost the drain anything: on a shared machine a ratio is worth far more
 than a rate.
+
+Each drain also reports the CPU it took per job, the worker's and the database server's
+(``drain.throughput``'s ``cpu``; the server's only when it runs on this machine), and each
+mode their medians. ``python -m bench --versus OTHER_CHECKOUT`` runs the same comparison
+(:func:`compare`) as rows of its drain section.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import drain
 from .db import ROOT, fresh_database
 
 MODES = {"one-job": {}, "batch": {"JOB_WORKER_BATCH_SIZE": "16"}}
+
+
+@dataclass
+class Comparison:
+    """One mode's drains of both checkouts: the rates (jobs/s) and CPU per job of each, by
+    checkout (``this``, ``other``), in run order, and each run's ratio this ÷ other."""
+
+    rates: dict[str, list[float]] = field(default_factory=lambda: {"this": [], "other": []})
+    cpus: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {"this": [], "other": []})
+    ratios: list[float] = field(default_factory=list)
+
+    def median(self, checkout: str) -> float:
+        return statistics.median(self.rates[checkout])
+
+    def ratio(self) -> float:
+        """The medians' ratio, this ÷ other."""
+        return self.median("this") / self.median("other")
+
+    def summary(self, mode: str) -> list[str]:
+        pairs = self.ratios
+        lines = [
+            f"{mode}: this {self.median('this'):,.0f}, other {self.median('other'):,.0f} jobs/s "
+            f"(medians of {len(pairs)}): {self.ratio():.2f}x; runs' ratios median "
+            f"{statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
+        ]
+        this_cpu, other_cpu = (_median_cpu(self.cpus[name]) for name in ("this", "other"))
+        if "total" in this_cpu and "total" in other_cpu:
+            lines += [
+                f"{mode} CPU per job, medians: this {drain.describe_cpu(this_cpu)}",
+                f"{mode} CPU per job, medians: other {drain.describe_cpu(other_cpu)}",
+                f"{mode} CPU per job: this ÷ other {this_cpu['total'] / other_cpu['total']:.2f}x",
+            ]
+        return lines
+
+
+def compare(
+    url: str, other: Path, *, modes: Sequence[str], jobs: int, runs: int, threads: int
+) -> dict[str, Comparison]:
+    """Drain ``jobs`` no-op jobs ``runs`` times per mode with this checkout's worker and with
+    ``other``'s, on ``url`` (migrated by this checkout), the order alternating between runs;
+    prints each drain as it ends."""
+    checkouts = {"this": ROOT, "other": other.resolve()}
+    compared = {mode: Comparison() for mode in modes}
+    try:
+        for run in range(runs):
+            for mode in modes:
+                order = ["this", "other"] if run % 2 == 0 else ["other", "this"]
+                got = {}
+                for name in order:
+                    drain.ROOT = checkouts[name]  # the worker process runs from that checkout
+                    cpu: dict[str, float] = {}
+                    got[name] = drain.throughput(url, jobs=jobs, threads=threads, cpu=cpu, **MODES[mode])
+                    compared[mode].rates[name].append(got[name])
+                    compared[mode].cpus[name].append(cpu)
+                    print(
+                        f"run {run + 1}, {mode}, {name}: {got[name]:,.0f} jobs/s; {drain.describe_cpu(cpu)}",
+                        flush=True,
+                    )
+                compared[mode].ratios.append(got["this"] / got["other"])
+    finally:
+        drain.ROOT = ROOT
+    return compared
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,46 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="modes to drain")
     args = parser.parse_args(argv)
-    modes = {mode: MODES[mode] for mode in args.modes}
-    checkouts = {"this": ROOT, "other": args.other.resolve()}
     url = fresh_database("jobqueue_versus")
-    rates: dict[tuple[str, str], list[float]] = {(c, m): [] for c in checkouts for m in modes}
-    cpus: dict[tuple[str, str], list[dict[str, float]]] = {(c, m): [] for c in checkouts for m in modes}
-    ratios: dict[str, list[float]] = {m: [] for m in modes}
-    try:
-        for run in range(args.runs):
-            for mode, env in modes.items():
-                order = ["this", "other"] if run % 2 == 0 else ["other", "this"]
-                got = {}
-                for name in order:
-                    drain.ROOT = checkouts[name]  # the worker process runs from that checkout
-                    cpu: dict[str, float] = {}
-                    got[name] = drain.throughput(url, jobs=args.jobs, threads=args.threads, cpu=cpu, **env)
-                    rates[(name, mode)].append(got[name])
-                    cpus[(name, mode)].append(cpu)
-                    print(
-                        f"run {run + 1}, {mode}, {name}: {got[name]:,.0f} jobs/s; {drain.describe_cpu(cpu)}",
-                        flush=True,
-                    )
-                ratios[mode].append(got["this"] / got["other"])
-    finally:
-        drain.ROOT = ROOT
-    for mode in modes:
-        this, other = statistics.median(rates[("this", mode)]), statistics.median(rates[("other", mode)])
-        pairs = ratios[mode]
-        print(
-            f"{mode}: this {this:,.0f}, other {other:,.0f} jobs/s (medians of {args.runs}): "
-            f"{this / other:.2f}x; runs' ratios median {statistics.median(pairs):.2f} "
-            f"({min(pairs):.2f}-{max(pairs):.2f})",
-            flush=True,
-        )
-        this_cpu, other_cpu = (_median_cpu(cpus[(name, mode)]) for name in ("this", "other"))
-        if "total" in this_cpu and "total" in other_cpu:
-            print(f"{mode} CPU per job, medians: this {drain.describe_cpu(this_cpu)}", flush=True)
-            print(f"{mode} CPU per job, medians: other {drain.describe_cpu(other_cpu)}", flush=True)
-            print(
-                f"{mode} CPU per job: this ÷ other {this_cpu['total'] / other_cpu['total']:.2f}x", flush=True
-            )
+    compared = compare(
+        url, args.other, modes=args.modes, jobs=args.jobs, runs=args.runs, threads=args.threads
+    )
+    for mode, comparison in compared.items():
+        for line in comparison.summary(mode):
+            print(line, flush=True)
     return 0
 
 
