@@ -197,9 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 rate = median_of(runs, measure)
                 drained[f"{mode}/{threads}"] = rate
-                cpu_per_job[f"{mode}/{threads}"] = {
-                    part: statistics.median(run[part] for run in cpus) for part in cpus[0]
-                }
+                cpu_per_job[f"{mode}/{threads}"] = drain.median_cpu(cpus)
                 row(
                     f"flask worker, {mode} mode, {threads} threads",
                     jobs_s(rate),
@@ -327,15 +325,16 @@ def main(argv: list[str] | None = None) -> int:
             )
             results["versus"] = {"checkout": str(args.versus), **{m: asdict(c) for m, c in compared.items()}}
             for mode, comparison in compared.items():
-                pairs = comparison.ratios
+                pairs = figure_of(comparison.ratios)
                 row(
                     f"{mode} mode, {top} threads, no-op, vs {args.versus.name}'s worker (medians)",
                     f"{comparison.median('this'):,.0f} / {comparison.median('other'):,.0f} jobs/s",
                     f"{comparison.ratio():.2f}",
                 )
                 row(
-                    "  (those pairs' ratios, median lowest-highest)",
-                    f"{statistics.median(pairs):.2f} {min(pairs):.2f}-{max(pairs):.2f}",
+                    "  (those pairs' ratios, lowest-highest; their median)",
+                    f"{pairs.low:.2f}-{pairs.high:.2f}",
+                    f"{pairs:.2f}",
                 )
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)

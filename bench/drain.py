@@ -64,17 +64,28 @@ SEEDED = "(idempotency_key IS NULL OR idempotency_key NOT LIKE 'schedule:%')"
 WITH_SCHEDULES = {"JOB_HANDLER_MODULES": "bench.handlers,bench.schedules"}
 
 
-def _wait_drained(url: str, jobs: int, timeout: float) -> None:
+def _wait_for(url: str, query: str, timeout: float, interval: float, what: str) -> None:
+    """Poll ``query`` (one boolean) every ``interval`` seconds until it is true; ``TimeoutError``
+    saying ``what`` did not happen within ``timeout``."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True) as conn:
         while time.monotonic() < deadline:
-            done = conn.execute(
-                f"SELECT count(*) FROM jobs_job WHERE status IN ('succeeded', 'failed') AND {SEEDED}"
-            ).fetchone()[0]
-            if done >= jobs:
+            if conn.execute(query).fetchone()[0]:
                 return
-            time.sleep(0.05)
-    raise TimeoutError(f"{jobs} jobs not drained within {timeout} s")
+            time.sleep(interval)
+    raise TimeoutError(f"{what} within {timeout} s")
+
+
+def _wait_drained(url: str, jobs: int, timeout: float) -> None:
+    query = (
+        f"SELECT count(*) >= {int(jobs)} FROM jobs_job WHERE status IN ('succeeded', 'failed') AND {SEEDED}"
+    )
+    _wait_for(url, query, timeout, 0.05, f"{jobs} jobs not drained")
+
+
+def _wait_first_claim(url: str, timeout: float) -> None:
+    query = "SELECT EXISTS (SELECT FROM jobs_jobevent WHERE type = 'claimed')"
+    _wait_for(url, query, timeout, 0.005, "no job claimed")
 
 
 _TICK = 1 / os.sysconf("SC_CLK_TCK")
@@ -86,18 +97,17 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def _process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process, all its threads."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) * _TICK
+def _cpu(fields: list[str], *, reaped: bool = False) -> float:
+    """CPU seconds of a process from its ``_stat`` fields: user + system, all its threads, and
+    with ``reaped`` its ended children's as well."""
+    return sum(int(fields[i]) for i in ((11, 12, 13, 14) if reaped else (11, 12))) * _TICK
 
 
 def _server_cpu(postmaster: int) -> float:
     """CPU seconds of a local PostgreSQL: the postmaster's own and its reaped children's, plus
     every live child's. A backend that ends between two readings moves its time from the
     second term to the first, so a difference of two readings counts it once."""
-    fields = _stat(postmaster)
-    total = sum(int(fields[i]) for i in (11, 12, 13, 14)) * _TICK
+    total = _cpu(_stat(postmaster), reaped=True)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -106,27 +116,19 @@ def _server_cpu(postmaster: int) -> float:
         except OSError:  # ended meanwhile: its time is the postmaster's now
             continue
         if int(child[1]) == postmaster:
-            total += (int(child[11]) + int(child[12])) * _TICK
+            total += _cpu(child)
     return total
 
 
-def _postmaster(conn: psycopg.Connection) -> int | None:
+def _postmaster(url: str) -> int | None:
     """The server's postmaster pid when the server runs on this machine, else ``None``."""
-    backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    with psycopg.connect(url, autocommit=True) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     try:
         parent = int(_stat(backend)[1])
         return parent if "postgres" in Path(f"/proc/{parent}/cmdline").read_text() else None
     except OSError:  # another machine's pid
         return None
-
-
-def _wait_first_claim(conn: psycopg.Connection, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if conn.execute("SELECT EXISTS (SELECT FROM jobs_jobevent WHERE type = 'claimed')").fetchone()[0]:
-            return
-        time.sleep(0.005)
-    raise TimeoutError(f"no job claimed within {timeout} s")
 
 
 def describe_cpu(cpu: dict[str, float]) -> str:
@@ -138,6 +140,19 @@ def describe_cpu(cpu: dict[str, float]) -> str:
     if "server" in cpu:
         parts.append(f"total {cpu.get('total', cpu['worker'] + cpu['server']):,.0f}")
     return ", ".join(parts) + " µs/job"
+
+
+def median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
+    """:func:`throughput`'s ``cpu`` of several drains: per part, the median over the runs that
+    have it in every run; ``total``, the median of the runs' totals, where all have both."""
+    median = {
+        part: statistics.median(run[part] for run in runs)
+        for part in ("worker", "server")
+        if runs and all(part in run for run in runs)
+    }
+    if "server" in median:
+        median["total"] = statistics.median(run["worker"] + run["server"] for run in runs)
+    return median
 
 
 DEMO_SUCCESS = ("demo.success", '{"sleep_seconds": 0}')  # one progress report per job, no sleep
@@ -168,12 +183,11 @@ def throughput(
         if cpu is None or not _PROC.exists():
             _wait_drained(url, jobs, timeout)
         else:
-            with psycopg.connect(url, autocommit=True) as conn:
-                postmaster = _postmaster(conn)
-                _wait_first_claim(conn, timeout)
-                start = _process_cpu(proc.pid), _server_cpu(postmaster) if postmaster else 0.0
+            postmaster = _postmaster(url)
+            _wait_first_claim(url, timeout)
+            start = _cpu(_stat(proc.pid)), _server_cpu(postmaster) if postmaster else 0.0
             _wait_drained(url, jobs, timeout)
-            cpu["worker"] = (_process_cpu(proc.pid) - start[0]) / jobs * 1e6
+            cpu["worker"] = (_cpu(_stat(proc.pid)) - start[0]) / jobs * 1e6
             if postmaster:
                 cpu["server"] = (_server_cpu(postmaster) - start[1]) / jobs * 1e6
     with psycopg.connect(url) as conn:

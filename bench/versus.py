@@ -52,7 +52,7 @@ class Comparison:
             f"(medians of {len(pairs)}): {self.ratio():.2f}x; runs' ratios median "
             f"{statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
         ]
-        this_cpu, other_cpu = (_median_cpu(self.cpus[name]) for name in ("this", "other"))
+        this_cpu, other_cpu = (drain.median_cpu(self.cpus[name]) for name in ("this", "other"))
         if "total" in this_cpu and "total" in other_cpu:
             lines += [
                 f"{mode} CPU per job, medians: this {drain.describe_cpu(this_cpu)}",
@@ -107,18 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         for line in comparison.summary(mode):
             print(line, flush=True)
     return 0
-
-
-def _median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
-    """Per part, the median over the runs; ``total`` only where every run has the server's."""
-    median = {
-        part: statistics.median(run[part] for run in runs)
-        for part in ("worker", "server")
-        if all(part in run for run in runs)
-    }
-    if "server" in median:
-        median["total"] = statistics.median(run["worker"] + run["server"] for run in runs)
-    return median
 
 
 if __name__ == "__main__":
