@@ -19,7 +19,6 @@ from typing import Any
 from flask import Blueprint, Flask
 from flask_sqlalchemy import SQLAlchemy
 
-from . import limits
 from .auth.principals import Directory
 from .config import ConfigError, Settings
 from .database import (
@@ -36,7 +35,6 @@ from .migrating import upgrade_database
 from .mount import BLUEPRINTS, EMBEDDED_VERSION_TABLE, EXTENSION, Authorize, Mount, normalise_prefix
 from .ops.setup import init_app as init_ops
 from .store import jsonb
-from .store.states import ACTIVITY_EVENTS
 
 __all__ = ["JobQueue", "create_app", "upgrade_database"]
 
@@ -243,9 +241,6 @@ def _as_text(value: str | int | float) -> str:
 
 def _mount(app: Flask, prefix: str) -> None:
     """Blueprints, the templates' helpers, commands and job types: the same in every host."""
-    from flask import url_for
-    from flask_wtf.csrf import generate_csrf
-
     from . import api, cli, web
     from .mount import mount_of
     from .paths import API_PREFIX
@@ -255,19 +250,6 @@ def _mount(app: Flask, prefix: str) -> None:
     settings = app.extensions["jobqueue.settings"]
     app.register_blueprint(api.bp, url_prefix=prefix + API_PREFIX)
     app.register_blueprint(web.bp, url_prefix=prefix or None)
-
-    def queue_static(filename: str) -> str:
-        return url_for(mount_of(app).static_endpoint, filename=filename)
-
-    # Templates read the shared value rules, the event types of an attempt's activity, where
-    # the queue's static files are, and the CSRF token htmx sends (Flask-WTF's, in any host).
-    helpers = {
-        "limits": limits,
-        "activity_events": ACTIVITY_EVENTS,
-        "queue_static": queue_static,
-        "csrf_token": generate_csrf,
-    }
-    app.context_processor(lambda: helpers)
     cli.init_app(app, embedded=mount_of(app).embedded)
     app.extensions[DEMO_SWITCH] = settings.worker.demo_handlers
     load_handler_modules(settings.worker.handler_modules)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask, Request
+from flask import Flask, Request, current_app, url_for
 from flask.sansio.app import App
 
 from .paths import API_PREFIX
@@ -23,7 +23,7 @@ EXTENSION = "jobqueue"
 STANDALONE_VERSION_TABLE = "alembic_version"
 EMBEDDED_VERSION_TABLE = "jobqueue_alembic_version"
 # The blueprints a mount registers; hooks scoped to them never run for a host's own routes.
-BLUEPRINTS = ("web", "api", "jobqueue")
+BLUEPRINTS = ("jobqueue_web", "jobqueue_api", "jobqueue")
 ROLES = ("operator", "viewer")
 _PREFIX = re.compile(r"(/[A-Za-z0-9._~-]+)*")
 
@@ -75,3 +75,9 @@ def mount_of(app: Flask | App) -> Mount:
     """The app's mount (the standalone root mount for an app that has none yet)."""
     mount = app.extensions.get(EXTENSION)
     return mount if isinstance(mount, Mount) else ROOT
+
+
+def static_url(filename: str) -> str:
+    """The URL of one of the queue's static files in the current app (its own ``static`` in the
+    standalone app, ``jobqueue.static`` under a host's prefix)."""
+    return url_for(mount_of(current_app).static_endpoint, filename=filename)

@@ -23,7 +23,9 @@ from ..ops import logs
 from .errors import ApiError
 
 SOURCE = "api"
-OPEN_ENDPOINTS = frozenset({"api.health", "api.ready", "api.schema", "api.docs"})
+OPEN_ENDPOINTS = frozenset(
+    {"jobqueue_api.health", "jobqueue_api.ready", "jobqueue_api.schema", "jobqueue_api.docs"}
+)
 READ_METHODS = frozenset({"GET", "HEAD"})
 REALM = 'Bearer realm="job-queue"'
 

@@ -4,5 +4,5 @@ from flask import Blueprint
 
 from .registry import Registry
 
-bp = Blueprint("api", __name__)
+bp = Blueprint("jobqueue_api", __name__)
 routes = Registry(bp)

@@ -14,6 +14,7 @@ from flask import Response, current_app, render_template
 from markupsafe import Markup, escape
 
 from ..config import settings_of
+from ..mount import static_url
 from .blueprint import routes
 from .openapi import build_document
 from .registry import Reply
@@ -50,7 +51,9 @@ def schema() -> Response:
 )
 def docs() -> str:
     """This documentation: the OpenAPI document rendered as HTML, readable without JavaScript."""
-    return render_template("api/docs.html", doc=_built()[0], type_of=type_of, prose=prose)
+    return render_template(
+        "jobqueue/api/docs.html", doc=_built()[0], type_of=type_of, prose=prose, queue_static=static_url
+    )
 
 
 def _built() -> tuple[dict[str, Any], str]:

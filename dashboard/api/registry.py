@@ -55,7 +55,7 @@ class Endpoint:
 
     @property
     def endpoint(self) -> str:
-        return f"api.{self.name}"
+        return f"jobqueue_api.{self.name}"
 
     @property
     def open(self) -> bool:
@@ -128,7 +128,7 @@ def under_read_timeout(view: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
 
 def access_replies(name: str, method: str) -> dict[int, Reply]:
     """401/403 for the endpoints a token guards (see :mod:`.access`)."""
-    if f"api.{name}" in OPEN_ENDPOINTS:
+    if f"jobqueue_api.{name}" in OPEN_ENDPOINTS:
         return {}
     replies = {401: Reply("Missing, malformed or unknown bearer token (when tokens are configured).", Error)}
     if method not in READ_METHODS:

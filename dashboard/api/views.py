@@ -145,7 +145,7 @@ def create_job(body: CreateJob) -> Response:
         event_data=audit_data(),
     )
     answer = job_json(result.job, settings_of(current_app).tz)  # = json_response(Job.model_validate(...))
-    location = url_for("api.job_detail", job_id=result.job.id, _external=True)
+    location = url_for("jobqueue_api.job_detail", job_id=result.job.id, _external=True)
     status = 201 if result.created else 200
     headers = {"Location": location}
     return current_app.response_class(answer, status=status, headers=headers, mimetype="application/json")

@@ -47,7 +47,7 @@ def alarm_title(alarm: read_health.Unserved | None) -> str:
     return f"⚠ {TITLE[alarm.kind]} · " if alarm is not None else ""
 
 
-@bp.app_context_processor
+@bp.context_processor
 def inject_alarm() -> dict[str, Any]:
     return {"worker_alarm": current_alarm, "alarm_title": alarm_title}
 
@@ -55,4 +55,4 @@ def inject_alarm() -> dict[str, Any]:
 @bp.get("/alarm/")
 def alarm() -> str:
     """The banner's polled element (a fragment only: it is a part of every page)."""
-    return render_template("fragments/alarm.html", alarm=current_alarm())
+    return render_template("jobqueue/fragments/alarm.html", alarm=current_alarm())

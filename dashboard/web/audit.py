@@ -17,4 +17,6 @@ def audit_log() -> str:
     errors: dict[str, str] = {}
     before = _int(request.args, "before", errors, minimum=1, maximum=BIGINT_MAX)
     page = audit.page(before=before) if not errors else audit.AuditPage([], None)
-    return page_or_fragment("audit.html", "fragments/audit.html", page=page, errors=errors, before=before)
+    return page_or_fragment(
+        "jobqueue/audit.html", "jobqueue/fragments/audit.html", page=page, errors=errors, before=before
+    )

@@ -97,7 +97,7 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
     filters = job_filters(source)
     selection = _selection(action, filters)
     form = RetryForm()
-    back = url_for("web.job_list", **filters.query(offset=0))
+    back = url_for("jobqueue_web.job_list", **filters.query(offset=0))
     if request.method == "POST" and selection is not None:
         outcome = actions.run(action, selection, event_data=audit_data())
         noun = "job" if outcome.changed == 1 else "jobs"
@@ -106,7 +106,7 @@ def bulk_action(slug: str) -> str | Response | tuple[str, int]:
     count = actions.count(action, selection, cap=DRY_RUN_CAP) if selection is not None else None
     notes = retry_notes(selection) if selection is not None and action == "retry" else {}
     html = render_template(
-        "jobs/bulk_confirm.html",
+        "jobqueue/jobs/bulk_confirm.html",
         action=action,
         slug=slug,
         title=TITLES[action],
@@ -133,7 +133,7 @@ def _one(action: str, job_id: str) -> Response:
         )
     else:
         flash(f"Nothing changed: the job is {outcome.status} now.", "warning")
-    return redirect(url_for("web.job_detail", job_id=job_uuid), 303)
+    return redirect(url_for("jobqueue_web.job_detail", job_id=job_uuid), 303)
 
 
 @bp.post("/jobs/<job_id>/cancel/")
@@ -160,13 +160,17 @@ def job_delete(job_id: str) -> str | Response:
             abort(404, description="No job has that id.")
         if outcome.changed:
             flash(f"Job {str(job_uuid)[:8]} deleted with its events; the audit log records it.", "success")
-            return redirect(url_for("web.job_list"), 303)
+            return redirect(url_for("jobqueue_web.job_list"), 303)
         flash(f"Nothing deleted: the job is {outcome.status}; only finished jobs are deleted.", "warning")
-        return redirect(url_for("web.job_detail", job_id=job_uuid), 303)
+        return redirect(url_for("jobqueue_web.job_detail", job_id=job_uuid), 303)
     job = read_jobs.get_job(job_uuid)
     if job is None:
         _timeline_or_404(job_uuid)  # the 404, saying who deleted it if the audit log knows
     events = read_jobs.count_events_after(0, job_id=job_uuid, cap=EVENTS_COUNTED + 1)
     return render_template(
-        "jobs/delete_confirm.html", job=job, events=events, events_cap=EVENTS_COUNTED, form=RetryForm()
+        "jobqueue/jobs/delete_confirm.html",
+        job=job,
+        events=events,
+        events_cap=EVENTS_COUNTED,
+        form=RetryForm(),
     )

@@ -16,7 +16,7 @@ from .rendering import is_htmx
 
 
 def _error(status: int, title: str, message: str) -> tuple[str, int]:
-    template = "fragments/error.html" if is_htmx() else "error.html"
+    template = "jobqueue/fragments/error.html" if is_htmx() else "jobqueue/error.html"
     return render_template(template, status=status, title=title, message=message), status
 
 

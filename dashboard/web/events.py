@@ -39,8 +39,8 @@ def events() -> tuple[str, int]:
             job_id=filters.job_id,
         )
     html = page_or_fragment(
-        "events/feed.html",
-        "fragments/event_feed.html",
+        "jobqueue/events/feed.html",
+        "jobqueue/fragments/event_feed.html",
         filters=filters,
         page=page,
         job_types=read_jobs.types_of([e.job_id for e in page.results]) if page else {},
@@ -62,5 +62,5 @@ def newer_events() -> str:
             after, types=filters.types, exclude=filters.exclude, job_id=filters.job_id, cap=NEW_EVENTS_CAP
         )
     return render_template(
-        "fragments/new_events.html", filters=filters, after=after, count=count, cap=NEW_EVENTS_CAP
+        "jobqueue/fragments/new_events.html", filters=filters, after=after, count=count, cap=NEW_EVENTS_CAP
     )

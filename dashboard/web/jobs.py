@@ -50,10 +50,10 @@ def job_list() -> tuple[str, int] | Response:
     filters = job_filters(request.args)
     read = list_page(filters)  # q, "next to run" or newest first
     if read.single is not None and not is_htmx():  # a search that found one job opens it
-        return redirect(url_for("web.job_detail", job_id=read.single), 303)
+        return redirect(url_for("jobqueue_web.job_detail", job_id=read.single), 303)
     html = page_or_fragment(
-        "jobs/list.html",
-        "fragments/job_list.html",
+        "jobqueue/jobs/list.html",
+        "jobqueue/fragments/job_list.html",
         filters=filters,
         page=read.page,
         statuses=STATUSES,
@@ -129,7 +129,9 @@ def detail_context(
 @bp.get("/jobs/<job_id>/")
 def job_detail(job_id: str) -> str:
     timeline = _timeline_or_404(_job_id(job_id))
-    return page_or_fragment("jobs/detail.html", "fragments/job_detail.html", **detail_context(timeline))
+    return page_or_fragment(
+        "jobqueue/jobs/detail.html", "jobqueue/fragments/job_detail.html", **detail_context(timeline)
+    )
 
 
 @bp.post("/jobs/<job_id>/retry/")
@@ -148,10 +150,10 @@ def job_retry(job_id: str) -> str | Response:
     if is_htmx():
         if request.htmx.target == DETAIL_TARGET:
             timeline = _timeline_or_404(job_uuid)  # one read: the job, its events, its progress
-            return render_template("fragments/job_detail.html", **detail_context(timeline, [notice]))
-        return render_template("fragments/retry_result.html", job_id=job_uuid, notice=notice)
+            return render_template("jobqueue/fragments/job_detail.html", **detail_context(timeline, [notice]))
+        return render_template("jobqueue/fragments/retry_result.html", job_id=job_uuid, notice=notice)
     flash(notice[1], notice[0])
-    target = safe_next(form.next.data) or url_for("web.job_detail", job_id=job_uuid)
+    target = safe_next(form.next.data) or url_for("jobqueue_web.job_detail", job_id=job_uuid)
     return redirect(target, 303)
 
 
@@ -190,7 +192,7 @@ def job_new() -> str | Response | tuple[str, int]:
                 flash("Job created.", "success")
             else:
                 flash("A job with this idempotency key already exists: here it is.", "info")
-            target = url_for("web.job_detail", job_id=outcome.job.id)
+            target = url_for("jobqueue_web.job_detail", job_id=outcome.job.id)
             if is_htmx():
                 navigate: Response = make_response("", 204, redirect=target)
                 return navigate
@@ -198,8 +200,8 @@ def job_new() -> str | Response | tuple[str, int]:
     # A refused form is a 400 for browsers; htmx only swaps 2xx answers, so it gets a 200.
     status = 400 if form.is_submitted() and not is_htmx() else 200
     html = page_or_fragment(
-        "jobs/new.html",
-        "fragments/job_form.html",
+        "jobqueue/jobs/new.html",
+        "jobqueue/fragments/job_form.html",
         form=form,
         types=handlers.registered_types(),
         time_zone=settings_of(current_app).time_zone,
@@ -222,11 +224,11 @@ def job_live(job_id: str) -> Any:
     newer = read_jobs.events_within(job_uuid, after_id=after, window=TIMELINE_EVENTS_MAX) if current else None
     if job is None or newer is None:
         timeline = _timeline_or_404(job_uuid)
-        html = render_template("fragments/job_detail.html", **detail_context(timeline))
+        html = render_template("jobqueue/fragments/job_detail.html", **detail_context(timeline))
         response = make_response(html, 200, retarget="#job-detail")
         response.headers["HX-Reswap"] = "morph"  # idiomorph; htmx-flask knows only htmx's own swaps
         return response
     folded = fold(newer, after)
     context = detail_context(read_jobs.JobTimeline(job=job, events=[]), extras=False, progress_from=newer)
     context.update(new_items=folded.items, tail=folded.tail, last_event_id=folded.last_id)
-    return render_template("jobs/live.html", **context)
+    return render_template("jobqueue/jobs/live.html", **context)

@@ -110,4 +110,6 @@ def _panel(load: Callable[[], T]) -> T | None:
 
 @bp.get("/")
 def overview() -> str:
-    return page_or_fragment("overview.html", "fragments/overview.html", **overview_context())
+    return page_or_fragment(
+        "jobqueue/overview.html", "jobqueue/fragments/overview.html", **overview_context()
+    )

@@ -27,7 +27,7 @@ def queues_context() -> dict[str, Any]:
 
 @bp.get("/queues/")
 def queues_page() -> str:
-    return page_or_fragment("queues.html", "fragments/queues.html", **queues_context())
+    return page_or_fragment("jobqueue/queues.html", "jobqueue/fragments/queues.html", **queues_context())
 
 
 def _name(name: str) -> str | None:
@@ -46,7 +46,7 @@ def _set_paused(name: str, paused: bool) -> Response:
         else:
             already = "was already paused" if paused else "was not paused"
             flash(f"Queue {name} {already}: nothing changed.", "info")
-    return redirect(url_for("web.queues_page"), 303)
+    return redirect(url_for("jobqueue_web.queues_page"), 303)
 
 
 @bp.post("/queues/<path:name>/pause/")
@@ -66,7 +66,7 @@ def queue_resume(name: str) -> Response:
 def queue_limits(name: str) -> Response:
     """The limits form: empty fields mean no limit."""
     if _name(name) is None:
-        return redirect(url_for("web.queues_page"), 303)
+        return redirect(url_for("jobqueue_web.queues_page"), 303)
     form = request.form
     try:
         concurrency = _whole(form.get("concurrency_limit", ""), "concurrency_limit")
@@ -92,7 +92,7 @@ def queue_limits(name: str) -> Response:
         flash(f"Nothing changed: {problem}.", "error")
     else:
         flash(f"Limits of queue {name} saved.", "success")
-    return redirect(url_for("web.queues_page"), 303)
+    return redirect(url_for("jobqueue_web.queues_page"), 303)
 
 
 def _whole(text: str, field: str) -> int | None:

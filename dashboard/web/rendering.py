@@ -11,11 +11,15 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from flask import current_app, has_request_context, render_template
+from flask_wtf.csrf import generate_csrf
 from htmx_flask import request
 from markupsafe import Markup, escape
 
+from .. import limits
 from ..config import settings_of
+from ..mount import static_url
 from ..store import read_timeout
+from ..store.states import ACTIVITY_EVENTS
 from ..store.values import utcnow
 from .blueprint import bp
 from .timefmt import absolute, duration, relative
@@ -72,22 +76,35 @@ def safe_next(target: str | None) -> str | None:
     return None if parts.scheme or parts.netloc else target
 
 
-@bp.app_template_filter("relative")
+@bp.context_processor
+def template_helpers() -> dict[str, Any]:
+    """What the queue's templates read, on the queue's own pages only (a host's templates keep
+    their own names): the value rules, an attempt's activity events, the queue's static files
+    and the CSRF token htmx sends (Flask-WTF's, in any host)."""
+    return {
+        "limits": limits,
+        "activity_events": ACTIVITY_EVENTS,
+        "queue_static": static_url,
+        "csrf_token": generate_csrf,
+    }
+
+
+@bp.app_template_filter("jq_relative")
 def relative_filter(moment: datetime | None) -> str:
     return "" if moment is None else relative(moment, now())
 
 
-@bp.app_template_filter("absolute")
+@bp.app_template_filter("jq_absolute")
 def absolute_filter(moment: datetime | None) -> str:
     return "" if moment is None else absolute(moment, settings_of(current_app).tz)
 
 
-@bp.app_template_filter("duration")
+@bp.app_template_filter("jq_duration")
 def duration_filter(seconds: float) -> str:
     return duration(seconds)
 
 
-@bp.app_template_filter("pretty_json")
+@bp.app_template_filter("jq_pretty_json")
 def pretty_json(value: Any) -> str:
     """Indented JSON for payloads, results and event data (escaped by the template)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
@@ -96,7 +113,7 @@ def pretty_json(value: Any) -> str:
 ISO_MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 
 
-@bp.app_template_filter("times_in")
+@bp.app_template_filter("jq_times_in")
 def times_in(text: str) -> Markup:
     """``text`` escaped, each ISO 8601 time in it (a lease's end in a lease-expiry error) shown
     in ``TIME_ZONE`` with how long ago, the exact value kept in a ``<time>`` element."""
@@ -117,7 +134,7 @@ def times_in(text: str) -> Markup:
     return Markup("").join(parts)
 
 
-@bp.app_template_filter("moment")
+@bp.app_template_filter("jq_moment")
 def moment_filter(raw: object) -> datetime | None:
     """An ISO 8601 text from JSON data (an audit entry's) as a time, or None."""
     if not isinstance(raw, str):
@@ -129,7 +146,7 @@ def moment_filter(raw: object) -> datetime | None:
     return value if value.tzinfo is not None else None
 
 
-@bp.app_template_filter("breakable")
+@bp.app_template_filter("jq_breakable")
 def breakable(name: str) -> Markup:
     """A dotted name (a job type, a worker id) that may break after ``.``, ``_``, ``-`` or ``:``
     and nowhere else: ``email.send`` wraps as ``email.`` / ``send``, never ``email.se`` / ``nd``."""

@@ -32,13 +32,13 @@ def schedules_context() -> dict[str, Any]:
     }
 
 
-@bp.app_template_filter("schedule_of")
+@bp.app_template_filter("jq_schedule_of")
 def schedule_of(key: str | None) -> str | None:
     """The schedule a job's idempotency key names (a run of it), for the job page's link."""
     return schedules.schedule_of_key(key)
 
 
-@bp.app_template_filter("local_time")
+@bp.app_template_filter("jq_local_time")
 def local_time(moment: datetime, zone: str) -> str:
     """``moment`` on the wall clock of the schedule's zone: ``06:00 Europe/Berlin`` (Mon 2 Dec)."""
     try:
@@ -50,11 +50,13 @@ def local_time(moment: datetime, zone: str) -> str:
 
 @bp.get("/schedules/")
 def schedules_page() -> str:
-    return page_or_fragment("schedules.html", "fragments/schedules.html", **schedules_context())
+    return page_or_fragment(
+        "jobqueue/schedules.html", "jobqueue/fragments/schedules.html", **schedules_context()
+    )
 
 
 def _back(name: str) -> Response:
-    return redirect(url_for("web.schedules_page", _anchor=f"schedule-{name}"), 303)
+    return redirect(url_for("jobqueue_web.schedules_page", _anchor=f"schedule-{name}"), 303)
 
 
 def _set_paused(name: str, paused: bool) -> Response:

@@ -38,7 +38,7 @@ from .forms import SignInForm, SignOutForm
 from .rendering import is_htmx, safe_next
 
 SOURCE = "dashboard"  # the door recorded in the events of dashboard actions
-OPEN_ENDPOINTS = {"web.sign_in"}
+OPEN_ENDPOINTS = {"jobqueue_web.sign_in"}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,7 +100,7 @@ def _sign_out_button() -> SignOutForm:
     return SignOutForm(formdata=None)
 
 
-@bp.app_context_processor
+@bp.context_processor
 def inject_access() -> dict[str, Any]:
     return {"access": access, "sign_out_form": _sign_out_button}
 
@@ -111,9 +111,9 @@ def _back_here() -> str:
         try:
             current = urlsplit(request.htmx.current_url or "")
         except ValueError:  # a header that is not a URL: start from the overview
-            return url_for("web.overview")
+            return url_for("jobqueue_web.overview")
         path = current.path + (f"?{current.query}" if current.query else "")
-        return safe_next(path) or url_for("web.overview")
+        return safe_next(path) or url_for("jobqueue_web.overview")
     return str(request.full_path).rstrip("?")
 
 
@@ -139,7 +139,7 @@ def _host_door(mount: Mount) -> None:
     """A host's mount: the sign-in pages do not exist, the host's answer decides, and a
     state-changing request needs the form's CSRF token (the host's app has no app-wide
     CSRF check of ours)."""
-    if request.endpoint in OPEN_ENDPOINTS or request.endpoint == "web.sign_out":
+    if request.endpoint in OPEN_ENDPOINTS or request.endpoint == "jobqueue_web.sign_out":
         abort(404)
     if not access().by_host:
         abort(403, description="The application this dashboard is mounted in does not let you see it.")
@@ -161,7 +161,7 @@ def require_sign_in() -> Response | None:
         return None
     if current_user.is_authenticated:
         return None
-    target = url_for("web.sign_in", next=_back_here())
+    target = url_for("jobqueue_web.sign_in", next=_back_here())
     if is_htmx():  # htmx follows redirects inside the XHR; make it navigate instead
         navigate: Response = make_response("", 401, redirect=target)
         return navigate
@@ -206,7 +206,7 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
     form = SignInForm()
     if not form.is_submitted():
         form.next.data = request.args.get("next", "")
-    target = safe_next(form.next.data) or url_for("web.overview")
+    target = safe_next(form.next.data) or url_for("jobqueue_web.overview")
     if not settings.auth_required or current_user.is_authenticated:
         return redirect(target, 303)
     if form.validate_on_submit():
@@ -221,7 +221,7 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
             )
             form.form_errors.append(f"Too many failed sign-ins. Try again in {wait} seconds.")
             has_users = bool(directory_of(current_app).users)
-            page = render_template("signin.html", form=form, has_users=has_users)
+            page = render_template("jobqueue/signin.html", form=form, has_users=has_users)
             return page, 429, {"Retry-After": str(wait)}
         user = directory_of(current_app).authenticate(name, password)
         if user is not None:
@@ -236,7 +236,7 @@ def sign_in() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
         form.form_errors.append("Unknown user name or wrong password.")
     status = 400 if form.is_submitted() else 200
     has_users = bool(directory_of(current_app).users)
-    return render_template("signin.html", form=form, has_users=has_users), status
+    return render_template("jobqueue/signin.html", form=form, has_users=has_users), status
 
 
 @bp.post("/logout/")
@@ -248,4 +248,4 @@ def sign_out() -> Response:
     logout_user()
     session.clear()
     flash("Signed out.", "info")
-    return redirect(url_for("web.sign_in"), 303)
+    return redirect(url_for("jobqueue_web.sign_in"), 303)

@@ -34,7 +34,7 @@ def workers_context() -> dict[str, Any]:
 
 @bp.get("/workers/")
 def workers_page() -> str:
-    return page_or_fragment("workers.html", "fragments/workers.html", **workers_context())
+    return page_or_fragment("jobqueue/workers.html", "jobqueue/fragments/workers.html", **workers_context())
 
 
 @bp.post("/workers/<path:worker_id>/remove/")
@@ -48,4 +48,4 @@ def worker_remove(worker_id: str) -> Response:
             "Nothing removed: that worker row is unknown, or it is alive or only stale (it may come back).",
             "warning",
         )
-    return redirect(url_for("web.workers_page"), 303)
+    return redirect(url_for("jobqueue_web.workers_page"), 303)

@@ -53,7 +53,7 @@ def test_document_is_valid_openapi_3(document):
 def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
     routes = set()
     for rule in app.url_map.iter_rules():
-        if rule.endpoint.startswith("api."):
+        if rule.endpoint.startswith("jobqueue_api."):
             path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
             routes |= {(path, method) for method in rule.methods - {"HEAD", "OPTIONS"}}
     assert routes == operations(document)

@@ -47,7 +47,7 @@ def test_the_configuration_page_never_shows_a_secret_default() -> None:
 
 
 def test_the_api_page_is_what_the_generator_writes() -> None:
-    assert docs.API_PAGE.read_text(encoding="utf-8") == docs.api_page(), STALE.format("api.md")
+    assert docs.API_PAGE.read_text(encoding="utf-8") == docs.api_page(), STALE.format("jobqueue_api.md")
 
 
 def test_the_api_page_has_every_operation_of_the_served_document() -> None:
