@@ -31,7 +31,7 @@ from .database import (
 )
 from .extensions import csrf, db, htmx, migrate
 from .extensions import db as extensions_db
-from .migrating import upgrade_database
+from .migrating import hide_from_autogenerate, upgrade_database
 from .mount import BLUEPRINTS, EMBEDDED_VERSION_TABLE, EXTENSION, Authorize, Mount, normalise_prefix
 from .ops.setup import init_app as init_ops
 from .store import jsonb
@@ -204,6 +204,11 @@ class JobQueue:
                 "authorize must be a function of the request returning 'operator', 'viewer' or None"
             )
         standalone = db is None or db is extensions_db
+        if not standalone and not prefix:
+            raise ValueError(
+                "url_prefix is required in a host's app (url_prefix='/ops/jobs'): at the root the "
+                "queue's routes (/login/, /logout/, /jobs/, /metrics, ...) would shadow the app's own"
+            )
         if not standalone:
             if not isinstance(db, SQLAlchemy):
                 raise TypeError(f"db must be the app's Flask-SQLAlchemy instance, got {type(db).__name__}")
@@ -216,6 +221,7 @@ class JobQueue:
             app.extensions["jobqueue.settings"] = settings
             app.extensions[EXTENSION] = Mount(prefix, True, authorize, EMBEDDED_VERSION_TABLE)
             _init_embedded(app, settings, prefix)
+            hide_from_autogenerate(app)
         else:
             app.extensions[EXTENSION] = Mount(prefix, False, authorize)
         _mount(app, prefix)

@@ -10,7 +10,7 @@ touched; the scripts only create ``jobs_*`` and ``auth_*`` objects.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from flask import Flask
 from sqlalchemy import text
@@ -70,3 +70,59 @@ def with_migration_lock(app: Flask, run: Callable[[], None]) -> None:
             run()
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
+# Every table the queue's migrations create, and the version table of a host's mount.
+QUEUE_TABLES = frozenset(
+    {
+        "jobs_job",
+        "jobs_jobevent",
+        "jobs_worker",
+        "jobs_queue",
+        "jobs_queue_rate",
+        "jobs_queue_slot",
+        "jobs_schedule",
+        "jobs_audit",
+        "auth_signin_failure",
+        EMBEDDED_VERSION_TABLE,
+    }
+)
+IncludeName = Callable[[str | None, str, Mapping[str, str | None]], bool]
+
+
+def is_host_object(name: str | None, type_: str, parent_names: Mapping[str, str | None]) -> bool:
+    """Alembic's ``include_name`` for a host's autogenerate: everything but the queue's tables
+    (and what belongs to them)."""
+    table = name if type_ == "table" else parent_names.get("table_name")
+    return table not in QUEUE_TABLES
+
+
+def hide_from_autogenerate(app: Flask) -> None:
+    """Keep the queue's tables out of the host's ``flask db migrate``: they are not in the host's
+    metadata, so Alembic would write a revision that drops them all.
+
+    Flask-Migrate passes ``configure_args`` to ``context.configure`` in the host's ``env.py``;
+    the queue's ``include_name`` joins them (beside one of the host's own, which still decides for
+    its objects). The host may set up Flask-Migrate before or after the queue, so the filter is
+    installed whenever an app context of this app is pushed (every ``flask db`` command runs in one).
+    """
+    from flask import appcontext_pushed
+
+    def install(sender: Flask, **_: object) -> None:
+        migrate = sender.extensions.get("migrate")
+        if migrate is None:
+            return
+        args = migrate.configure_args
+        host_rule: IncludeName | None = args.get("include_name")
+        if getattr(host_rule, "jobqueue_filter", False):
+            return
+
+        def include_name(name: str | None, type_: str, parent_names: Mapping[str, str | None]) -> bool:
+            if not is_host_object(name, type_, parent_names):
+                return False
+            return host_rule is None or host_rule(name, type_, parent_names)
+
+        include_name.jobqueue_filter = True  # type: ignore[attr-defined]
+        args["include_name"] = include_name
+
+    appcontext_pushed.connect(install, app, weak=False)

@@ -1,9 +1,12 @@
 """The API's door: bearer tokens from ``API_TOKENS``, each with a role.
 
 Reads need a viewer token, writes (every method but GET: jobs, queues, schedules) an operator
-token. The health check stays open for load balancers, and so do the schema and its docs page, which describe
-the interface and hold no job data. CORS preflights pass (browsers send them without
-credentials); the request that follows is checked.
+token. In the standalone app the health and readiness checks stay open for load balancers, and
+so do the schema and its docs page, which describe the interface and hold no job data. Mounted
+in a host's app they are not open: a token opens them, or the host's ``authorize`` admitting the
+request (they only read), so the pages' link to the API docs works for the host's signed-in
+users. CORS preflights pass (browsers send them without credentials); the request that
+follows is checked.
 
 A missing, malformed or unknown token is a 401 with ``WWW-Authenticate: Bearer``; a token
 whose role is too small is a 403. Tokens are compared as SHA-256 digests in constant time and
@@ -16,16 +19,18 @@ from flask import current_app, g, request
 
 from ..auth import ANONYMOUS, Actor, Role
 from ..auth.bearer import BearerError, bearer_token
+from ..auth.host import host_actor
 from ..auth.session import directory_of
 from ..config import settings_of
 from ..mount import mount_of
 from ..ops import logs
-from .errors import ApiError
+from .errors import UNKNOWN_PATH, ApiError
 
 SOURCE = "api"
 OPEN_ENDPOINTS = frozenset(
     {"jobqueue_api.health", "jobqueue_api.ready", "jobqueue_api.schema", "jobqueue_api.docs"}
 )
+UNKNOWN_ENDPOINT = f"jobqueue_api.{UNKNOWN_PATH}"
 READ_METHODS = frozenset({"GET", "HEAD"})
 REALM = 'Bearer realm="job-queue"'
 
@@ -52,12 +57,16 @@ def presented_token() -> str:
 def authenticate() -> None:
     """Runs before every API view: sets ``g.api_actor`` or refuses the request."""
     g.api_actor = ANONYMOUS
-    if request.method == "OPTIONS" or request.endpoint in OPEN_ENDPOINTS:
-        return
-    # Mounted in a host's app, the API always needs a token: the host's authorize decides for
-    # the pages only, and a cookie the host's sign-in set must not make the JSON API writable
-    # from another site (the API is not CSRF-protected).
-    if not settings_of(current_app).auth_required and not mount_of(current_app).embedded:
+    mount = mount_of(current_app)
+    if request.method == "OPTIONS" or request.endpoint == UNKNOWN_ENDPOINT:
+        return  # a preflight, or a path no API route serves (a JSON 404 says only that)
+    if request.endpoint in OPEN_ENDPOINTS:
+        if not mount.embedded or host_actor(mount) is not None:
+            return
+    # Mounted in a host's app, the API needs a token: the host's authorize decides for the
+    # pages and the open reads only, and a cookie the host's sign-in set must not make the JSON
+    # API writable from another site (the API is not CSRF-protected).
+    elif not settings_of(current_app).auth_required and not mount.embedded:
         return
     token = directory_of(current_app).token_owner(presented_token())
     if token is None:

@@ -110,9 +110,10 @@ HANDLERS = (
 
 
 def register(bp: Blueprint) -> None:
-    """JSON errors for the API's views; in the standalone app for every path under ``/api``
-    too (a URL that matches no route belongs to no blueprint). A host's app keeps its own
-    error handlers for everything outside the queue's blueprints."""
+    """JSON errors for the API's views, and for every path under the API's prefix too: a URL
+    that matches no route belongs to no blueprint. In the standalone app the handlers are
+    app-wide; a host's app keeps its own error handlers, and the API's prefix gets a last,
+    catch-all route of its own (:func:`unknown_path`) instead."""
     for kind, handle in HANDLERS:
         bp.register_error_handler(kind, handle)
 
@@ -120,8 +121,34 @@ def register(bp: Blueprint) -> None:
         if not mount_of(state.app).embedded:
             for kind, handle in HANDLERS:
                 state.app.register_error_handler(kind, handle)
+            return
+        for rule in ("/", "/<path:rest>"):
+            state.add_url_rule(rule, UNKNOWN_PATH, unknown_path, methods=ANY_METHOD)
 
     bp.record(app_wide)
+
+
+UNKNOWN_PATH = "unknown_path"
+ANY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def unknown_path(rest: str = "") -> Response:
+    """Under a host's mount, a path below the API's prefix that no API route serves: 404 (or
+    405 with ``Allow`` when a route serves that path with other methods), as JSON. Werkzeug
+    tries this rule last (a path converter), so every real route and its trailing-slash
+    redirect win."""
+    adapter = current_app.url_map.bind_to_environ(request.environ)
+    allowed = set()
+    for method in ANY_METHOD:
+        try:
+            endpoint, _ = adapter.match(request.path, method=method)
+        except HTTPException:
+            continue
+        if not endpoint.endswith("." + UNKNOWN_PATH):
+            allowed.add(method)
+    if allowed:
+        raise MethodNotAllowed(valid_methods=sorted(allowed | {"OPTIONS"}))
+    raise NotFound()
 
 
 def install_cors(app: Flask, origins: Sequence[str], *, development: bool) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..extensions import db
+from ..extensions import engine
 from ..limits import (
     CONCURRENCY_LIMIT_MAX,
     RATE_COUNT_MAX,
@@ -142,7 +142,7 @@ def set_limits(
     concurrency = UNSET if concurrency_limit is UNSET else check_concurrency_limit(concurrency_limit)
     rate = UNSET if rate_limit is UNSET else check_rate_limit(rate_limit)
     now = aware(now or utcnow(), "now")
-    with db.engine.begin() as conn:
+    with engine().begin() as conn:
         conn.execute(ENSURE, {"name": name, "now": now})
         row = conn.execute(LOCK, {"name": name}).mappings().one()
         old_rate = (

@@ -28,10 +28,11 @@ from werkzeug.wrappers import Response
 from wtforms import ValidationError
 
 from ..auth import ANONYMOUS, Actor, Role
+from ..auth.host import host_actor
 from ..auth.session import SIGNED_IN_AT, directory_of
 from ..auth.throttle import Throttle, client_address
 from ..config import settings_of
-from ..mount import ROLES, Mount, mount_of
+from ..mount import Mount, mount_of
 from ..ops import logs
 from .blueprint import bp
 from .forms import SignInForm, SignOutForm
@@ -117,22 +118,7 @@ def _back_here() -> str:
     return str(request.full_path).rstrip("?")
 
 
-HOST_ACTOR = "host"  # the actor recorded for actions the host's authorize allowed
-HOST_CREDENTIAL = "host"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-
-
-def host_actor(mount: Mount) -> Actor | None:
-    """Who the host's ``authorize(request)`` says this request is; ``None`` when it refuses
-    (``None``, or, a host's bug, anything but a role, which is logged)."""
-    answer = mount.authorize(request) if mount.authorize is not None else None
-    if answer not in ROLES:
-        if answer is not None:
-            current_app.logger.error(
-                "authorize(request) answered %r: expected 'operator', 'viewer' or None", answer
-            )
-        return None
-    return Actor(HOST_ACTOR, Role(answer), HOST_CREDENTIAL)
 
 
 def _host_door(mount: Mount) -> None:

@@ -129,7 +129,12 @@ def test_an_operator_creates_with_the_csrf_token_and_not_without(
 
 def test_the_api_is_under_the_prefix_and_needs_a_bearer_token(host: tuple[Flask, SQLAlchemy, type]) -> None:
     client = host[0].test_client()
-    assert client.get(PREFIX + "/api/health/").status_code == 200
+    assert client.get(PREFIX + "/api/health/").status_code == 401  # not open in a host's app
+    assert client.get(PREFIX + "/api/health/", headers=as_role(client, "viewer")).status_code == 200
+    assert (
+        client.get(PREFIX + "/api/health/", headers={"Authorization": f"Bearer {VIEWER_TOKEN}"}).status_code
+        == 200
+    )
     assert client.get("/api/health/").status_code == 404
     # The host's authorize does not open the API: a cookie must not make it writable cross-site.
     no_token = client.get(PREFIX + "/api/jobs/", headers=as_role(client, "operator"))
