@@ -6,7 +6,20 @@ Threads keep the HTMX polling of several open dashboards from queueing behind ea
 
 import os
 
-bind = [f"0.0.0.0:{os.environ['PORT']}"] if os.environ.get("PORT") else ["127.0.0.1:8000"]
+
+
+def _address() -> str:
+    """``WEB_HOST`` when set; else every interface only in production (``DEBUG=false``, which
+    refuses to serve without credentials): the development dashboard has no sign-in, so it
+    listens on this machine alone, ``honcho start`` included."""
+    host = os.environ.get("WEB_HOST", "").strip()
+    if host:
+        return f"[{host}]" if ":" in host and not host.startswith("[") else host
+    production = os.environ.get("DEBUG", "").strip().lower() in {"0", "false", "no", "off"}
+    return "0.0.0.0" if production else "127.0.0.1"
+
+
+bind = [f"{_address()}:{os.environ.get('PORT', '').strip() or '8000'}"]
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", "4"))

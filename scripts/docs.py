@@ -38,7 +38,13 @@ FIXED_ENV = {
 }
 # Variables that gunicorn.conf.py reads for the web server itself (not app settings).
 GUNICORN_VARIABLES = (
-    ("PORT", "(unset)", "Bind `0.0.0.0:PORT` (honcho and most platforms set it); unset: `127.0.0.1:8000`."),
+    ("PORT", "`8000`", "Port gunicorn binds (honcho and most platforms set it)."),
+    (
+        "WEB_HOST",
+        "(unset)",
+        "Address gunicorn binds; unset: `0.0.0.0` with `DEBUG=false`, else `127.0.0.1` (the "
+        "development dashboard, which has no sign-in, answers this machine only).",
+    ),
     ("WEB_CONCURRENCY", "`2`", "gunicorn worker processes."),
     ("WEB_THREADS", "`4`", "Threads per gunicorn worker process."),
     (

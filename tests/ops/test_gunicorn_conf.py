@@ -64,3 +64,21 @@ def test_two_instances_of_one_user_leave_no_shared_control_socket(tmp_path, libp
     finally:
         for web in webs:
             web.stop()
+
+
+@pytest.mark.parametrize(
+    ("environ", "bind"),
+    [
+        ({"PORT": "5000"}, "127.0.0.1:5000"),  # honcho start: the development dashboard, no sign-in
+        ({}, "127.0.0.1:8000"),
+        ({"DEBUG": "true", "PORT": "5000"}, "127.0.0.1:5000"),
+        ({"DEBUG": "false", "PORT": "5000"}, "0.0.0.0:5000"),  # production refuses to serve unsigned
+        ({"DEBUG": "false"}, "0.0.0.0:8000"),
+        ({"WEB_HOST": "0.0.0.0", "PORT": "5000"}, "0.0.0.0:5000"),
+        ({"WEB_HOST": "::1", "PORT": "5000"}, "[::1]:5000"),
+    ],
+)
+def test_the_development_dashboard_listens_on_this_machine_only(monkeypatch, environ, bind):
+    for name in ("PORT", "DEBUG", "WEB_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    assert load_conf(**environ).bind == [bind]
