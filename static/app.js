@@ -100,19 +100,31 @@
   // After an in-place action (the overview's Retry) replaced the part that had the focus, the
   // focus goes to the nearest heading that polls keep (morph keeps nodes by id), and the
   // notice is read out by the page's status region, so neither is lost to <body>.
+  // A swap that replaced a focused control with an id gives the focus to the control that has
+  // that id after it (the same control, re-rendered), before any heading.
   var focusHome = null;
+  var focusedId = null;
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail && event.detail.target;
     var focused = document.activeElement;
+    var inside = Boolean(target && focused && target.contains(focused));
     var anchor = target && target.closest && target.closest("[data-focus-home]");
-    focusHome = anchor && focused && target.contains(focused) ? anchor.getAttribute("data-focus-home") : null;
+    focusHome = anchor && inside ? anchor.getAttribute("data-focus-home") : null;
+    focusedId = inside && focused.id ? focused.id : null;
   });
 
   function keepFocus() {
+    var same = focusedId && document.getElementById(focusedId);
     var home = focusHome && document.getElementById(focusHome);
     focusHome = null;
-    if (home && (!document.activeElement || document.activeElement === document.body)) {
+    focusedId = null;
+    if (document.activeElement && document.activeElement !== document.body) {
+      return;
+    }
+    if (same) {
+      same.focus();
+    } else if (home) {
       home.focus();
     }
   }
@@ -157,6 +169,53 @@
     }
   });
 
+  // A button marked data-keep-focus (the Queues page's Pause / Resume and Save limits, the
+  // Schedules page's Pause / Resume and Run now) posts its form, and the answer redirects
+  // back to the same page, which replaces the button: the keyboard's place would be lost to
+  // <body>. Its id is stable across the answer (Pause and Resume of one queue share it), so it
+  // is kept for this tab and focused again when the same page loads (within 30 s). A form htmx
+  // submits in place (preventDefault) is covered by the swap handler above instead.
+  var REFOCUS_KEY = "jobqueue.refocus";
+
+  document.addEventListener("submit", function (event) {
+    var button = event.submitter;
+    if (event.defaultPrevented || !button || !button.id || !button.hasAttribute("data-keep-focus")) {
+      return;
+    }
+    try {
+      window.sessionStorage.setItem(REFOCUS_KEY, JSON.stringify({
+        id: button.id, path: window.location.pathname, at: Date.now()
+      }));
+    } catch (error) {
+      // storage refused: the page loads with the focus at its start, as without JavaScript
+    }
+  });
+
+  function refocusAfterPost() {
+    var kept = null;
+    try {
+      kept = JSON.parse(window.sessionStorage.getItem(REFOCUS_KEY) || "null");
+      window.sessionStorage.removeItem(REFOCUS_KEY);
+    } catch (error) {
+      return;
+    }
+    if (!kept || kept.path !== window.location.pathname || !(Date.now() - kept.at < 30000)) {
+      return;
+    }
+    var control = document.getElementById(kept.id);
+    function focusIfLost() {
+      if (control.isConnected && (!document.activeElement || document.activeElement === document.body)) {
+        control.focus();
+      }
+    }
+    if (control) {
+      focusIfLost();
+      // An answer that redirects to a fragment (#schedule-…) has the browser move the focus to
+      // the page's start when it scrolls there, after this: focus it again once that is done.
+      window.addEventListener("load", function () { window.setTimeout(focusIfLost, 0); });
+    }
+  }
+
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-live-toggle]");
     if (!button) {
@@ -182,6 +241,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     showLiveControls();
     focusFirstInvalid(document.querySelector("form"));
+    refocusAfterPost();
     markScrollers(document);
     updateTitle();
   });
