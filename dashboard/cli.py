@@ -267,7 +267,8 @@ def schedules_command(ctx: click.Context) -> None:
 def _paused(name: str, paused: bool) -> None:
     from .store import schedules
 
-    if not schedules.set_paused(name, paused, actor=_actor()):
+    actor = _actor()
+    if not schedules.set_paused(name, paused, actor=actor, event_data={"source": "cli", "actor": actor}):
         raise click.ClickException(f"no schedule named {name!r}")
     click.echo(f"{name}: {'paused' if paused else 'resumed'}")
 
@@ -323,7 +324,8 @@ def list_queues_command() -> None:
 def _list_queues() -> None:
     from .store import read_queues as figures  # not config_parsers.read_queues
 
-    found = figures.list_queues()
+    board = figures.queue_board()
+    found = board.queues
     if not found:
         click.echo("No queues yet: a queue appears with its first job or setting.")
         return
@@ -337,6 +339,9 @@ def _list_queues() -> None:
         state = "paused" if q.paused else "active"
         ready = f">{q.cap}" if q.ready > q.cap else str(q.ready)
         click.echo(f"{q.name:<24} {state:<7} {ready:>7} {q.running:>7}  {', '.join(limits) or '-'}")
+    if board.truncated:
+        shown = f"showing {len(found):,} of {board.total:,} queues"
+        click.echo(f"{shown}: the paused ones first, then the rest by name")
 
 
 def _queue_change(change: Callable[..., bool], name: str, done: str, already: str) -> None:

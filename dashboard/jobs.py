@@ -30,7 +30,9 @@ request, ``flask shell``, a worker's handler, or a script's ``with app.app_conte
 an app built by ``dashboard.create_app()`` or one where :class:`dashboard.JobQueue` is set up.
 
 **Bad arguments** raise ``TypeError`` (wrong kind) or ``ValueError`` (out of range), the
-argument named, before anything is written; :func:`enqueue_many` names the item too.
+argument named, before anything is written; :func:`enqueue_many` names the item too. A
+payload's problem names its place (``payload at items[3].when``); a value in it that is not
+JSON raises :class:`PayloadNotJSON`, both a ``TypeError`` and a ``ValueError``.
 
 **A handler and its context.** A handler is ``fn(ctx: JobContext) -> result``: ``ctx.payload``,
 ``ctx.job_id``, ``ctx.attempt``; ``ctx.renew()`` extends the lease, ``ctx.progress(percent,
@@ -47,7 +49,7 @@ import dataclasses
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from flask import current_app, has_app_context
@@ -57,12 +59,16 @@ from sqlalchemy.orm import Session, scoped_session
 from .limits import (
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
+    LAST_YEAR,
+    MAX_JSON_DEPTH,
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
-    json_problem,
+    key_problem,
     queue_problem,
+    text_kind,
     type_problem,
+    year_problem,
 )
 from .mount import EXTENSION as MOUNTED
 from .runtime import handlers as _handlers
@@ -72,7 +78,7 @@ from .store import enqueue as _store
 from .store.records import CreateResult
 from .store.values import utcnow
 
-__all__ = ["EnqueuedJob", "JobContext", "enqueue", "enqueue_many", "handler", "schedule"]
+__all__ = ["EnqueuedJob", "JobContext", "PayloadNotJSON", "enqueue", "enqueue_many", "handler", "schedule"]
 
 SOURCE = "python"  # the door recorded in the created event
 ARGUMENTS = ("type", "payload", "queue", "priority", "run_at", "delay", "max_attempts", "idempotency_key")
@@ -110,8 +116,11 @@ def enqueue(
 ) -> EnqueuedJob:
     """Queue one job; returns it (:class:`EnqueuedJob`).
 
-    ``payload``: any JSON value (``None``: ``{}``). ``run_at`` (a timezone-aware datetime) or
-    ``delay`` (seconds, or a ``timedelta``), not both: when it may run first (default now).
+    ``payload``: any JSON value (``None``: ``{}``); a ``uuid.UUID`` in it is stored as its text,
+    a tuple as a list, and any other value that is not JSON (a ``datetime``, a ``set``, an
+    object) is refused, its place named (``payload at order.when``). ``run_at`` (a
+    timezone-aware datetime in the years 1900 to 9998) or ``delay`` (seconds, or a
+    ``timedelta``), not both: when it may run first (default now).
     ``queue``, ``priority`` (-32768..32767, higher first) and ``max_attempts`` default to the
     type's ``@handler(...)`` declaration, then to ``default``, 50 and 3. ``idempotency_key``:
     a second enqueue with the same key returns the first job (``created=False``).
@@ -212,9 +221,7 @@ def _spec(args: dict[str, Any]) -> _store.JobSpec:
     defaults = _handlers.defaults_of(job_type)
     payload = args["payload"]
     if payload is not None:
-        problem = _payload_problem(payload)
-        if problem:
-            raise (TypeError if problem.startswith("payload must") else ValueError)(problem)
+        payload = _json_payload(payload)
     job_queue = args["queue"] if args["queue"] is not None else defaults.queue
     if job_queue is not None:
         _check_queue(job_queue)
@@ -228,8 +235,10 @@ def _spec(args: dict[str, Any]) -> _store.JobSpec:
     if key is not None:
         if not isinstance(key, str):
             raise TypeError(f"idempotency_key must be a string, got {_kind(key)}")
-        if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH or "\x00" in key:
-            raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters, no NUL")
+        if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
+            raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+        if problem := key_problem(key) or _text_problem(key):  # control and bidi characters, NUL too
+            raise ValueError(f"idempotency_key {problem}")
     available_at = _available_at(args["run_at"], args["delay"])
     return _store.JobSpec(
         type=job_type,
@@ -247,7 +256,7 @@ def _check_type(job_type: Any) -> None:
         raise TypeError(f"type must be a string, got {_kind(job_type)}")
     if not job_type or len(job_type) > TYPE_MAX_LENGTH:
         raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
-    if problem := type_problem(job_type):
+    if problem := type_problem(job_type) or _text_problem(job_type):
         raise ValueError(f"type {problem}")
 
 
@@ -265,26 +274,83 @@ def _check_int(name: str, value: Any, low: int, high: int) -> None:
         raise ValueError(f"{name} must be between {low} and {high}, got {value}")
 
 
-def _payload_problem(payload: Any) -> str | None:
-    """Why ``payload`` cannot be stored as JSON (``None``: it can)."""
-    stack = [payload]
-    while stack:  # the kinds first: json_problem assumes JSON's own types
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key, child in node.items():
-                if not isinstance(key, str):
-                    return f"payload must have string keys, got {_kind(key)}"
-                stack.append(child)
-        elif isinstance(node, list | tuple):
-            stack.extend(node)
-        elif node is not None and not isinstance(node, str | int | float | bool):
-            return f"payload must be JSON (dicts, lists, strings, numbers, booleans, None), got {_kind(node)}"
-    problem = json_problem(payload)
-    if problem is None:
-        return None
-    where = f" at {problem.where}" if problem.where else ""
-    what = {"depth": "is nested too deep", "nul": "holds a NUL character", "number": "holds NaN or Infinity"}
-    return f"payload{where} {what.get(problem.kind, 'holds text PostgreSQL cannot store')}"
+class PayloadNotJSON(TypeError, ValueError):
+    """A value in a payload that is not JSON (a ``datetime``, a ``set``, an object): a
+    ``TypeError`` (a value of the wrong kind), and a ``ValueError`` as every other payload
+    problem is, so that either ``except`` catches it."""
+
+
+_TEXT_PROBLEMS = {
+    "nul": "holds a NUL character",
+    "surrogate": "holds a lone surrogate (text PostgreSQL cannot store)",
+}
+_BIGGEST = 10**4000  # an integer of more digits is no JSON number Python writes (int_max_str_digits)
+
+
+def _text_problem(text: str) -> str | None:
+    kind = text_kind(text)
+    return None if kind is None else _TEXT_PROBLEMS[kind]
+
+
+def _json_payload(payload: Any) -> Any:
+    """``payload`` as it is stored, or the first problem, its place named (``payload at a.b[2]``):
+    a value that is not JSON (:class:`PayloadNotJSON`), a key that is not a string
+    (``TypeError``), a document that contains itself, nests deeper than ``MAX_JSON_DEPTH``,
+    holds NUL, a lone surrogate, NaN, Infinity or an integer of over 4,000 digits
+    (``ValueError``). A ``uuid.UUID`` (such as ``ctx.job_id``, passed on to the next job) is
+    stored as its text and a tuple as a list, in a copy of the containers that hold one; the
+    caller's own objects are never changed."""
+    inside: set[int] = set()  # the containers on the way down: one met again is a cycle
+
+    def at(where: str) -> str:
+        return f"payload at {where}" if where else "payload"
+
+    def walk(node: Any, where: str, depth: int) -> Any:
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"{at(where)} is nested too deep (more than {MAX_JSON_DEPTH} levels)")
+        if node is None or isinstance(node, bool):
+            return node
+        if isinstance(node, str):
+            if problem := _text_problem(node):
+                raise ValueError(f"{at(where)} {problem}")
+            return node
+        if isinstance(node, int):
+            if not -_BIGGEST < node < _BIGGEST:
+                raise ValueError(f"{at(where)} holds an integer of more than 4,000 digits")
+            return node
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise ValueError(f"{at(where)} holds NaN or Infinity")
+            return node
+        if isinstance(node, uuid.UUID):
+            return str(node)
+        if not isinstance(node, dict | list | tuple):
+            raise PayloadNotJSON(
+                f"{at(where)} must be JSON (dicts, lists, strings, numbers, booleans, None; a UUID is "
+                f"stored as its text), got {_kind(node)}"
+                + (": pass value.isoformat()" if isinstance(node, date | time) else "")
+            )
+        if id(node) in inside:
+            raise ValueError(f"{at(where)} contains itself (a cycle): JSON cannot hold one")
+        inside.add(id(node))
+        try:
+            if isinstance(node, dict):
+                copy = {}
+                for key, child in node.items():
+                    if not isinstance(key, str):
+                        raise TypeError(f"{at(where)} must have string keys, got {_kind(key)}")
+                    if problem := _text_problem(key):
+                        raise ValueError(f"{at(where)} has a key that {problem}")
+                    copy[key] = walk(child, f"{where}.{key}" if where else key, depth + 1)
+                changed = any(copy[key] is not child for key, child in node.items())
+                return copy if changed else node
+            items = [walk(child, f"{where}[{n}]", depth + 1) for n, child in enumerate(node)]
+            changed = isinstance(node, tuple) or any(a is not b for a, b in zip(items, node, strict=True))
+            return items if changed else node
+        finally:
+            inside.discard(id(node))
+
+    return walk(payload, "", 1)
 
 
 def _available_at(run_at: Any, delay: Any) -> datetime | None:
@@ -295,6 +361,8 @@ def _available_at(run_at: Any, delay: Any) -> datetime | None:
             raise TypeError(f"run_at must be a datetime, got {_kind(run_at)}")
         if run_at.tzinfo is None or run_at.utcoffset() is None:
             raise ValueError("run_at must be timezone-aware (datetime.now(UTC) + ..., not datetime.now())")
+        if problem := year_problem(run_at):
+            raise ValueError(f"run_at {problem}, got {run_at.isoformat()}")
         return run_at
     if delay is None:
         return None
@@ -307,9 +375,12 @@ def _available_at(run_at: Any, delay: Any) -> datetime | None:
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"delay must be zero or more seconds, got {delay!r}")
     try:
-        return utcnow() + timedelta(seconds=seconds)
+        available_at = utcnow() + timedelta(seconds=seconds)
     except OverflowError:
-        raise ValueError(f"delay is too long: {delay!r}") from None
+        available_at = None
+    if available_at is None or year_problem(available_at):
+        raise ValueError(f"delay is too long (past the year {LAST_YEAR}): {delay!r}")
+    return available_at
 
 
 def _connection(connection: Any) -> Connection | None:

@@ -11,14 +11,17 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 # Column sizes and ranges (the schema in store/models.py and the migrations).
 TYPE_MAX_LENGTH = 120  # jobs_job.type varchar(120)
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
-# A queue's name: 1 to 64 characters of A-Z a-z 0-9 _ . : - (jobs_job.queue varchar(64)).
+# A queue's name: 1 to 64 characters of A-Z a-z 0-9 _ . : - (jobs_job.queue varchar(64)), not
+# made only of dots: a name sits in the pages' and the API's paths (/queues/{name}/pause/),
+# where "." and ".." are path steps that a browser or a proxy resolves away.
 QUEUE_NAME_MAX_LENGTH = 64
-QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+QUEUE_NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9_.:-]{1,64}$"
 DEFAULT_QUEUE = "default"
 CONCURRENCY_LIMIT_MAX = 10_000  # slot rows per queue: one per attempt it may run at once
 RATE_COUNT_MAX = 10_000  # ring entries per queue: one per claim a window may hold
@@ -32,12 +35,23 @@ BIGINT_MAX = 2**63 - 1  # bigint columns (event ids, and so event cursors)
 # Names of schedules: the queue's characters without ':' (a schedule's name sits between colons
 # in its runs' idempotency keys, ``schedule:{name}:{slot}``, so a name never contains the
 # separator and a key's prefix names exactly one schedule).
+# Not made only of dots either (the schedules' page paths, /schedules/{name}/pause/).
 NAME_MAX_LENGTH = 64
-SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+SCHEDULE_NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9_.-]{1,64}$"
 MISSED_ALL_MAX = 100  # missed="all" enqueues at most this many missed slots at once
 
 # JSON documents (payloads, results): nesting PostgreSQL and both parsers handle comfortably.
 MAX_JSON_DEPTH = 100
+
+# Instants a client may give (``available_at``, ``run_at``, ``delay``'s end): years FIRST_YEAR to
+# LAST_YEAR, as written in the instant's own offset. Whatever the offset, the instant and its
+# rendering in any time zone stay inside what Python's datetime and PostgreSQL's timestamptz
+# can represent and read back (datetime.max with an offset of -14:00 is the year 10000 in UTC).
+FIRST_YEAR, LAST_YEAR = 1900, 9998
+# The instants those years span whatever the offset (RFC 3339's reach up to 23:59 either way):
+# what the store accepts, so that a door's time converted to UTC still passes.
+EARLIEST_INSTANT = datetime(FIRST_YEAR - 1, 12, 31, tzinfo=UTC)
+LATEST_INSTANT = datetime(LAST_YEAR + 1, 1, 2, tzinfo=UTC)
 
 # Page sizes: the default, and the largest a request may ask for (larger is reduced or refused
 # by each door). The web job list and the API's job list share one pair, the event feeds another.
@@ -58,10 +72,12 @@ TIMELINE_EVENTS_MAX = 1000
 CHART_EVENTS_MAX = 20_000  # the overview's hour charts read at most the newest this many events
 
 
-# Characters a job type may not hold: control characters (Cc: newlines, escapes), format
-# characters (Cf: bidi overrides such as U+202E, zero-width spaces and joiners) and line or
-# paragraph separators (Zl, Zp), each within the Basic Multilingual Plane. A type is a routing
-# key shown on pages and in logs: these would make one type look like another, or break a line.
+# Characters a job type or an idempotency key may not hold: control characters (Cc: NUL,
+# newlines, escapes, U+007F to U+009F), format characters (Cf: bidi marks and overrides such as
+# U+200E, U+202E and U+2066 to U+2069, zero-width spaces and joiners) and line or paragraph
+# separators (Zl, Zp), each within the Basic Multilingual Plane. Both are keys shown on pages,
+# in logs and searched for by what an operator types or copies: these would make one look like
+# another, or break a line.
 TYPE_FORBIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
 
@@ -77,7 +93,8 @@ def _forbidden_ranges() -> list[tuple[int, int]]:
 
 
 _TYPE_FORBIDDEN_RANGES = _forbidden_ranges()
-# The same rule as a JSON Schema pattern (published with the API's `type` fields).
+# The same rule as a JSON Schema pattern (published with the API's `type` and
+# `idempotency_key` fields).
 TYPE_PATTERN = (
     "^[^"
     + "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in _TYPE_FORBIDDEN_RANGES)
@@ -90,13 +107,33 @@ def queue_problem(value: object) -> str | None:
     if not isinstance(value, str):
         return "must be a string"
     if not re.fullmatch(QUEUE_NAME_PATTERN, value):
+        if value and len(value) <= QUEUE_NAME_MAX_LENGTH and not value.strip("."):
+            return "must not be made only of dots (. and .. are steps in a path)"
         return f"must be 1 to {QUEUE_NAME_MAX_LENGTH} characters of A-Z a-z 0-9 _ . : -"
     return None
 
 
+def year_problem(value: datetime) -> str | None:
+    """Why ``value`` is not a time a client may give (:data:`FIRST_YEAR` to :data:`LAST_YEAR`,
+    in its own offset), or None."""
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        return f"must be in the years {FIRST_YEAR} to {LAST_YEAR}"
+    return None
+
+
+def instant_problem(value: datetime) -> str | None:
+    """Why the aware ``value`` is not an instant the store accepts (:data:`EARLIEST_INSTANT` to
+    :data:`LATEST_INSTANT`: any time :func:`year_problem` passes, in any offset), or None."""
+    if not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
+        return f"must be in the years {FIRST_YEAR} to {LAST_YEAR}"
+    return None
+
+
 def type_problem(value: str) -> str | None:
-    """Why ``value`` cannot be a job type besides its length (:data:`TYPE_FORBIDDEN_CATEGORIES`),
-    naming the first such character, or None."""
+    """Why ``value`` cannot be a job type or an idempotency key besides its length
+    (:data:`TYPE_FORBIDDEN_CATEGORIES`), naming the first such character, or None."""
+    if value.isascii() and value.isprintable():  # the usual key or type: no Cc, Cf, Zl or Zp in it
+        return None
     for position, char in enumerate(value):
         if ord(char) < 0x10000 and unicodedata.category(char) in TYPE_FORBIDDEN_CATEGORIES:
             name = unicodedata.name(char, "a control character")
@@ -105,6 +142,9 @@ def type_problem(value: str) -> str | None:
                 f"at position {position})"
             )
     return None
+
+
+key_problem = type_problem  # an idempotency key: the same characters refused as in a type
 
 
 class NonFiniteNumber(ValueError):

@@ -27,6 +27,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
 from ..limits import (
+    FIRST_YEAR,
+    LAST_YEAR,
     MAX_JSON_DEPTH,
     QUEUE_NAME_PATTERN,
     TYPE_PATTERN,
@@ -59,11 +61,10 @@ _DATE_TIME = re.compile(
     r"(?P<year>\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?"
     r"(?P<offset>[Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)?"
 )
-FIRST_YEAR, LAST_YEAR = 1900, 9998
 # The published rule, exactly what the validator below accepts (with the calendar's own
 # check of the day, which ``format: date-time`` states): an RFC 3339 date-time with an offset,
-# in years FIRST_YEAR to LAST_YEAR (whatever the offset, the instant stays inside what Python
-# and every time zone conversion can represent).
+# in years FIRST_YEAR to LAST_YEAR (limits.py: whatever the offset, the instant stays inside what
+# Python and every time zone conversion can represent).
 DATE_TIME_PATTERN = (
     r"^(19\d\d|[2-8]\d{3}|9[0-8]\d\d|99[0-8]\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
     r"[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$"
@@ -215,15 +216,15 @@ class Text(GroupedMetadata):
 def _type_characters(value: str) -> str:
     problem = type_problem(value)
     if problem:
-        raise PydanticCustomError("job_type_characters", problem[0].upper() + problem[1:] + ".")
+        raise PydanticCustomError("visible_characters", problem[0].upper() + problem[1:] + ".")
     return value
 
 
 @dataclass(frozen=True, slots=True)
 class TypeName(GroupedMetadata):
-    """A job type: storable text of ``min_length`` to ``max_length`` characters, without control
-    or invisible formatting characters (``limits.type_problem``; the pattern publishes it).
-    Used as ``Annotated[str, TypeName(min_length=1, max_length=200)]``."""
+    """A job type or an idempotency key: storable text of ``min_length`` to ``max_length``
+    characters, without control or invisible formatting characters (``limits.type_problem``;
+    the pattern publishes it). Used as ``Annotated[str, TypeName(min_length=1, max_length=200)]``."""
 
     min_length: int
     max_length: int

@@ -56,7 +56,7 @@ from .fields import AwareDatetime, Integer, JsonObject, QueueName, Text, TypeNam
 BULK_MAX_JOBS = 1000
 
 JobType = Annotated[str, TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)]
-IdempotencyKey = Annotated[str, Text(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
+IdempotencyKey = Annotated[str, TypeName(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
 TypeFilter = Annotated[str, Text(max_length=TYPE_MAX_LENGTH)]
 
 
@@ -120,7 +120,10 @@ class CreateJob(BaseModel):
     )
     idempotency_key: IdempotencyKey | None = Field(
         default=None,
-        description="A second create with the same key returns the first job (200) instead of a new one.",
+        description=(
+            "A second create with the same key returns the first job (200) instead of a new one. Control and "
+            "invisible formatting characters (bidi marks, zero-width spaces) are refused, as in `type`."
+        ),
     )
     queue: QueueName | None = Field(
         default=None,

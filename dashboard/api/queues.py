@@ -53,7 +53,16 @@ class Queue(BaseModel):
 
 
 class QueueList(BaseModel):
-    results: list[Queue]
+    results: list[Queue] = Field(
+        description=(
+            f"The queues by name, at most {read_queues.QUEUES_SHOWN}; past that many, every paused queue is "
+            "among them (paused ones are chosen first, then the rest by name)."
+        )
+    )
+    truncated: bool = Field(
+        description=f"Extension: more queues exist than the {read_queues.QUEUES_SHOWN} listed (see `total`)."
+    )
+    total: int = Field(description="Extension: how many queues have jobs or settings, listed or not.")
 
 
 class RateLimitIn(BaseModel):
@@ -96,13 +105,14 @@ def _actor(data: dict[str, Any]) -> str:
     "GET",
     summary="List queues",
     tag="queues",
-    replies={200: Reply("Every queue that has jobs or settings, by name.", QueueList)},
+    replies={200: Reply("Every queue that has jobs or settings, by name (at most 500).", QueueList)},
 )
 def queue_list() -> Response:
     """Every queue that has jobs or settings: name, paused, limits, bounded counts and the
-    oldest ready job's wait."""
-    found = [Queue.model_validate(q.as_json()) for q in read_queues.list_queues()]
-    return json_response(QueueList(results=found))
+    oldest ready job's wait. At most 500: `truncated` and `total` say when there are more."""
+    board = read_queues.queue_board()
+    found = [Queue.model_validate(q.as_json()) for q in board.queues]
+    return json_response(QueueList(results=found, truncated=board.truncated, total=board.total))
 
 
 @route(

@@ -132,8 +132,9 @@ def schedule_detail(name: str) -> Response:
 
 
 def _set_paused(name: str, paused: bool) -> Response:
-    actor = str(audit_data().get("actor") or "")
-    if not schedules.set_paused(name, paused, actor=actor):
+    data = audit_data()
+    actor = str(data.get("actor") or "")
+    if not schedules.set_paused(name, paused, actor=actor, event_data=data):
         raise ApiError(404, "Not found.")
     return json_response(schedule_json(schedule_or_404(name)))
 

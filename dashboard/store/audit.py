@@ -1,5 +1,6 @@
-"""The audit log (``jobs_audit``): operator actions whose subject is gone afterwards, and who
-paused, resumed or limited a queue (``queues.sql``).
+"""The audit log (``jobs_audit``): operator actions whose subject is gone afterwards, who
+paused, resumed or limited a queue (``queues.sql``), and who paused or resumed a schedule
+(``schedules.sql``).
 
 A deleted job takes its events with it, and a removed worker row leaves nothing behind, so
 the statements that do either (``delete`` in actions.sql, ``workers.REMOVE``) write one
@@ -27,7 +28,9 @@ PAGE = 50
 class AuditRecord:
     id: int
     created_at: datetime
-    action: str  # job_deleted | worker_removed | queue_paused | queue_resumed | queue_limits_changed
+    # job_deleted | worker_removed | queue_paused | queue_resumed | queue_limits_changed
+    # | schedule_paused | schedule_resumed
+    action: str
     actor: str
     job_id: uuid.UUID | None
     job_type: str | None

@@ -22,6 +22,8 @@ from ..limits import (
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
+    instant_problem,
+    key_problem,
     queue_problem,
     type_problem,
 )
@@ -132,8 +134,12 @@ def _check(spec: JobSpec) -> None:
     key = spec.idempotency_key
     if key is not None and not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
         raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+    if key is not None and (problem := key_problem(key)):
+        raise ValueError(f"idempotency_key {problem}")
     if spec.available_at is not None:
         _aware(spec.available_at, "available_at")
+        if problem := instant_problem(spec.available_at):
+            raise ValueError(f"available_at {problem}")
     if spec.queue is not None and (problem := queue_problem(spec.queue)):
         raise ValueError(f"queue {problem}")
 

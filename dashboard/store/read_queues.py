@@ -110,14 +110,42 @@ QUEUE_ROWS_SQL = text(
     ORDER BY names.n
     """
 )
-# Every queue with a row, and `default` if it has jobs but no row (a table emptied by hand):
-# the queues table is small, one row per queue ever named.
+# Every queue with a row, and `default` if it has jobs but no row (a table emptied by hand),
+# how many there are in all, and the :shown that a list shows: the paused ones first, so that
+# no paused queue drops out of sight, then the rest by name. The queues table is small, one row
+# per queue ever named.
 NAMES_SQL = text(
-    "SELECT name FROM jobs_queue UNION SELECT CAST(:default AS varchar) WHERE EXISTS "
-    "(SELECT 1 FROM jobs_job WHERE queue = CAST(:default AS varchar) AND status IN ('queued', 'running')) "
-    "ORDER BY 1"
+    """
+    SELECT name, total FROM (
+        SELECT name, count(*) OVER () AS total FROM (
+            SELECT name, paused FROM jobs_queue
+            UNION ALL
+            SELECT CAST(:default AS varchar), false
+            WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = CAST(:default AS varchar))
+              AND EXISTS (SELECT 1 FROM jobs_job WHERE queue = CAST(:default AS varchar)
+                          AND status IN ('queued', 'running'))
+        ) AS q
+        ORDER BY paused DESC, name
+        LIMIT :shown
+    ) AS shown
+    ORDER BY name
+    """
 )
 QUEUES_SHOWN = 500  # queues a list shows at most (the table holds one row per queue ever named)
+
+
+@dataclass(frozen=True)
+class QueueBoard:
+    """The queues a list shows (at most :data:`QUEUES_SHOWN`, every paused one among them
+    before any other, by name) and how many queues there are in all."""
+
+    queues: list[QueueInfo]
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        """More queues exist than are shown."""
+        return self.total > len(self.queues)
 
 
 def _info(row: Any, now: datetime, cap: int) -> QueueInfo:
@@ -145,15 +173,22 @@ def _info(row: Any, now: datetime, cap: int) -> QueueInfo:
     )
 
 
-def list_queues(*, now: datetime | None = None, cap: int = QUEUE_COUNT_CAP) -> list[QueueInfo]:
-    """Every queue that has jobs or settings, by name (at most :data:`QUEUES_SHOWN`), each
+def queue_board(*, now: datetime | None = None, cap: int = QUEUE_COUNT_CAP) -> QueueBoard:
+    """Every queue that has jobs or settings, by name, at most :data:`QUEUES_SHOWN` of them
+    (past it, the paused ones first, then the rest by name), with how many there are; each
     count exact up to ``cap`` (one queue's own read, :func:`get_queue`, up to 10,000)."""
     now = aware(now or utcnow(), "now")
     with reading() as conn:
-        names = list(conn.execute(NAMES_SQL, {"default": DEFAULT_QUEUE}).scalars())[:QUEUES_SHOWN]
+        found = conn.execute(NAMES_SQL, {"default": DEFAULT_QUEUE, "shown": QUEUES_SHOWN}).all()
+        names = [row.name for row in found]
         with in_index_order(conn):
             rows = conn.execute(QUEUE_ROWS_SQL, {"names": names, "now": now, "cap": cap + 1}).mappings().all()
-    return [_info(row, now, cap) for row in rows]
+    return QueueBoard([_info(row, now, cap) for row in rows], found[0].total if found else 0)
+
+
+def list_queues(*, now: datetime | None = None, cap: int = QUEUE_COUNT_CAP) -> list[QueueInfo]:
+    """The queues of :func:`queue_board`, without the total."""
+    return queue_board(now=now, cap=cap).queues
 
 
 def get_queue(name: str, *, now: datetime | None = None, cap: int = LIVE_COUNT_CAP) -> QueueInfo | None:

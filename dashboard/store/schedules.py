@@ -243,11 +243,20 @@ class ScheduleRetired(Exception):
     """The schedule is retired: the code no longer declares it, so it is not run."""
 
 
-def set_paused(name: str, paused: bool, *, actor: str, now: datetime | None = None) -> bool:
+def set_paused(
+    name: str,
+    paused: bool,
+    *,
+    actor: str,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> bool:
     """Pause or resume ``name``, recording ``actor``; ``False`` for an unknown name.
 
-    Pausing twice, or resuming a running schedule, changes only who and when. A resume starts
-    from the first slot after now: the slots that passed while paused are not fired."""
+    A change writes a ``schedule_paused`` or ``schedule_resumed`` audit row (who, when,
+    ``event_data``: the door's audit data), as a queue's pause does. Pausing twice, or resuming
+    a running schedule, changes only who and when, and writes none. A resume starts from the
+    first slot after now: the slots that passed while paused are not fired."""
     if not is_name(name):
         return False
     with autocommit(None) as conn, transaction(conn):
@@ -261,8 +270,16 @@ def set_paused(name: str, paused: bool, *, actor: str, now: datetime | None = No
                 next_run_at = cron.next_slot(row["cron"], row["timezone"], row["clock"])
             except cron.CronError:
                 next_run_at = row["next_run_at"]
-        params = {"name": name, "paused": paused, "actor": actor, "now": row["clock"]}
-        fetch_rows(conn, SET_PAUSED, {**params, "next_run_at": next_run_at})
+        params = {
+            "name": name,
+            "paused": paused,
+            "actor": actor,
+            "now": row["clock"],
+            "next_run_at": next_run_at,
+            "audit": bool(row["paused"]) != paused,
+            "event_data": {"actor": actor, **(event_data or {})},
+        }
+        fetch_rows(conn, SET_PAUSED, params)
     return True
 
 

@@ -91,7 +91,10 @@ FOR UPDATE
 
 -- name: schedule_set_paused
 -- Pause or resume one schedule, recording who and when; a resume starts from :next_run_at
--- (the first slot after now: the slots that passed while paused are not fired).
+-- (the first slot after now: the slots that passed while paused are not fired). A change
+-- (:audit, the row locked by schedule_lock_one was the other way) writes its `jobs_audit` row
+-- in the same statement, as a queue's pause does (queues.sql); pausing a paused schedule
+-- writes none. :event_data is the door's audit data.
 WITH changed AS (
 UPDATE jobs_schedule
 SET paused = CAST(:paused AS boolean), paused_by = :actor, paused_at = :now, updated_at = :now,
@@ -99,6 +102,11 @@ SET paused = CAST(:paused AS boolean), paused_by = :actor, paused_at = :now, upd
                        ELSE CAST(:next_run_at AS timestamptz) END
 WHERE name = :name
 RETURNING name
+), audit AS (
+    INSERT INTO jobs_audit (created_at, action, actor, data)
+    SELECT :now, CASE WHEN CAST(:paused AS boolean) THEN 'schedule_paused' ELSE 'schedule_resumed' END,
+           :actor, CAST(:event_data AS jsonb) || jsonb_build_object('schedule', name)
+    FROM changed WHERE CAST(:audit AS boolean)
 )
 SELECT name FROM changed
 

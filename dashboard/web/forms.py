@@ -34,10 +34,12 @@ from ..limits import (
     NonFiniteNumber,
     finite_float,
     json_problem,
+    key_problem,
     queue_problem,
     reject_constant,
     text_kind,
     type_problem,
+    year_problem,
 )
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
@@ -83,7 +85,8 @@ def parse_payload(text: str) -> dict[str, Any]:
 
 
 def parse_available_at(text: str, tz: tzinfo) -> datetime:
-    """An ISO 8601 time; without an offset it is read in the dashboard's ``TIME_ZONE``."""
+    """An ISO 8601 time; without an offset it is read in the dashboard's ``TIME_ZONE``. In the
+    years ``FIRST_YEAR`` to ``LAST_YEAR``, as the API's ``available_at`` (limits.py)."""
     text = text.strip()
     if not text.isprintable():  # fromisoformat stops at a NUL and ignores what follows
         raise ValueError("Use a date and time like 2026-06-01T12:30 (optionally with an offset).")
@@ -93,6 +96,8 @@ def parse_available_at(text: str, tz: tzinfo) -> datetime:
         raise ValueError("Use a date and time like 2026-06-01T12:30 (optionally with an offset).") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=tz)
+    if problem := year_problem(moment):
+        raise ValueError(f"The time {problem}, like 2026-06-01T12:30.")
     try:
         moment.astimezone(tz)
     except (OverflowError, ValueError):
@@ -181,8 +186,12 @@ class CreateJobForm(FlaskForm):
             raise ValidationError(f"The queue name {problem}.")
 
     def validate_idempotency_key(self, field: StringField) -> None:
-        if field.data and "\x00" in field.data:
-            raise ValidationError("The idempotency key cannot contain the NUL character.")
+        if not field.data:
+            return
+        if text_kind(field.data) == "surrogate":
+            raise ValidationError("The idempotency key cannot contain a lone surrogate.")
+        if problem := key_problem(field.data):  # NUL, other control characters, bidi marks
+            raise ValidationError(f"The idempotency key {problem}.")
 
     def available_at_for(self, now: datetime) -> datetime | None:
         """When the job becomes claimable: ``available_at``, ``now + delay`` or now (None)."""

@@ -17,12 +17,18 @@ from .signin import audit_data, current_actor, operator_required
 
 
 def queues_context() -> dict[str, Any]:
-    """Every queue and the claims of the last hour, each under the dashboard's query time
-    limit (``None``: that read ran past it)."""
+    """Every queue (at most ``read_queues.QUEUES_SHOWN``, the paused ones chosen first, and
+    ``queue_total``, how many there are) and the claims of the last hour, each under the
+    dashboard's query time limit (``None``: that read ran past it)."""
     at = now()
-    board = limited(lambda: read_queues.list_queues(now=at))
+    board = limited(lambda: read_queues.queue_board(now=at))
     throughput = limited(lambda: read_queues.claims_last_hour(now=at)) if board is not None else None
-    return {"queues": board, "throughput": throughput, "action_form": RetryForm()}
+    return {
+        "queues": None if board is None else board.queues,
+        "queue_total": None if board is None else board.total,
+        "throughput": throughput,
+        "action_form": RetryForm(),
+    }
 
 
 @bp.get("/queues/")

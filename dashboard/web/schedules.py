@@ -60,7 +60,7 @@ def _back(name: str) -> Response:
 
 
 def _set_paused(name: str, paused: bool) -> Response:
-    if not schedules.set_paused(name, paused, actor=current_actor().name):
+    if not schedules.set_paused(name, paused, actor=current_actor().name, event_data=audit_data()):
         abort(404, description="No schedule has that name.")
     done = "paused: no slot is enqueued until it is resumed" if paused else "resumed from its next slot"
     flash(f"Schedule {name} {done}.", "success")

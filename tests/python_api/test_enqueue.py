@@ -161,7 +161,7 @@ BAD_ARGUMENTS = [
     ({"type": ""}, ValueError, "type must be 1 to"),
     ({"type": "x" * 121}, ValueError, "type must be 1 to 120"),
     ({"type": "a\nb"}, ValueError, "type"),
-    ({"type": "t", "payload": {"when": datetime(2030, 1, 1)}}, TypeError, "payload must be JSON"),
+    ({"type": "t", "payload": {"when": datetime(2030, 1, 1)}}, TypeError, "payload at when must be JSON"),
     ({"type": "t", "payload": {1: "x"}}, TypeError, "payload must have string keys"),
     ({"type": "t", "payload": {"a": float("nan")}}, ValueError, "payload at a holds NaN"),
     ({"type": "t", "payload": "a\x00b"}, ValueError, "payload holds a NUL"),
