@@ -1,7 +1,8 @@
 """The worker process's heartbeat: its ``jobs_worker`` row, every few seconds.
 
 A thread of its own upserts the row every ``JOB_WORKER_HEARTBEAT_SECONDS`` (host, pid, start,
-mode, threads, jobs done, the job types it has handlers for, and what each thread is doing:
+mode, threads, jobs done, the job types it has handlers for, the queues it claims from
+(``--queues``; none named: every queue), and what each thread is doing:
 idle, or the job, attempt, start and lease of the attempt its handler runs, from the process's
 own running attempts, ``attempts.PROCESS``) and, on a clean exit, marks it stopped. Busy
 threads are the threads inside a handler, whether or not their job is still theirs in the
@@ -67,6 +68,7 @@ def identity(settings: WorkerSettings) -> workers.Identity:
         version=version(),
         interval_seconds=settings.heartbeat_seconds,
         job_types=tuple(registered_types()),
+        queues=settings.queues or None,
     )
 
 

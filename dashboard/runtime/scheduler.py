@@ -32,10 +32,11 @@ WAKE_MIN_SECONDS = 0.1
 
 
 def sync_declared(app: Flask, settings: WorkerSettings) -> store.SyncResult:
-    """Sync the declared schedules (``TIME_ZONE`` and ``JOB_WORKER_MAX_ATTEMPTS_DEFAULT`` for
-    what they leave unset); a ``ValueError`` naming a schedule that cannot be synced."""
-    resolved = declarations(settings_of(app).time_zone, settings.max_attempts_default)
-    with app.app_context():
+    """Sync the declared schedules (their types' ``@handler`` defaults, then ``TIME_ZONE`` and
+    ``JOB_WORKER_MAX_ATTEMPTS_DEFAULT``, for what they leave unset); a ``ValueError`` naming a
+    schedule that cannot be synced."""
+    with app.app_context():  # the app's handlers: the demo types only where they are on
+        resolved = declarations(settings_of(app).time_zone, settings.max_attempts_default)
         result = store.sync(resolved)
     if resolved or result.retired:
         log.info(

@@ -36,15 +36,16 @@ from ..limits import (
 )
 from ..store import cron as slots
 from ..store.schedules import Declaration
+from .handlers import defaults_of
 
 _NAME = re.compile(SCHEDULE_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
 class Declared:
-    """A schedule as declared: ``None`` where the declaration left a default to the settings
-    (``timezone``: ``TIME_ZONE``; ``max_attempts``: ``JOB_WORKER_MAX_ATTEMPTS_DEFAULT``;
-    ``queue``: ``default``; ``priority``: 50)."""
+    """A schedule as declared: ``None`` where the declaration left a default (``timezone``:
+    ``TIME_ZONE``; ``queue``, ``priority``, ``max_attempts``: its type's ``@handler(...)``
+    defaults, else ``default``, 50 and ``JOB_WORKER_MAX_ATTEMPTS_DEFAULT``)."""
 
     name: str
     cron: str
@@ -148,7 +149,11 @@ def forget(name: str) -> None:
 
 def declarations(default_timezone: str, default_max_attempts: int) -> list[Declaration]:
     """The declarations with their defaults filled in, as ``store/schedules.sync`` takes them;
-    a ``ValueError`` naming the schedule whose zone (the default, ``TIME_ZONE``) is unknown."""
+    a ``ValueError`` naming the schedule whose zone (the default, ``TIME_ZONE``) is unknown.
+
+    The job's ``queue``, ``priority`` and ``max_attempts`` are resolved as ``enqueue`` resolves
+    them: the schedule's own value, else its type's ``@handler(...)`` default
+    (``handlers.defaults_of``), else ``default``, 50 and ``default_max_attempts``."""
     resolved = []
     for d in declared():
         zone_name = d.timezone or default_timezone
@@ -156,6 +161,8 @@ def declarations(default_timezone: str, default_max_attempts: int) -> list[Decla
             slots.check(d.cron, zone_name)
         except slots.CronError as problem:
             raise ValueError(f"schedule {d.name!r}: {problem}") from None
+        by_type = defaults_of(d.type)
+        priority = d.priority if d.priority is not None else by_type.priority
         resolved.append(
             Declaration(
                 name=d.name,
@@ -163,9 +170,9 @@ def declarations(default_timezone: str, default_max_attempts: int) -> list[Decla
                 timezone=zone_name,
                 job_type=d.type,
                 payload={} if d.payload is None else d.payload,
-                queue=d.queue or DEFAULT_QUEUE,
-                priority=DEFAULT_PRIORITY if d.priority is None else d.priority,
-                max_attempts=d.max_attempts or default_max_attempts,
+                queue=d.queue or by_type.queue or DEFAULT_QUEUE,
+                priority=DEFAULT_PRIORITY if priority is None else priority,
+                max_attempts=d.max_attempts or by_type.max_attempts or default_max_attempts,
                 missed=d.missed,
             )
         )

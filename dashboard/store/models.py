@@ -287,6 +287,8 @@ class WorkerProcess(Model):
     job_types: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
     # Each thread, idle or running an attempt (job, attempt, since, lease), as last reported.
     activity: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+    # The queues it claims from (``--queues``); NULL: every queue (migration 0016).
+    queues: Mapped[list[str] | None] = mapped_column(ARRAY(Text), nullable=True)
 
     __table_args__ = (Index("jobs_worker_last_seen_idx", "last_seen"),)
 

@@ -4,6 +4,12 @@ slots (computed, not stored), and each one's newest runs by key prefix.
 Bounded: the table holds one row per schedule the code declares (or once did), read up to
 :data:`LIST_MAX`; the runs are at most ``runs`` per schedule, each one backward range of
 ``job_schedule_key_idx`` (``schedule_runs``), however many runs and jobs exist.
+
+Two conditions of an active schedule need an operator (:func:`needing_attention`, the
+Schedules page and the overview): *late*, its next run over :data:`LATE_AFTER` past and not
+fired (no worker fires schedules: none alive, or all started with ``--no-schedules``; the
+``JobQueueScheduleLate`` alert's test), and *failing*, every one of its newest finished runs
+failed.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import cron
@@ -23,6 +29,7 @@ LIST, ONE, RUNS = query("schedule_list"), query("schedule_one"), query("schedule
 LIST_MAX = 500
 RUNS_SHOWN = 5
 NEXT_SHOWN = 5
+LATE_AFTER = timedelta(minutes=2)  # a worker fires a due schedule within a second
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,26 @@ class ScheduleRow:
         """What every run's idempotency key starts with: the search for its jobs."""
         return f"schedule:{self.name}:"
 
+    def late(self, now: datetime) -> bool:
+        """Active, and its next run more than :data:`LATE_AFTER` before ``now``, not fired."""
+        return self.state == "active" and self.next_run_at is not None and now - self.next_run_at > LATE_AFTER
+
+    @property
+    def failed_runs(self) -> int:
+        """How many of its newest finished runs (those read, ``runs``) failed in a row, when
+        every one of them failed by its attempts (cancelled runs left out); else 0."""
+        finished = [r for r in self.runs if r.status in ("succeeded", "failed") and r.cancelled_at is None]
+        return len(finished) if finished and all(r.status == "failed" for r in finished) else 0
+
+    @property
+    def failing(self) -> bool:
+        """Active, and every one of its newest finished runs failed (read with its ``runs``)."""
+        return self.state == "active" and self.failed_runs > 0
+
+    def health(self, now: datetime) -> str | None:
+        """``late``, ``failing`` (late first: no run is made at all) or ``None``."""
+        return "late" if self.late(now) else "failing" if self.failing else None
+
 
 _ROW_FIELDS = [name for name in ScheduleRow.__dataclass_fields__ if name not in ("upcoming", "runs")]
 
@@ -119,6 +146,13 @@ def list_schedules(*, upcoming: int = NEXT_SHOWN, runs: int = 0) -> list[Schedul
         rows = list(conn.execute(LIST, {"limit": LIST_MAX}).mappings())
         found = _runs(conn, [row["name"] for row in rows], runs) if runs else {}
     return [_row(row, upcoming=upcoming, runs=found.get(row["name"])) for row in rows]
+
+
+def needing_attention(now: datetime) -> list[ScheduleRow]:
+    """The active schedules that are late or failing at ``now``, by name (each read with its
+    newest :data:`RUNS_SHOWN` runs): what the overview's notice lists."""
+    rows = list_schedules(upcoming=0, runs=RUNS_SHOWN)
+    return [row for row in rows if row.health(now) is not None]
 
 
 def get_schedule(name: str, *, upcoming: int = NEXT_SHOWN, runs: int = 0) -> ScheduleRow | None:

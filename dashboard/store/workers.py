@@ -2,7 +2,8 @@
 
 Each ``flask worker`` process upserts its row every ``JOB_WORKER_HEARTBEAT_SECONDS``
 (:func:`beat`, from ``runtime/heartbeat.py``) and marks it stopped on a clean exit
-(:func:`mark_stopped`). The row says what each of its threads is doing (``activity``: idle, or
+(:func:`mark_stopped`). The row says which queues it claims from (``queues``; ``NULL``: every
+queue) and what each of its threads is doing (``activity``: idle, or
 the job, attempt, start and lease of the attempt its handler runs), as the process itself
 sees it: a thread stuck in a handler past its lease is busy, whatever lease recovery did with
 its job meanwhile. States (:func:`state_of`):
@@ -45,16 +46,20 @@ BEAT = text(
     """
     INSERT INTO jobs_worker AS w (id, host, pid, started_at, mode, threads, busy, jobs_done,
                                   last_seen, stopped_at, version, interval_seconds, job_types,
-                                  activity)
+                                  activity, queues)
     VALUES (:id, :host, :pid, :started_at, :mode, :threads,
             COALESCE(:busy, LEAST(:threads, (SELECT count(*) FROM jobs_job
                                              WHERE status = 'running' AND locked_by LIKE :prefix))),
-            :jobs_done, :now, NULL, :version, :interval, :job_types, :activity)
+            :jobs_done, :now, NULL, :version, :interval, :job_types, :activity, :queues)
     ON CONFLICT (id) DO UPDATE
     SET busy = EXCLUDED.busy, jobs_done = EXCLUDED.jobs_done, last_seen = EXCLUDED.last_seen,
-        job_types = EXCLUDED.job_types, activity = EXCLUDED.activity
+        job_types = EXCLUDED.job_types, activity = EXCLUDED.activity, queues = EXCLUDED.queues
     """
-).bindparams(bindparam("job_types", type_=ARRAY(Text)), bindparam("activity", type_=JSONB))
+).bindparams(
+    bindparam("job_types", type_=ARRAY(Text)),
+    bindparam("activity", type_=JSONB),
+    bindparam("queues", type_=ARRAY(Text)),
+)
 
 FORGET = text(
     "DELETE FROM jobs_worker WHERE COALESCE(stopped_at, last_seen) < :before AND last_seen < :before"
@@ -94,6 +99,7 @@ class Identity:
     version: str
     interval_seconds: float
     job_types: tuple[str, ...]
+    queues: tuple[str, ...] | None = None  # the queues it claims from; None: every queue
 
     @property
     def prefix(self) -> str:
@@ -131,6 +137,7 @@ def beat(me: Identity, *, jobs_done: int, now: datetime, activity: dict[str, Any
         "interval": me.interval_seconds,
         "job_types": list(me.job_types),
         "activity": pg_safe(activity) if activity is not None else None,
+        "queues": None if me.queues is None else list(me.queues),
     }
     with engine().begin() as conn:
         conn.execute(BEAT, params)
@@ -199,6 +206,7 @@ class WorkerView:
     interval_seconds: float
     job_types: list[str]
     state: str  # alive | stale | gone | stopped
+    queues: list[str] | None = None  # the queues it claims from; None: every queue
     held: list[HeldJob] = field(default_factory=list)
     held_count: int = 0
     thread_views: list[ThreadView] = field(default_factory=list)

@@ -1,7 +1,8 @@
 """The banner on top of every page when ready work has nobody to run it.
 
-Jobs are due, and either no worker process has sent a heartbeat within its window, or the live
-ones have no handler for the type of some due job (``store/read_health.unserved``). Every full
+Jobs are due in a queue that is not paused, and either no worker process has sent a heartbeat
+within its window, or none of the live ones serves that queue (``--queues``), or none has a
+handler for the type of some due job (``store/read_health.unserved``). Every full
 page reads it once (under the dashboard's query time limit; an outage or a timeout shows no
 banner rather than an error), puts it first in the page and prefixes the page title; the
 banner's own element polls ``/alarm/`` so it appears and clears on an open page too (app.js
@@ -23,7 +24,7 @@ from .rendering import now
 
 log = logging.getLogger(__name__)
 
-TITLE = {"no_worker": "No live worker", "no_handler": "No handler"}
+TITLE = {"no_worker": "No live worker", "no_queue_worker": "Queue not served", "no_handler": "No handler"}
 
 
 KEY = "jobqueue.alarm"  # the request's own reading, kept in its WSGI environ

@@ -20,7 +20,7 @@ from flask import current_app
 from ..config import settings_of
 from ..limits import TYPE_COUNT_CAP
 from ..ops import recount
-from ..store import read_health, read_overview, read_queues, read_stats, read_timeout
+from ..store import read_health, read_overview, read_queues, read_schedules, read_stats, read_timeout
 from ..store import workers as read_workers
 from .blueprint import bp
 from .chart import build_chart
@@ -81,11 +81,14 @@ def overview_context() -> dict[str, Any]:
         )
         hour = _panel(lambda: read_overview.hour_figures(current))
         held = _panel(lambda: read_queues.held_back(now=current))
+        late_or_failing = _panel(lambda: read_schedules.needing_attention(current))
     figures = hour.minutes if hour is not None else None
     runs = hour.run_times if hour is not None else None
     return {
         "totals": totals,
         "held_back": held or [],
+        # the late and failing schedules, each with which it is (a short notice: /schedules/ tells more)
+        "schedule_alerts": [(row, row.health(current)) for row in late_or_failing or []],
         "cards": cards(queue, totals),
         "chart": build_chart(figures.items, start) if figures is not None else None,
         "workers": workers,

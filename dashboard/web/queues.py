@@ -9,7 +9,7 @@ from typing import Any
 from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
 
-from ..store import queues, read_queues
+from ..store import capacity, queues, read_queues
 from .blueprint import bp
 from .forms import RetryForm
 from .rendering import limited, now, page_or_fragment
@@ -23,10 +23,13 @@ def queues_context() -> dict[str, Any]:
     at = now()
     board = limited(lambda: read_queues.queue_board(now=at))
     throughput = limited(lambda: read_queues.claims_last_hour(now=at)) if board is not None else None
+    # the queues the live workers serve (their heartbeats: a few rows)
+    live = limited(lambda: capacity.capacity(at)) if board is not None else None
     return {
         "queues": None if board is None else board.queues,
         "queue_total": None if board is None else board.total,
         "throughput": throughput,
+        "live": live,
         "action_form": RetryForm(),
     }
 

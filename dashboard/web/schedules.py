@@ -1,6 +1,6 @@
 """The Schedules page: each schedule in words beside its expression, its next runs, its last
-runs with their jobs' outcomes, paused or retired; pause, resume and run now for operators
-(POSTs with the CSRF token, through ``store/schedules.py``)."""
+runs with their jobs' outcomes, paused, retired, late or failing; pause, resume and run now for
+operators (POSTs with the CSRF token, through ``store/schedules.py``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from flask import abort, current_app, flash, redirect, url_for
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
+from ..runtime.schedules import declared
 from ..store import read_schedules, schedules
 from .blueprint import bp
 from .forms import RetryForm
-from .rendering import limited, page_or_fragment
+from .rendering import limited, now, page_or_fragment
 from .signin import audit_data, current_actor, operator_required
 
 RUNS_SHOWN = read_schedules.RUNS_SHOWN
@@ -23,12 +24,20 @@ RUNS_SHOWN = read_schedules.RUNS_SHOWN
 
 def schedules_context() -> dict[str, Any]:
     """The schedules with their next five slots and newest runs, under the dashboard's query
-    time limit (``None`` if the read ran past it)."""
+    time limit (``None`` if the read ran past it); the late and failing ones among them (as of
+    this request's ``now``); for the empty page, what this web process declares and the
+    modules it imported (``JOB_HANDLER_MODULES``)."""
+    at = now()
     rows = limited(lambda: read_schedules.list_schedules(runs=RUNS_SHOWN))
+    settings = settings_of(current_app)
     return {
         "schedules": rows,
+        "attention": [row for row in rows or [] if row.health(at) is not None],
+        "now": at,
+        "declared_here": [d.name for d in declared()],
+        "handler_modules": settings.worker.handler_modules,
         "action_form": RetryForm(),
-        "config_time_zone": settings_of(current_app).time_zone,  # the zone the times are shown in
+        "config_time_zone": settings.time_zone,  # the zone the times are shown in
     }
 
 

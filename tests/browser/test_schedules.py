@@ -1,5 +1,7 @@
 """The Schedules page in Chromium at both sizes, light and dark: it fits the screen and axe
-finds nothing; an operator pauses a schedule, resumes it and runs it now."""
+finds nothing; an operator pauses a schedule, resumes it and runs it now; late and failing
+schedules and a queue no live worker serves are shown on the overview, the Schedules page and
+the Queues page."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
-from dashboard.store import values
+from dashboard.extensions import db
+from dashboard.store import enqueue, values, workers
 from dashboard.store.schedules import Declaration, fire_due, set_paused, sync
+from tests.support.factories import make_job
 
 from .conftest import ARTIFACTS, CHROMIUM_ARGS
 from .test_pages import SCHEMES, VIEWPORTS, _check
@@ -93,3 +98,56 @@ def test_an_operator_pauses_resumes_and_runs_a_schedule_now(
     expect(page.locator("#schedule-crm-sync")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / f"schedules-actions-{size[0]}.png"))
     assert page.console_errors == []
+
+
+def test_late_and_failing_schedules_and_a_queue_nobody_serves_are_shown_and_pass_axe(
+    app: Any, dashboard_server: str, chromium: str
+) -> None:
+    """The overview's notices and banner, the Schedules page's late and failing schedules and the
+    Queues page's unserved queue, at both sizes, light and dark."""
+    from playwright.sync_api import expect, sync_playwright
+
+    now = values.utcnow()
+    sync([NIGHTLY, TICK])  # their next runs after the database's now
+    with db.engine.begin() as conn:  # no worker fired the nightly report for ten minutes
+        conn.execute(
+            text("UPDATE jobs_schedule SET next_run_at = :at WHERE name = :n"),
+            {"at": now - timedelta(minutes=10), "n": NIGHTLY.name},
+        )
+    for minutes in (2, 1):  # crm-sync's last two runs failed
+        at = now - timedelta(minutes=minutes)
+        key = f"schedule:crm-sync:{at:%Y-%m-%dT%H:%M:%SZ}"
+        make_job("failed", idempotency_key=key, now=at, last_error="CRMDown: 503 from crm.example.com")
+    mail_only = workers.Identity("h:1:x", "h", 1, now, "one-job", 2, "1", 600.0, ("demo.success",), ("mail",))
+    workers.beat(mail_only, jobs_done=0, now=now)  # alive for half an hour: serves mail only
+    enqueue.create_job("demo.success", {"sleep_seconds": 0})  # ready in default
+    problems: list[str] = []
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            for size, viewport in VIEWPORTS.items():
+                for scheme in SCHEMES:
+                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
+                    page = context.new_page()
+                    page.goto(dashboard_server + "/")
+                    expect(page.locator("[data-alarm=no_queue_worker]")).to_contain_text("default")
+                    notice = page.locator("[data-schedule-alerts]")
+                    expect(notice.locator("[data-health=late]")).to_contain_text("nightly-report")
+                    expect(notice.locator("[data-health=failing]")).to_contain_text("crm-sync")
+                    _check(page, f"attention-overview-{size}-{scheme}", problems)
+                    page.screenshot(path=str(ARTIFACTS / f"attention-overview-{size}-{scheme}.png"))
+                    notice.get_by_role("link", name="Schedules").click()
+                    expect(page.locator("#schedule-nightly-report [data-field=state]")).to_have_text("late")
+                    expect(page.locator("#schedule-crm-sync [data-field=failing]")).to_be_visible()
+                    _check(page, f"attention-schedules-{size}-{scheme}", problems)
+                    page.screenshot(
+                        path=str(ARTIFACTS / f"attention-schedules-{size}-{scheme}.png"), full_page=True
+                    )
+                    page.goto(dashboard_server + "/queues/")
+                    expect(page.locator("#queue-default [data-field=unserved]")).to_be_visible()
+                    _check(page, f"attention-queues-{size}-{scheme}", problems)
+                    context.close()
+        finally:
+            browser.close()
+    assert problems == [], "\n".join(problems)

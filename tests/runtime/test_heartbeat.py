@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, workers
+from dashboard.store import enqueue, read_jobs, workers
 from dashboard.store.values import utcnow
 from tests.support.worker_loop import wait_until
 from tests.support.worker_mode import batch_mode, worker_mode_env
@@ -65,3 +65,23 @@ def test_busy_counts_threads_in_handlers_and_names_their_attempts(app, start_wor
     assert {t.job_id for t in view.thread_views} == hung  # the hung attempts, not the jobs claimed ahead
     worker.proc.kill()
     worker.proc.wait(10)
+
+
+def test_a_worker_records_its_queues_and_the_queue_it_does_not_serve_is_named(app, start_worker, client):
+    """With only a ``--queues mail`` worker alive, a job in ``default`` waits for nobody: the job
+    page, the banner and the Queues page say no live worker serves that queue."""
+    waiting = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job  # in default
+    mail = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="mail").job
+    start_worker("--queues", "mail", JOB_WORKER_HEARTBEAT_SECONDS="0.2")
+    wait_until(lambda: _state() == ["alive"], 20, "the worker's heartbeat")
+    assert _rows()[0]["queues"] == ["mail"]
+    wait_until(lambda: read_jobs.get_job(mail.id).status == "succeeded", 20, "the mail job to run")
+    job_page = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
+    assert 'data-why="no_queue_worker"' in job_page and "No live worker serves this queue" in job_page
+    assert "Waiting for a free worker" not in job_page
+    assert 'data-alarm="no_queue_worker"' in client.get("/").get_data(as_text=True)
+    default_row = (
+        client.get("/queues/").get_data(as_text=True).split('id="queue-default"')[1].split("</tr>")[0]
+    )
+    assert "no live worker serves this queue" in default_row
+    assert read_jobs.get_job(waiting.id).status == "queued"  # and it is indeed not run

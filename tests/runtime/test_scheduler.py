@@ -6,14 +6,17 @@ import dataclasses
 import threading
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 
 from dashboard.config import WorkerSettings
 from dashboard.extensions import db
-from dashboard.runtime import scheduler
+from dashboard.runtime import handlers, scheduler, schedules
 from dashboard.runtime.threads import ThreadRuntime
 from dashboard.runtime.worker import Worker
+from dashboard.store import schedules as store
 from dashboard.store.schedules import Declaration, sync
+from dashboard.store.values import utcnow
 
 TICK = Declaration("tick", "* * * * *", "UTC", "demo.success", {}, "default", 50, 3, "all")
 
@@ -52,3 +55,39 @@ def test_the_scheduler_is_a_worker_service_unless_schedules_are_off(app):
     off = Worker(app, dataclasses.replace(WorkerSettings(threads=1), schedules=False))
     assert "scheduler" in [part.name for part in on.services] and on.scheduler is not None
     assert "scheduler" not in [part.name for part in off.services] and off.scheduler is None
+
+
+@pytest.fixture
+def own_registries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Types and schedules declared by a test are gone after it."""
+    monkeypatch.setattr(handlers, "_registry", dict(handlers._registry))
+    monkeypatch.setattr(handlers, "_defaults", dict(handlers._defaults))
+    monkeypatch.setattr(schedules, "_registry", {})
+
+
+@pytest.mark.usefixtures("own_registries")
+def test_a_run_takes_its_handler_s_defaults_and_a_schedule_s_own_values_win(app):
+    """As ``enqueue`` does: the schedule's queue, priority and attempts, else the type's
+    ``@handler(...)`` defaults, else ``default``, 50 and the settings' attempts."""
+    handlers.handler("mail.digest", queue="mail", priority=70, max_attempts=6)(lambda ctx: None)
+    schedules.schedule("digest", cron="* * * * *", type="mail.digest")
+    schedules.schedule(
+        "urgent", cron="* * * * *", type="mail.digest", queue="urgent", priority=90, max_attempts=2
+    )
+    schedules.schedule("plain", cron="* * * * *", type="demo.success")
+    scheduler.sync_declared(app, dataclasses.replace(WorkerSettings(), max_attempts_default=4))
+    with app.app_context():
+        fired = store.fire_due(now=utcnow() + timedelta(minutes=2))  # the clock moved past a slot
+        assert sorted(one.name for one in fired) == ["digest", "plain", "urgent"]
+        with db.engine.connect() as conn:
+            runs = conn.execute(
+                text(
+                    "SELECT split_part(idempotency_key, ':', 2), queue, priority, max_attempts "
+                    "FROM jobs_job ORDER BY 1"
+                )
+            ).all()
+    assert [tuple(run) for run in runs] == [
+        ("digest", "mail", 70, 6),
+        ("plain", "default", 50, 4),
+        ("urgent", "urgent", 90, 2),
+    ]

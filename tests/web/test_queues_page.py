@@ -3,7 +3,8 @@ waits on its queue, on the job page and the overview."""
 
 from __future__ import annotations
 
-from dashboard.store import enqueue, queues, read_queues, service
+from dashboard.store import enqueue, queues, read_queues, service, workers
+from dashboard.store.values import utcnow
 from tests.support.forms import csrf_token
 
 
@@ -62,6 +63,7 @@ def test_the_job_page_says_the_queue_is_full(app, client):
     assert len(service.claim_jobs("w", lease_seconds=30, limit=2, queues=["mail"])) == 1
     html = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
     assert 'data-why="queue_full"' in html and "1 of at most 1 attempts are running" in html
+    assert 'data-why="no_worker"' not in html and "Waiting for a free worker" not in html  # the only reason
 
 
 def test_the_rate_limited_reason(app, client):
@@ -71,6 +73,31 @@ def test_the_rate_limited_reason(app, client):
     assert len(service.claim_jobs("w", lease_seconds=30, limit=2, queues=["r"])) == 1
     html = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
     assert 'data-why="rate_limited"' in html and "the next may start at" in html
+    assert 'data-why="no_worker"' not in html and "Waiting for a free worker" not in html  # the only reason
+
+
+def test_a_queue_no_live_worker_serves_is_named_by_the_queues_page_the_banner_and_the_job_page(app, client):
+    now = utcnow()
+    mail_only = workers.Identity("h:1:x", "h", 1, now, "one-job", 2, "1", 5.0, ("demo.success",), ("mail",))
+    workers.beat(mail_only, jobs_done=0, now=now)
+    job = enqueue.create_job("demo.success").job  # in default
+    enqueue.create_job("demo.success", queue="mail")
+    page = client.get("/queues/").get_data(as_text=True)
+    default_row = page.split('id="queue-default"')[1].split("</tr>")[0]
+    mail_row = page.split('id="queue-mail"')[1].split("</tr>")[0]
+    assert 'data-field="unserved"' in default_row and "no live worker serves this queue" in default_row
+    assert 'data-field="unserved"' not in mail_row and '<span data-field="served">mail</span>' in page
+    overview = client.get("/").get_data(as_text=True)
+    assert 'data-alarm="no_queue_worker"' in overview and "<title>⚠ Queue not served · " in overview
+    banner = overview.split('data-alarm="no_queue_worker"')[1].split("</p>")[0]
+    assert "No live worker serves queue" in banner and 'data-queue="default"' in banner
+    html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
+    assert 'data-why="no_queue_worker"' in html and "No live worker serves this queue" in html
+    assert "Waiting for a free worker" not in html
+    queues.pause("default", actor="olga")  # held on purpose: no banner, and the pause is the reason
+    assert 'data-alarm="' not in client.get("/").get_data(as_text=True)
+    html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
+    assert 'data-why="paused"' in html and 'data-why="no_queue_worker"' not in html
 
 
 def test_a_viewer_reads_the_page_but_cannot_pause(app, database_url):

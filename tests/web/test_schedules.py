@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import text
+
+from dashboard.extensions import db
+from dashboard.runtime import schedules as declared_schedules
 from dashboard.store import read_schedules
 from dashboard.store.schedules import Declaration, fire_due, sync
+from dashboard.store.values import utcnow
+from tests.support.factories import make_job
 from tests.support.forms import HX, csrf_token
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
@@ -72,3 +78,56 @@ def test_a_run_links_back_to_its_schedule_and_the_search_lists_its_runs(app, cli
     fire_due(now=T0 + timedelta(minutes=2))
     listed = client.get("/jobs/", query_string={"q": "schedule:tick:"}).get_data(as_text=True)
     assert str(job_id)[:8] in listed and "schedule runs" in listed
+
+
+def _finished_run(schedule: str, at: datetime, status: str) -> None:
+    error = {"last_error": "CRMDown: 503"} if status == "failed" else {}
+    make_job(status, idempotency_key=f"schedule:{schedule}:{at:%Y-%m-%dT%H:%M:%SZ}", now=at, **error)
+
+
+def test_late_and_failing_schedules_show_on_the_page_and_the_overview(app, client):
+    now = utcnow().replace(microsecond=0)
+    crm = Declaration("crm", "*/5 * * * *", "UTC", "demo.success", {}, "default", 50, 3)
+    sync([NIGHTLY, TICK, crm])  # every next run after the database's now: none late
+    with db.engine.begin() as conn:  # no worker fired nightly for ten minutes: late
+        conn.execute(
+            text("UPDATE jobs_schedule SET next_run_at = now() - interval '10 min' WHERE name = 'nightly'")
+        )
+    _finished_run("tick", now - timedelta(minutes=6), "succeeded")  # before its last five runs
+    for minutes in (5, 4, 3, 2, 1):
+        _finished_run("tick", now - timedelta(minutes=minutes), "failed")  # every recent run failed
+    for minutes, status in ((3, "failed"), (1, "succeeded")):
+        _finished_run("crm", now - timedelta(minutes=minutes), status)  # failed once, then ran
+    html = client.get("/schedules/").get_data(as_text=True)
+    nightly = html.split('id="schedule-nightly"')[1].split("</section>")[0]
+    tick = html.split('id="schedule-tick"')[1].split("</section>")[0]
+    fine = html.split('id="schedule-crm"')[1].split("</section>")[0]
+    assert 'data-schedule="nightly" data-state="active" data-health="late"' in html
+    assert '<span class="badge warn-text" data-field="state">late</span>' in nightly
+    assert 'data-field="late"' in nightly and "--no-schedules" in nightly
+    assert 'data-schedule="tick" data-state="active" data-health="failing"' in html
+    assert '<span class="badge status-failed" data-field="state">failing</span>' in tick
+    assert 'data-field="failing"' in tick and "each of its last 5 runs failed" in tick
+    assert 'data-schedule="crm" data-state="active">' in html and 'data-field="failing"' not in fine
+    assert '<span class="badge schedule-active" data-field="state">active</span>' in fine
+    attention = html.split("data-attention")[1].split("</div>")[0]
+    assert "2 schedules need attention" in attention and "crm" not in attention
+    overview = client.get("/").get_data(as_text=True)
+    notice = overview.split("data-schedule-alerts")[1].split("</div>")[0]
+    assert 'href="/schedules/"' in notice and 'data-schedule="nightly" data-health="late"' in notice
+    assert 'data-schedule="tick" data-health="failing"' in notice and 'data-schedule="crm"' not in notice
+    client.post("/schedules/nightly/pause/", data={"csrf_token": csrf_token(client, "/schedules/")})
+    assert 'data-schedule="nightly"' not in client.get("/").get_data(as_text=True)  # paused: on purpose
+
+
+def test_the_empty_page_says_where_declarations_come_from(app, client, monkeypatch):
+    monkeypatch.setattr(declared_schedules, "_registry", {})
+    html = client.get("/schedules/").get_data(as_text=True)
+    empty = html.split("data-empty")[1].split("</div>")[0]
+    assert "No schedule is declared" in empty and "JOB_HANDLER_MODULES" in empty
+    assert "The web process and every worker import those modules at start" in empty
+    assert "is empty in this web process" in empty  # the tests' app names no module
+    declared_schedules.schedule("nightly", cron="0 6 * * *", type="reports.nightly")
+    html = client.get("/schedules/").get_data(as_text=True)
+    empty = html.split("data-empty")[1].split("</div>")[0]
+    assert "No worker has recorded a schedule yet. This web process declares 1 (nightly)" in empty
