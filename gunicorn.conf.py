@@ -7,7 +7,6 @@ Threads keep the HTMX polling of several open dashboards from queueing behind ea
 import os
 
 
-
 def _address() -> str:
     """``WEB_HOST`` when set; else every interface only in production (``DEBUG=false``, which
     refuses to serve without credentials): the development dashboard has no sign-in, so it

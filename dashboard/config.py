@@ -47,6 +47,7 @@ from .config_parsers import (
     values_from_env,
 )
 from .limits import API_OFFSET_MAX, BIGINT_MAX
+from .mount import EXTENSION
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -388,6 +389,6 @@ def secret_key_is_strong(key: str) -> bool:
 
 
 def settings_of(app: Flask) -> Settings:
-    """The :class:`Settings` the app was built with."""
-    settings: Settings = app.extensions["jobqueue.settings"]
+    """The :class:`Settings` the app was built with (the queue's state object's, :mod:`.state`)."""
+    settings: Settings = app.extensions[EXTENSION].settings
     return settings

@@ -404,7 +404,7 @@ def _require_app(connection: Any) -> None:
             "`flask shell`, or within `with app.app_context():`, where app is built by "
             "dashboard.create_app() or has dashboard.JobQueue set up (JobQueue().init_app(app, db=db))"
         )
-    if MOUNTED not in current_app.extensions:
+    if getattr(current_app.extensions.get(MOUNTED), "mount", None) is None:
         raise RuntimeError(
             f"the current Flask app ({current_app.name}) has no job queue: set it up with "
             "dashboard.JobQueue().init_app(app, db=db), or use an app built by dashboard.create_app()"

@@ -1,6 +1,7 @@
 """Where the queue is mounted in its app, and who decides access there.
 
-One :class:`Mount` per app (``app.extensions["jobqueue"]``, set by ``JobQueue.init_app``):
+One :class:`Mount` per app (the ``mount`` of ``app.extensions["jobqueue"]``, set by
+``JobQueue.init_app``):
 the URL prefix of the pages (the API is under ``prefix + "/api"``), the host's
 ``authorize(request)``, and the version table of the queue's migrations. The standalone app
 (``create_app``) is mounted at the root with the queue's own sign-in and Alembic's default
@@ -72,8 +73,9 @@ ROOT = Mount(url_prefix="", embedded=False)
 
 
 def mount_of(app: Flask | App) -> Mount:
-    """The app's mount (the standalone root mount for an app that has none yet)."""
-    mount = app.extensions.get(EXTENSION)
+    """The app's mount (the standalone root mount for an app that has none yet), from the
+    queue's state object (:mod:`.state`)."""
+    mount = getattr(app.extensions.get(EXTENSION), "mount", None)
     return mount if isinstance(mount, Mount) else ROOT
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
+from dashboard.state import state_of
 from dashboard.store import limits_open
 from tests.support.open_access import OPEN_ACCESS
 from tests.support.worker_mode import SECOND_RUN_BATCH_SIZE
@@ -142,7 +143,5 @@ def strict_job_types(app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
     """The app as if started with ``JOB_TYPES_STRICT=true``, for this test only."""
     import dataclasses
 
-    settings = app.extensions["jobqueue.settings"]
-    monkeypatch.setitem(
-        app.extensions, "jobqueue.settings", dataclasses.replace(settings, job_types_strict=True)
-    )
+    settings = state_of(app).settings
+    monkeypatch.setattr(state_of(app), "settings", dataclasses.replace(settings, job_types_strict=True))

@@ -14,13 +14,12 @@ from flask import Response, current_app, render_template
 from markupsafe import Markup, escape
 
 from ..config import settings_of
-from ..mount import static_url
+from ..mount import EXTENSION, static_url
 from .blueprint import routes
 from .openapi import build_document
 from .registry import Reply
 
 route = routes.route
-_BUILT = "jobqueue.openapi"  # app.extensions: (the settings it was built for, the document, its JSON)
 _BACKTICKS = re.compile(r"``(.+?)``|`([^`]+)`")  # ``code`` (docstring style) or `code`
 
 
@@ -61,10 +60,11 @@ def _built() -> tuple[dict[str, Any], str]:
     the app's settings are replaced: it depends on nothing else (the routes' definitions and
     the settings' bounds), so it is not rebuilt on every request. Read only."""
     settings = settings_of(current_app)
-    built = current_app.extensions.get(_BUILT)
+    state = current_app.extensions[EXTENSION]
+    built = state.openapi
     if built is None or built[0] is not settings:
         document = build_document(current_app, routes)
-        built = current_app.extensions[_BUILT] = (settings, document, json.dumps(document, indent=2))
+        built = state.openapi = (settings, document, json.dumps(document, indent=2))
     return built[1], built[2]
 
 

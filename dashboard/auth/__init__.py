@@ -18,6 +18,7 @@ from __future__ import annotations
 from flask import Flask
 
 from ..config import Settings
+from ..mount import EXTENSION
 from ..roles import Role
 from . import commands, headers, session
 from .principals import ANONYMOUS, Actor, Directory
@@ -28,14 +29,15 @@ def init_app(app: Flask, settings: Settings, directory: Directory, *, debug_tool
     """Access control on ``app``: the ``directory`` of users and tokens (built from
     ``settings`` first by the app factory, so a malformed entry stops the start), the sign-in
     throttle, sessions, security headers and the credential commands."""
-    app.extensions["jobqueue.directory"] = directory
-    app.extensions["jobqueue.throttle"] = Throttle(
+    state = app.extensions[EXTENSION]
+    state.directory = directory
+    state.throttle = Throttle(
         max_per_user=settings.signin_max_failures_per_user,
         max_per_address=settings.signin_max_failures_per_address,
         window_seconds=settings.signin_window_seconds,
         slow_after_per_user=settings.signin_slow_after_failures_per_user,
     )
-    app.extensions["jobqueue.trusted_proxies"] = parse_trusted(",".join(settings.forwarded_allow_ips))
+    state.trusted_proxies = parse_trusted(",".join(settings.forwarded_allow_ips))
     session.init_app(app, settings)
     headers.init_app(app, debug_toolbar=debug_toolbar, hsts=not settings.debug)
     commands.init_app(app)

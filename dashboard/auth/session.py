@@ -27,6 +27,7 @@ from flask_login import LoginManager
 from itsdangerous import URLSafeTimedSerializer
 
 from ..config import Settings
+from ..mount import EXTENSION
 from ..paths import is_api_path
 from .principals import Directory, User
 
@@ -65,7 +66,7 @@ class SessionCookies(SecureCookieSessionInterface):
 
 
 def directory_of(app: Flask) -> Directory:
-    directory: Directory = app.extensions["jobqueue.directory"]
+    directory: Directory = app.extensions[EXTENSION].directory
     return directory
 
 

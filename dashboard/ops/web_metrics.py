@@ -25,12 +25,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..config import settings_of
+from ..mount import EXTENSION as STATE
 from ..store.read_metrics import COUNT_CAP, FINISHED, Snapshot, read_snapshot
 from . import recount
 
 CACHE_SECONDS = 5.0
 OTHER = "other"  # the type label of the types past METRICS_TYPE_LABELS
-EXTENSION = "jobqueue.metrics"
 
 
 def capped_types(by_type: dict[str, dict[str, float]], keep: int) -> dict[str, dict[str, float]]:
@@ -197,9 +197,9 @@ def schedule_families(snap: Snapshot) -> Iterator[Metric]:
 
 def init_app(app: Flask) -> None:
     """Give the app its collector (one registry and one cache per app)."""
-    app.extensions[EXTENSION] = QueueCollector(app)
+    app.extensions[STATE].metrics = QueueCollector(app)
 
 
 def collector_of(app: Flask) -> QueueCollector:
-    collector: QueueCollector = app.extensions[EXTENSION]
+    collector: QueueCollector = app.extensions[STATE].metrics
     return collector

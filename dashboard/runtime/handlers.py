@@ -30,6 +30,7 @@ from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ..limits import TYPE_MAX_LENGTH, queue_problem, type_problem
+from ..mount import EXTENSION
 from ..store import service
 from ..store.records import JobRecord
 from .failures import check_report, first_line, is_connection_error
@@ -49,7 +50,6 @@ _registry: dict[str, Handler] = {}
 _demo: dict[str, Handler] = {}  # the built-in demo handlers, shown only where enabled
 
 BUILTIN_MODULES = ("dashboard.runtime.demo",)
-DEMO_SWITCH = "jobqueue.demo_handlers"  # app.extensions key: JOB_DEMO_HANDLERS of that app
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,8 @@ NO_DEFAULTS = TypeDefaults()
 
 def demo_enabled() -> bool:
     """``JOB_DEMO_HANDLERS`` of the current app (on outside an app context, as in development)."""
-    return not has_app_context() or bool(current_app.extensions.get(DEMO_SWITCH, True))
+    state = current_app.extensions.get(EXTENSION) if has_app_context() else None
+    return state is None or state.settings.worker.demo_handlers
 
 
 def _visible(job_type: str, fn: Handler) -> bool:

@@ -32,7 +32,7 @@ from ..auth.host import host_actor
 from ..auth.session import SIGNED_IN_AT, directory_of
 from ..auth.throttle import Throttle, client_address
 from ..config import settings_of
-from ..mount import Mount, mount_of
+from ..mount import EXTENSION, Mount, mount_of
 from ..ops import logs
 from .blueprint import bp
 from .forms import SignInForm, SignOutForm
@@ -172,14 +172,14 @@ def operator_required(view: F) -> F:
 
 
 def throttle_of(app: Flask) -> Throttle:
-    throttle: Throttle = app.extensions["jobqueue.throttle"]
+    throttle: Throttle = app.extensions[EXTENSION].throttle
     return throttle
 
 
 def sign_in_address() -> str:
     """The client address the throttle counts this request under (a trusted proxy's
     ``X-Forwarded-For``, IPv6 per /64: :func:`..auth.throttle.client_address`)."""
-    trusted = current_app.extensions["jobqueue.trusted_proxies"]
+    trusted = current_app.extensions[EXTENSION].trusted_proxies
     return client_address(request.remote_addr, request.headers.get("X-Forwarded-For"), trusted)
 
 

@@ -13,12 +13,13 @@ import pytest
 from flask import Flask
 
 from dashboard.limits import API_OFFSET_MAX
+from dashboard.state import state_of
 from tests.support.factories import make_job
 
 
 def _with_settings(app: Flask, monkeypatch: pytest.MonkeyPatch, **changes: object) -> None:
-    settings = app.extensions["jobqueue.settings"]
-    monkeypatch.setitem(app.extensions, "jobqueue.settings", dataclasses.replace(settings, **changes))
+    settings = state_of(app).settings
+    monkeypatch.setattr(state_of(app), "settings", dataclasses.replace(settings, **changes))
 
 
 def test_an_offset_past_the_cap_is_a_400_saying_how_to_narrow_the_filter(app, client):
@@ -98,7 +99,7 @@ def test_the_document_is_built_once_per_settings(app, client, monkeypatch):
     built = []
     real = docs.build_document
     monkeypatch.setattr(docs, "build_document", lambda *args: built.append(1) or real(*args))
-    monkeypatch.delitem(app.extensions, docs._BUILT, raising=False)
+    monkeypatch.setattr(state_of(app), "openapi", None)
     first = client.get("/api/schema/").get_data()
     assert client.get("/api/schema/").get_data() == first and client.get("/api/docs/").status_code == 200
     assert len(built) == 1

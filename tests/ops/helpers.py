@@ -6,6 +6,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from dashboard.state import state_of
+
 
 def parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """``{(sample name, sorted labels): value}`` from the exposition format."""
@@ -22,7 +24,7 @@ def value(samples: dict, name: str, **labels: str) -> float | None:
 
 def scrape_app(app, **headers):
     """GET ``/metrics`` from ``app`` past its cache (which would keep an earlier test's figures)."""
-    app.extensions["jobqueue.metrics"].clear()
+    state_of(app).metrics.clear()
     return app.test_client().get("/metrics", headers=headers)
 
 

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from dashboard.config import DEV_SECRET_KEY, ConfigError, Settings, WorkerSettings
+from dashboard.state import state_of
 
 
 def test_defaults_are_the_references():
@@ -151,7 +152,7 @@ def test_create_app_takes_the_instance_path_and_auto_migrate_from_its_config_too
     unused = "postgresql://unused.invalid/unused"  # building the app never connects
     app = create_app({"DATABASE_URL": unused, "AUTO_MIGRATE": False, "INSTANCE_PATH": str(tmp_path)})
     assert app.instance_path == str(tmp_path)
-    assert app.extensions["jobqueue.settings"].migrates_at_start is False
+    assert state_of(app).settings.migrates_at_start is False
 
 
 def test_the_worker_options_are_generated_from_the_settings_fields():

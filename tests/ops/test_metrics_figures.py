@@ -15,6 +15,7 @@ from sqlalchemy import text
 from dashboard.config import settings_of
 from dashboard.extensions import db
 from dashboard.ops import recount
+from dashboard.state import state_of
 from dashboard.store import read_metrics, stats_refresh
 from dashboard.store.read_stats import StatsPolicy
 from dashboard.store.values import utcnow
@@ -30,11 +31,11 @@ def settings(app, monkeypatch):
     """``settings(**changes)``: the app as if started with those settings, for this test only."""
 
     def change(**changes):
-        current = app.extensions["jobqueue.settings"]
+        current = state_of(app).settings
         ops = {k: v for k, v in changes.items() if hasattr(current.ops, k)}
         top = {k: v for k, v in changes.items() if k not in ops}
         changed = dataclasses.replace(current, ops=dataclasses.replace(current.ops, **ops), **top)
-        monkeypatch.setitem(app.extensions, "jobqueue.settings", changed)
+        monkeypatch.setattr(state_of(app), "settings", changed)
 
     return change
 

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
+from dashboard.state import state_of
 from dashboard.store import read_metrics, stats_refresh, workers
 from dashboard.store.read_stats import DEFAULT_POLICY
 from dashboard.store.schedules import Declaration, fire_due, set_paused, sync
@@ -74,7 +75,7 @@ def test_a_count_past_the_cap_is_flagged(app):
 
 
 def test_one_snapshot_serves_scrapes_within_the_cache_time(app):
-    app.extensions["jobqueue.metrics"].clear()
+    state_of(app).metrics.clear()
     client = app.test_client()
     first = parse(client.get("/metrics").get_data(as_text=True))
     make_job("queued")

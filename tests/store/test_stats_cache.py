@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dashboard.extensions import db
 from dashboard.ops import recount
+from dashboard.state import state_of
 from dashboard.store import find_jobs, read_stats, stats_refresh, values
 from dashboard.store.read_stats import StatsPolicy
 from tests.support.factories import make_job
@@ -62,7 +63,7 @@ def test_job_list_count_on_a_large_table_is_a_capped_count_not_the_stats_figures
     make_job("queued")
     stats_refresh.refresh_finished_counts()
     make_job("succeeded")  # after the recount: the list still counts it (it reads no stats)
-    settings = app.extensions["jobqueue.settings"]
+    settings = state_of(app).settings
     large = recount.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
     monkeypatch.setattr(read_stats, "large_table_stats", None)  # a list never computes them
     page = find_jobs.list_jobs(limit=10, offset=0, policy=large)
@@ -80,7 +81,7 @@ def test_type_filtered_count_on_a_large_table_is_exact_up_to_the_cap_then_estima
     for _ in range(4):
         make_job("queued", type="mail.send")
     make_job("failed", type="report.build")
-    settings = app.extensions["jobqueue.settings"]
+    settings = state_of(app).settings
     large = recount.policy_of(dataclasses.replace(settings, stats_exact_below_rows=0))
     exact = find_jobs.list_jobs(limit=2, offset=0, type="MAIL", policy=large)
     assert (exact.count, exact.count_exact, len(exact.results)) == (4, True, 2)

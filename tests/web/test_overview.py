@@ -7,6 +7,7 @@ import re
 import uuid
 from datetime import timedelta
 
+from dashboard.state import state_of
 from dashboard.store import actions, enqueue, service, workers
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
@@ -161,14 +162,14 @@ def test_overview_says_how_old_cached_finished_counts_are(app, client):
 
     make_job("succeeded")
     stats_refresh.refresh_finished_counts()
-    settings = app.extensions["jobqueue.settings"]
+    settings = state_of(app).settings
     exact = client.get("/").get_data(as_text=True)
     assert "data-counted-at" not in exact  # a small table is counted exactly
-    app.extensions["jobqueue.settings"] = dataclasses.replace(settings, stats_exact_below_rows=0)
+    state_of(app).settings = dataclasses.replace(settings, stats_exact_below_rows=0)
     try:
         cached = client.get("/", headers={"HX-Request": "true"}).get_data(as_text=True)
     finally:
-        app.extensions["jobqueue.settings"] = settings
+        state_of(app).settings = settings
     assert "data-counted-at" in cached and "counted" in cached
 
 
@@ -185,12 +186,12 @@ def test_a_panel_whose_query_times_out_is_left_out_and_the_page_still_renders(ap
         return []
 
     monkeypatch.setattr(read_stats, "latest_failures", slow_failures)
-    settings = app.extensions["jobqueue.settings"]
-    app.extensions["jobqueue.settings"] = dataclasses.replace(settings, dashboard_query_timeout_ms=100)
+    settings = state_of(app).settings
+    state_of(app).settings = dataclasses.replace(settings, dashboard_query_timeout_ms=100)
     try:
         response = client.get("/")
     finally:
-        app.extensions["jobqueue.settings"] = settings
+        state_of(app).settings = settings
     page = response.get_data(as_text=True)
     assert response.status_code == 200
     assert page.count("data-timed-out") == 1 and "The failure list" in page

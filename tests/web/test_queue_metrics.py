@@ -9,6 +9,7 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.ops.web_metrics import capped_types
+from dashboard.state import state_of
 from dashboard.store import queues, read_metrics
 from dashboard.store.service import utcnow
 from tests.ops.helpers import parse, scrape_app, value
@@ -33,9 +34,9 @@ def test_the_queue_label_is_capped_the_rest_summed_under_other(app, monkeypatch)
     for n in range(5):
         for _ in range(n + 1):
             make_job("queued", queue=f"q{n}")
-    settings = app.extensions["jobqueue.settings"]
+    settings = state_of(app).settings
     ops = dataclasses.replace(settings.ops, metrics_queue_labels=2)
-    monkeypatch.setitem(app.extensions, "jobqueue.settings", dataclasses.replace(settings, ops=ops))
+    monkeypatch.setattr(state_of(app), "settings", dataclasses.replace(settings, ops=ops))
     samples = parse(scrape_app(app).get_data(as_text=True))
     ready = {
         dict(labels)["queue"]: v
