@@ -1,8 +1,10 @@
 """``python -m bench [--smoke] [--only SECTION ...] [--runs N] [--versus CHECKOUT]``: run and print
 the benchmarks.
 
-Sections: ceiling, drain, pickup, enqueue, claim, pages, prune (retention while a worker drains;
-``--prune-total``/``--prune-jobs``/``--prune-queue`` size it). Each throughput figure is also given
+Sections: ceiling, drain, processes (``flask worker --processes 2`` against one process with as
+many threads in all: no-op, CPU-bound and I/O-bound handlers), pickup, enqueue, claim, pages,
+prune (retention while a worker drains; ``--prune-total``/``--prune-jobs``/``--prune-queue``
+size it). Each throughput figure is also given
 as a ratio to the pgbench ceiling measured on the same server in the same run, or to the peer
 its row names (pgqueuer on its asyncpg driver: draining, and enqueueing one or 1,000 jobs per
 call, when ``bench/requirements.txt`` is installed). The full run takes about half an hour on
@@ -79,7 +81,7 @@ FULL = Sizes(
     100_000,
 )
 SMOKE = Sizes(300, 400, (4,), 5, 200, 100, 1_000, 3_000, 3, 400, 10, 3_000, 150)
-SECTIONS = ("ceiling", "drain", "pickup", "enqueue", "claim", "queues", "pages", "prune")
+SECTIONS = ("ceiling", "drain", "processes", "pickup", "enqueue", "claim", "queues", "pages", "prune")
 # prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
 PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
 BATCH = {"JOB_WORKER_BATCH_SIZE": "16"}
@@ -336,6 +338,43 @@ def main(argv: list[str] | None = None) -> int:
                     f"{pairs.low:.2f}-{pairs.high:.2f}",
                     f"{pairs:.2f}",
                 )
+    if "processes" in wanted:
+        # flask worker --processes 2 against one process with as many threads in all, pair by
+        # pair (docs/scaling.md): the ratio of each pair, then their median.
+        total = max(sizes.threads)
+        compared: dict[str, dict[str, object]] = {}
+        for name, job, jobs, threads in (
+            ("no-op", ("bench.noop", "{}"), sizes.drain_jobs, total),
+            ("CPU-bound, 5 ms of Python each", drain.CPU_5MS, max(100, sizes.drain_jobs // 10), 4),
+            ("I/O-bound, waits 20 ms each", drain.SLEEP_20MS, max(100, sizes.drain_jobs // 5), total),
+        ):
+            pairs, cpus = [], {"one": [], "two": []}
+            for _ in range(runs):
+                cpus["one"].append({})
+                cpus["two"].append({})
+                pairs.append(
+                    (
+                        drain.throughput(url, jobs=jobs, threads=threads, job=job, cpu=cpus["one"][-1]),
+                        drain.throughput(
+                            url,
+                            jobs=jobs,
+                            threads=threads // 2,
+                            job=job,
+                            cpu=cpus["two"][-1],
+                            JOB_WORKER_PROCESSES="2",
+                        ),
+                    )
+                )
+            one, two = figure_of([a for a, _ in pairs]), figure_of([b for _, b in pairs])
+            ratio = figure_of([b / a for a, b in pairs])
+            cpu = {key: drain.median_cpu(runs_cpu) for key, runs_cpu in cpus.items()}
+            compared[name] = {"one": one, "two": two, "ratio": ratio, "cpu_us_per_job": cpu}
+            row(f"{name}: 1 worker process of {threads} threads", jobs_s(one))
+            print(f"  CPU per job, medians: {drain.describe_cpu(cpu['one'])}", flush=True)
+            row(f"  2 processes of {threads // 2} threads, vs 1 beside it", jobs_s(two), f"{ratio:.2f}")
+            print(f"  CPU per job, medians: {drain.describe_cpu(cpu['two'])}", flush=True)
+            row("    (those pairs' ratios, lowest-highest)", f"{ratio.low:.2f}-{ratio.high:.2f}")
+        results["processes"] = compared
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)
         results["pickup_ms"] = {"p50": p50, "p95": p95}

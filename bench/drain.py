@@ -103,6 +103,22 @@ def _cpu(fields: list[str], *, reaped: bool = False) -> float:
     return sum(int(fields[i]) for i in ((11, 12, 13, 14) if reaped else (11, 12))) * _TICK
 
 
+def _worker_cpu(pid: int) -> float:
+    """CPU seconds of a ``flask worker``: its own, and with ``--processes`` its live children's
+    (a supervisor's own is next to nothing; its children run through the drain)."""
+    total = _cpu(_stat(pid))
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            child = _stat(int(entry))
+        except OSError:
+            continue
+        if int(child[1]) == pid:
+            total += _cpu(child)
+    return total
+
+
 def _server_cpu(postmaster: int) -> float:
     """CPU seconds of a local PostgreSQL: the postmaster's own and its reaped children's, plus
     every live child's. A backend that ends between two readings moves its time from the
@@ -122,13 +138,13 @@ def _server_cpu(postmaster: int) -> float:
 
 def _postmaster(url: str) -> int | None:
     """The server's postmaster pid when the server runs on this machine, else ``None``."""
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:  # open: a closed backend may be gone
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    try:
-        parent = int(_stat(backend)[1])
-        return parent if "postgres" in Path(f"/proc/{parent}/cmdline").read_text() else None
-    except OSError:  # another machine's pid
-        return None
+        try:
+            parent = int(_stat(backend)[1])
+            return parent if "postgres" in Path(f"/proc/{parent}/cmdline").read_text() else None
+        except OSError:  # another machine's pid
+            return None
 
 
 def describe_cpu(cpu: dict[str, float]) -> str:
@@ -156,6 +172,8 @@ def median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 DEMO_SUCCESS = ("demo.success", '{"sleep_seconds": 0}')  # one progress report per job, no sleep
+CPU_5MS = ("bench.cpu", '{"ms": 5}')  # a CPU-bound handler: 5 ms of Python per job
+SLEEP_20MS = ("demo.success", '{"sleep_seconds": 0.02}')  # an I/O-bound one: waits 20 ms
 
 
 def throughput(
@@ -172,10 +190,11 @@ def throughput(
 
     ``job``: the type and JSON payload of the queued jobs. ``cpu``: filled with the CPU
     microseconds per job, from the first claim seen to the drain's end, of the worker process
-    (``worker``) and of the database server (``server``, every process of it, the
-    benchmark's own polling included; only when the server runs on this machine), both read
-    from ``/proc`` (left empty without one). On a machine whose CPU is the limit they are
-    what a rate comes from; they rise with the machine's contention as well.
+    (``worker``; with ``JOB_WORKER_PROCESSES``, its children's too) and of the database server
+    (``server``, every process of it, the benchmark's own polling included; only when the
+    server runs on this machine), both read from ``/proc`` (left empty without one). On a
+    machine whose CPU is the limit they are what a rate comes from; they rise with the
+    machine's contention as well.
     """
     truncate(url)
     seed_queued(url, jobs, job_type=job[0], payload=job[1])
@@ -185,9 +204,9 @@ def throughput(
         else:
             postmaster = _postmaster(url)
             _wait_first_claim(url, timeout)
-            start = _cpu(_stat(proc.pid)), _server_cpu(postmaster) if postmaster else 0.0
+            start = _worker_cpu(proc.pid), _server_cpu(postmaster) if postmaster else 0.0
             _wait_drained(url, jobs, timeout)
-            cpu["worker"] = (_cpu(_stat(proc.pid)) - start[0]) / jobs * 1e6
+            cpu["worker"] = (_worker_cpu(proc.pid) - start[0]) / jobs * 1e6
             if postmaster:
                 cpu["server"] = (_server_cpu(postmaster) - start[1]) / jobs * 1e6
     with psycopg.connect(url) as conn:

@@ -29,11 +29,13 @@ from .config import OpsSettings, WorkerSettings
 from .config_parsers import (
     LOG_LEVELS,
     ConfigError,
+    parse_processes,
     parse_queues,
     read_bool,
     read_int,
     read_log_level,
     read_number,
+    read_processes,
     read_queues,
 )
 from .logsafe import SafeFormatter
@@ -68,6 +70,15 @@ def _queues(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
         raise click.BadParameter(str(error)) from None
 
 
+def _processes(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_processes(value, "--processes")
+    except ConfigError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 def _upper(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     return None if value is None else value.upper()
 
@@ -92,6 +103,10 @@ def setting_option(spec: dataclasses.Field[Any]) -> click.Option:
         return click.Option([flag, spec.name], type=kind, callback=_finite, help=help_text)
     if parser is read_queues:
         return click.Option([flag, spec.name], type=str, callback=_queues, help=help_text)
+    if parser is read_processes:
+        return click.Option(
+            [flag, spec.name], type=str, callback=_processes, metavar="N|auto", help=help_text
+        )
     if parser is read_log_level:
         kind = click.Choice(LOG_LEVELS, case_sensitive=False)
         return click.Option([flag, spec.name], type=kind, callback=_upper, help=help_text)
@@ -130,7 +145,11 @@ def worker_command(**options: Any) -> None:
 
     Options override the JOB_WORKER_* environment variables. The first signal stops claiming
     and lets running jobs finish (exit 0); a second one exits at once (exit 128 + signal).
+    With --processes N above 1, a supervisor runs N such worker processes and stops them all.
     """
+    from .runtime import supervisor
+
+    child = supervisor.supervised()  # first: a supervisor's child asks to die with it
     from .config import settings_of
     from .extensions import engine
     from .ops import schema
@@ -148,27 +167,54 @@ def worker_command(**options: Any) -> None:
     ops = dataclasses.replace(
         app_settings.ops, **{name: value for name, value in given.items() if name in ops_fields}
     )
+    if child is not None:  # one worker process of a supervisor's: the duties in the first only
+        settings = dataclasses.replace(settings, processes=1, schedules=settings.schedules and child.duties)
+        ops = dataclasses.replace(ops, worker_metrics_port=child.metrics_port(ops.worker_metrics_port))
     _check_pool(app, settings.threads)
+    _check_metrics_ports(ops.worker_metrics_port, settings.processes)
 
     configure_logging(settings.log_level)
     install_logs(ops.log_format, project_level=settings.log_level)
+    if child is not None:
+        child.tag_logs()
     log = logging.getLogger("dashboard.runtime.worker")
     log.info(settings_banner(settings, registered_types()))
     log.info("database: %s", engine().url.render_as_string(hide_password=True))
 
     schema.require_current(app)  # an older schema: refuse to start, naming the command to run
-    if settings.schedules:
+    if settings.schedules and child is None:  # a supervisor syncs them once for its children
         from .runtime.scheduler import sync_declared
 
         try:
             sync_declared(app, settings)
         except ValueError as problem:  # a schedule that cannot be synced names itself
             raise click.ClickException(str(problem)) from None
-    worker = Worker(app, settings, ops=ops)
+    if settings.processes > 1:
+        engine().dispose()  # the supervisor holds no connection: its children have their own
+        sys.exit(supervisor.Supervisor(supervisor.child_command(), settings.processes).run())
+    worker = Worker(
+        app,
+        settings,
+        ops=ops,
+        duties=child is None or child.duties,
+        details=None if child is None else child.details(),
+    )
+    if child is not None:
+        child.watch(worker.request_stop)
     sys.exit(worker.run_until_signalled())
 
 
 worker_command.params.extend(setting_options(WorkerSettings) + setting_options(OpsSettings))
+
+
+def _check_metrics_ports(port: int, processes: int) -> None:
+    """A supervisor's children serve their metrics on ``port`` + their index: the last must be
+    a port too."""
+    if port and port + processes - 1 > 65535:
+        raise click.UsageError(
+            f"--processes {processes} serve their metrics on ports {port} to {port + processes - 1} "
+            "(JOB_WORKER_METRICS_PORT + the process's index): lower JOB_WORKER_METRICS_PORT (--metrics-port)"
+        )
 
 
 def _check_pool(app: Flask, threads: int) -> None:

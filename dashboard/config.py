@@ -40,6 +40,7 @@ from .config_parsers import (
     read_number,
     read_optional_bool,
     read_optional_str,
+    read_processes,
     read_queues,
     read_secret,
     read_str,
@@ -76,6 +77,16 @@ class WorkerSettings:
 
     threads: int = field(
         default=4, metadata=env("JOB_WORKER_THREADS", read_int, minimum=1, option="Worker threads")
+    )
+    # More than 1: a supervisor and this many worker processes (runtime/supervisor.py).
+    processes: int = field(
+        default=1,
+        metadata=env(
+            "JOB_WORKER_PROCESSES",
+            read_processes,
+            option="Worker processes, each with its own threads (auto: one per CPU); more than 1 "
+            "starts a supervisor",
+        ),
     )
     poll_interval_ms: float = field(
         default=500.0,

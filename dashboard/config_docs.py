@@ -11,13 +11,18 @@ from __future__ import annotations
 
 SETTING_DOCS: dict[str, str] = {
     "JOB_WORKER_THREADS": "Worker threads per `flask worker` process.",
+    "JOB_WORKER_PROCESSES": (
+        "Worker processes `flask worker` runs, each with `JOB_WORKER_THREADS` threads; `auto`: one per "
+        "CPU of the host. More than 1 starts a supervisor that runs them, restarts one that dies and "
+        "stops them all on SIGINT/SIGTERM."
+    ),
     "JOB_WORKER_POLL_INTERVAL_MS": (
         "Sleep when no job is claimable: shorter if a full rate window opens sooner, longer (up to"
         " 30 s, while LISTEN is up) if every served queue waits for its window."
     ),
     "JOB_WORKER_LEASE_SECONDS": "Lease of a running attempt.",
     "JOB_WORKER_CLEANUP_INTERVAL_SECONDS": (
-        "How often each thread, and each process's rescuer, recovers expired leases."
+        "How often each thread, and each `flask worker`'s rescuer, recovers expired leases."
     ),
     "JOB_WORKER_CLEANUP_BATCH_SIZE": "Most expired leases recovered per pass.",
     "JOB_WORKER_BACKOFF_BASE_SECONDS": "Retry backoff base.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
 import zoneinfo
 from collections.abc import Callable, Mapping
@@ -75,6 +76,35 @@ def read_int(
     if maximum is not None and value > maximum:
         raise ConfigError(f"{name} must be <= {maximum}, got {raw!r}")
     return value
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (``os.process_cpu_count`` where Python has it, which
+    honours an affinity mask), at least 1."""
+    counted = getattr(os, "process_cpu_count", os.cpu_count)()
+    return max(1, counted or 1)
+
+
+def parse_processes(raw: str, name: str) -> int:
+    """A worker's process count (``--processes`` / ``JOB_WORKER_PROCESSES``): a whole number
+    >= 1, or ``auto`` for the host's CPU count (:func:`cpu_count`). ``ConfigError`` naming
+    ``name`` otherwise."""
+    value = raw.strip().lower()
+    if value == "auto":
+        return cpu_count()
+    try:
+        count = int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number >= 1 or auto, got {raw!r}") from None
+    if count < 1:
+        raise ConfigError(f"{name} must be a whole number >= 1 or auto, got {raw!r}")
+    return count
+
+
+def read_processes(env: Mapping[str, str], name: str, default: int) -> int:
+    """:func:`parse_processes` of ``name``; blank counts as unset."""
+    raw = (env.get(name) or "").strip()
+    return parse_processes(raw, name) if raw else default
 
 
 def read_list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:

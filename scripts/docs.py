@@ -138,6 +138,7 @@ def accepts_text(spec: Field[Any]) -> str:
         "read_entries": "entries separated by commas or newlines",
         "read_secret": "secret text",
         "read_token": f"secret, at least {options.get('min_length')} characters",
+        "read_processes": "whole number ≥ 1, or `auto` (the host's CPU count)",
     }
     if parser == "read_choice":
         return " or ".join(f"`{choice}`" for choice in options["choices"])

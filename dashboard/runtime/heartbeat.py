@@ -113,10 +113,21 @@ class Heartbeat:
 
     name = "heartbeat"
 
-    def __init__(self, app: Flask, settings: WorkerSettings, attempts: RunningAttempts | None = None) -> None:
+    def __init__(
+        self,
+        app: Flask,
+        settings: WorkerSettings,
+        attempts: RunningAttempts | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """``details``: what the row's ``activity`` says of the process besides its threads,
+        under ``process`` (a supervisor's child: its index, the number of processes, the
+        supervisor's pid)."""
         self.app = app
         self.settings = settings
         self.attempts = attempts or PROCESS
+        self.details = details
         self.me = identity(settings)
         self.interval = settings.heartbeat_seconds
         self.done = threading.Event()
@@ -126,6 +137,8 @@ class Heartbeat:
         try:
             with self.app.app_context():
                 doing = activity(self.settings, self.attempts)
+                if self.details is not None:
+                    doing["process"] = self.details
                 workers.beat(self.me, jobs_done=jobs_done(), now=utcnow(), activity=doing)
             return True
         except SQLAlchemyError as error:

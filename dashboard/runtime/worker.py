@@ -12,7 +12,9 @@ progress flusher, the metrics server (``JOB_WORKER_METRICS_PORT``), the LISTEN c
 that rings the doorbell, the rescuer (expired leases), the scheduler (due schedules, unless
 ``schedules`` is off), the pruner (``JOB_RETENTION_*``) and the heartbeat (the ``jobs_worker``
 row). The listener, the rescuer, the scheduler and the pruner end with the claims: they watch
-the worker's stop signal.
+the worker's stop signal. The rescuer, the scheduler and the pruner are the process-wide
+duties: a supervisor's children (``--processes N``, :mod:`.supervisor`) but the first run
+without them.
 
 The first SIGINT/SIGTERM stops claiming and lets running handlers finish, and any job already
 claimed with a success (exit 0), for at most ``shutdown_timeout_seconds``
@@ -32,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from types import FrameType
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from flask import Flask
 from sqlalchemy import exc as sa_exc
@@ -98,9 +100,15 @@ class Worker:
         lookup: Callable[[str], Handler | None] = get_handler,
         reconnect_base_seconds: float = RECONNECT_BASE_SECONDS,
         reconnect_max_seconds: float = RECONNECT_MAX_SECONDS,
+        duties: bool = True,
+        details: dict[str, Any] | None = None,
     ) -> None:
         """``settings``: the worker's (``flask worker`` options applied); ``ops``: the
-        operations settings (the app's unless given: metrics port, retention, pooler)."""
+        operations settings (the app's unless given: metrics port, retention, pooler).
+        ``duties``: whether this process runs the process-wide duties, the rescuer, the
+        scheduler (if ``settings.schedules``) and the pruner; off in the children of a
+        supervisor but its first (``supervisor.Child.duties``). ``details``: what the
+        heartbeat adds about the process (a supervisor's child: which one)."""
         self.app = app
         self.settings = settings
         self.ops = ops or settings_of(app).ops
@@ -162,7 +170,7 @@ class Worker:
         # The services, in start order.
         self.rescuer = Rescuer(runtime(0))
         self.listener = self.make_listener()
-        self.heartbeat = Heartbeat(app, settings)
+        self.heartbeat = Heartbeat(app, settings, details=details)
         self.services: list[Service] = [self.flusher]
         if self.ops.worker_metrics_port:
             self.services.append(
@@ -175,11 +183,14 @@ class Worker:
             )
         if self.listener is not None:
             self.services.append(self.listener)
-        self.services.append(self.rescuer)
-        self.scheduler = Scheduler(runtime(0)) if settings.schedules else None
+        self.scheduler = Scheduler(runtime(0)) if settings.schedules and duties else None
+        if duties:
+            self.services.append(self.rescuer)
         if self.scheduler is not None:
             self.services.append(self.scheduler)
-        self.services += [Pruner.from_settings(app, self.ops, self.stopping), self.heartbeat]
+        if duties:
+            self.services.append(Pruner.from_settings(app, self.ops, self.stopping))
+        self.services.append(self.heartbeat)
 
         self.threads: list[threading.Thread] = []
         self._started: list[Service] = []  # the services started, in order
@@ -353,21 +364,30 @@ class Worker:
         return [runner.current for runner in self.runners if runner.current is not None]
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
         if self.stopping.is_set():
             self._forced_by = signum
             return
+        self.request_stop(f"{signal.Signals(signum).name} received")
+
+    def request_stop(self, why: str) -> bool:
+        """Stop as on a first signal: no new claims, running handlers finish within the
+        shutdown timeout, then the rest is handed back. Idempotent: once the worker is stopping
+        it changes nothing and returns ``False`` (a supervisor's child calls it when its
+        supervisor is gone, which may be seen twice). Any thread may call it."""
+        if self.stopping.is_set():
+            return False
         running = sum(1 for t in self.threads if t.is_alive())
         limit = self.settings.shutdown_timeout_seconds
         if limit > 0:
             self._give_up_at = time.monotonic() + limit
         self.stop()  # before the line below: whoever reads it may rely on no new claims
         log.info(
-            "%s received: no new claims; waiting %s for running jobs (%d thread(s)) to finish",
-            name,
+            "%s: no new claims; waiting %s for running jobs (%d thread(s)) to finish",
+            why,
             f"up to {limit:g}s" if limit > 0 else "without limit",
             running,
         )
+        return True
 
 
 def settings_banner(settings: WorkerSettings, job_types: list[str]) -> str:

@@ -191,6 +191,16 @@ class ThreadView:
 
 
 @dataclass(frozen=True)
+class Supervised:
+    """A process that a supervisor started (``flask worker --processes N``), as its heartbeat
+    said: its index (``p0`` .. in the logs), how many there are, the supervisor's pid."""
+
+    index: int
+    processes: int
+    supervisor_pid: int
+
+
+@dataclass(frozen=True)
 class WorkerView:
     id: str
     host: str
@@ -211,6 +221,7 @@ class WorkerView:
     held_count: int = 0
     thread_views: list[ThreadView] = field(default_factory=list)
     cleanup_interval_seconds: float | None = None  # its rescuer's, when it reported it
+    supervised: Supervised | None = None  # one of a supervisor's processes
 
     @property
     def prefix(self) -> str:
@@ -292,6 +303,16 @@ def thread_views(activity: Any, now: datetime) -> list[ThreadView]:
     return views
 
 
+def supervised(activity: Any) -> Supervised | None:
+    """The ``process`` a heartbeat's ``activity`` names (a supervisor's child), or ``None``."""
+    raw = activity.get("process") if isinstance(activity, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    values = [raw.get(name) for name in ("index", "processes", "supervisor_pid")]
+    numbers = [value for value in values if isinstance(value, int) and not isinstance(value, bool)]
+    return Supervised(*numbers) if len(numbers) == len(values) else None
+
+
 def cleanup_interval(activity: Any) -> float | None:
     value = activity.get("cleanup_interval_seconds") if isinstance(activity, dict) else None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -344,6 +365,7 @@ def board(now: datetime) -> WorkerBoard:
                     "held_count": len(mine),
                     "thread_views": thread_views(activity, now) if live else [],
                     "cleanup_interval_seconds": cleanup_interval(activity),
+                    "supervised": supervised(activity),
                 }
             )
         )

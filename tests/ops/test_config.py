@@ -84,7 +84,8 @@ def test_worker_settings_are_shown_under_their_environment_names():
     assert shown["JOB_WORKER_PROGRESS_FLUSH_MS"] == 250.0
     assert shown["JOB_WORKER_SCHEDULES"] is True
     assert shown["JOB_WORKER_QUEUES"] is None  # every queue
-    assert len(shown) == 17
+    assert shown["JOB_WORKER_PROCESSES"] == 1
+    assert len(shown) == 18
 
 
 def test_job_types_strict_and_the_shutdown_timeout_are_read_from_the_environment():
@@ -166,6 +167,7 @@ def test_the_worker_options_are_generated_from_the_settings_fields():
     options = {p.name: p for p in worker_command.params if isinstance(p, click.Option)}
     assert set(options) == {
         "threads",
+        "processes",
         "poll_interval_ms",
         "lease_seconds",
         "cleanup_interval_seconds",
@@ -188,6 +190,25 @@ def test_the_worker_options_are_generated_from_the_settings_fields():
     assert (options["worker_metrics_port"].type.min, options["worker_metrics_port"].type.max) == (0, 65535)
     assert options["listen"].opts == ["--listen"] and options["listen"].secondary_opts == ["--no-listen"]
     assert list(options["log_level"].type.choices) == ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def test_the_worker_processes_are_a_count_or_auto_and_a_bad_value_names_its_source(monkeypatch):
+    from click.testing import CliRunner
+
+    from dashboard import config_parsers
+    from dashboard.cli import worker_command
+
+    assert WorkerSettings.from_env({}).processes == 1
+    assert WorkerSettings.from_env({"JOB_WORKER_PROCESSES": " 3 "}).processes == 3
+    monkeypatch.setattr(config_parsers.os, "process_cpu_count", lambda: 6, raising=False)
+    assert WorkerSettings.from_env({"JOB_WORKER_PROCESSES": "AUTO"}).processes == 6
+    monkeypatch.setattr(config_parsers.os, "process_cpu_count", lambda: None, raising=False)
+    assert WorkerSettings.from_env({"JOB_WORKER_PROCESSES": "auto"}).processes == 1  # unknown: one
+    for bad in ("0", "-2", "two", "1.5"):
+        with pytest.raises(ConfigError, match="JOB_WORKER_PROCESSES must be a whole number >= 1 or auto"):
+            WorkerSettings.from_env({"JOB_WORKER_PROCESSES": bad})
+    result = CliRunner().invoke(worker_command, ["--processes", "none"])
+    assert result.exit_code == 2 and "--processes must be a whole number >= 1 or auto" in result.output
 
 
 def test_the_metrics_port_is_a_port_in_the_environment_too():

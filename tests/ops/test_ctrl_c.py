@@ -70,3 +70,31 @@ def test_ctrl_c_during_a_slow_job_stops_every_process_and_the_next_start_works(t
     finally:
         first.stop()
         kill_leftovers(instance)
+
+
+def test_ctrl_c_stops_a_supervisor_and_every_worker_process_it_runs(tmp_path):
+    """``JOB_WORKER_PROCESSES=2``: the worker line runs a supervisor and two worker processes,
+    each in a session of its own, so Ctrl-C and honcho's SIGTERM reach the supervisor alone,
+    which forwards one signal to each: the slow job is handed back, not cut short by a second."""
+    instance = tmp_path / "instance"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = stack_env(INSTANCE_PATH=str(instance), JOB_WORKER_PROCESSES="2")
+    started = Started([HONCHO, "start", "-p", str(port)], env, tmp_path / "honcho.log")
+    try:
+        wait_until(lambda: healthy(base), 60, "the start to serve /api/health/")
+        ready = "dashboard.runtime.wakeup: listening for new jobs"
+        wait_until(lambda: started.output.count(ready) >= 2, 60, "both worker processes to listen")
+        run_job(base, "demo.slow", {"sleep_seconds": 60}, ("running",), 30)
+
+        started.signal_group(signal.SIGINT)
+        started.wait(15)
+        nothing_left(instance, 15)
+        output = started.output
+        assert "handed back" in output, output[-3000:]
+        assert output.count("SIGTERM received: no new claims") == 2, output[-3000:]  # one per child
+        assert "second signal" not in output, output[-3000:]
+        assert "supervisor stopped: every worker process has exited" in output, output[-3000:]
+    finally:
+        started.stop()
+        kill_leftovers(instance)
