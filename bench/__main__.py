@@ -32,7 +32,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from dashboard import upgrade_database
-from dashboard.store import stats_refresh
+from dashboard.store.reads import stats_refresh
 
 from . import api_enqueue, ceiling, claim, drain, enqueue, flow, pages
 from .db import (

@@ -15,7 +15,7 @@ import time
 
 import psycopg
 
-from dashboard.store import actions
+from dashboard.store.lifecycle import actions
 
 from .db import fresh_database, make_app, seed_queued
 from .drain import worker

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import psycopg
 
-from dashboard.store import enqueue
-from dashboard.store.enqueue import JobSpec
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
 from dashboard.store.models import ATTEMPTS_SQL, STATUS_SHAPE_SQL
 
 from .db import ROOT, embedded_server, fresh_database, libpq, make_app

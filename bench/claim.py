@@ -8,23 +8,23 @@ import time
 import psycopg
 from flask import Flask
 
-from dashboard.store import connection, service
+from dashboard.store import connection, lifecycle
 
 from .db import seed_queued
 
 
 def claim_ms(app: Flask, samples: int = 200, *, generic: bool = True) -> tuple[float, float]:
-    """p50 and p95 of ``service.claim_next_job`` in milliseconds (each claims a new job), on
+    """p50 and p95 of ``lifecycle.claim_next_job`` in milliseconds (each claims a new job), on
     one held connection: with generic plans, as a one-job mode worker thread claims
     (``connection.connect_worker``), or with PostgreSQL's default choice of plans."""
     times: list[float] = []
     with app.app_context():
         conn = connection.connect_worker() if generic else connection.connect()
         for _ in range(6):  # psycopg prepares a statement on its fifth execution
-            service.claim_next_job("bench:claim", lease_seconds=30, conn=conn)
+            lifecycle.claim_next_job("bench:claim", lease_seconds=30, conn=conn)
         for _ in range(samples):
             start = time.perf_counter()
-            job = service.claim_next_job("bench:claim", lease_seconds=30, conn=conn)
+            job = lifecycle.claim_next_job("bench:claim", lease_seconds=30, conn=conn)
             times.append((time.perf_counter() - start) * 1000)
             assert job is not None, "the queue ran dry during the claim benchmark"
         connection.release_worker(conn)

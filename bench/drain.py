@@ -15,7 +15,8 @@ from pathlib import Path
 import psycopg
 from flask import Flask
 
-from dashboard.store import connection, enqueue
+from dashboard.store import connection
+from dashboard.store.lifecycle import create as enqueue
 
 from .db import ROOT, seed_queued, truncate
 

@@ -6,7 +6,8 @@ import time
 
 from flask import Flask
 
-from dashboard.store import connection, enqueue
+from dashboard.store import connection
+from dashboard.store.lifecycle import create as enqueue
 
 from .db import truncate
 

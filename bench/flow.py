@@ -1,6 +1,6 @@
 """Named queues and limits: the claim across many queues, and a limited queue beside a busy one.
 
-- ``claim_across``: the claim's p50/p95 (``service.claim_next_job``, every queue served) with
+- ``claim_across``: the claim's p50/p95 (``lifecycle.claim_next_job``, every queue served) with
   ``small`` and with ``large`` jobs queued, spread evenly over ``queues`` named queues.
 - ``beside_limited``: the drain rate of an unlimited queue alone, then with a queue at its
   concurrency limit beside it (its jobs sleep, so the limit stays reached), runs alternating:
@@ -17,7 +17,7 @@ import time
 import psycopg
 from flask import Flask
 
-from dashboard.store import connection, service
+from dashboard.store import connection, lifecycle
 
 from . import claim, drain
 from .db import truncate
@@ -54,10 +54,10 @@ def claim_ms(app: Flask, samples: int, served: list[str]) -> tuple[float, float]
     with app.app_context():
         conn = connection.connect_worker()
         for _ in range(6):  # psycopg prepares a statement on its fifth execution
-            service.claim_next_job("bench:claim", lease_seconds=30, conn=conn, queues=served)
+            lifecycle.claim_next_job("bench:claim", lease_seconds=30, conn=conn, queues=served)
         for _ in range(samples):
             start = time.perf_counter()
-            job = service.claim_next_job("bench:claim", lease_seconds=30, conn=conn, queues=served)
+            job = lifecycle.claim_next_job("bench:claim", lease_seconds=30, conn=conn, queues=served)
             times.append((time.perf_counter() - start) * 1000)
             assert job is not None, "the queues ran dry during the claim benchmark"
         connection.release_worker(conn)

@@ -82,7 +82,7 @@ def seed_schedules(app: Flask) -> None:
     slots of the last hours, fired with ``missed="all"``), so /schedules/ reads real runs."""
     from datetime import timedelta
 
-    from dashboard.store.schedules import Declaration, fire_due, sync
+    from dashboard.store.flow.schedules import Declaration, fire_due, sync
     from dashboard.store.values import utcnow
 
     start = utcnow() - timedelta(minutes=SCHEDULE_RUNS)

@@ -24,7 +24,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from dashboard import upgrade_database
-from dashboard.store import retention
+from dashboard.store.lifecycle import retention
 
 from .db import fresh_database, make_app, seed_finished, seed_queued, server_url
 from .drain import worker

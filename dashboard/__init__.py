@@ -6,6 +6,7 @@
   (:mod:`.jobs`, the public Python API for application code).
 """
 
+from . import api, cli, web  # noqa: F401  (the doors: each registers how it mounts, extension.door)
 from .app import create_app
 from .extension import JobQueue
 from .jobs import JobContext, enqueue, enqueue_many, handler, schedule

@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Flask
 
+from .auth import init_app as init_auth
 from .auth.principals import Directory
 from .config import ConfigError, Settings
 from .database import (
@@ -85,12 +86,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     htmx.init_app(app)
 
-    from . import auth, web
-
     # The standalone app is the queue's first host: mounted at the root, with its own sign-in.
     JobQueue().init_app(app, db=db)
-    web.metrics.init_app(app)  # GET /metrics, at the root beside the blueprints
-    auth.init_app(app, settings, directory, debug_toolbar=debug_toolbar)
+    init_auth(app, settings, directory, debug_toolbar=debug_toolbar)
 
     if settings.migrates_at_start:
         upgrade_database(app)

@@ -38,9 +38,17 @@ from .config_parsers import (
     read_processes,
     read_queues,
 )
+from .extension import door
 from .logsafe import SafeFormatter
+from .mount import Mount
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
+
+
+@door
+def mount_commands(app: Flask, mount: Mount) -> None:
+    """The commands, as :func:`init_app` registers them for the mount."""
+    init_app(app, embedded=mount.embedded)
 
 
 def init_app(app: Flask, *, embedded: bool = False) -> None:
@@ -291,7 +299,7 @@ def schedules_command(ctx: click.Context) -> None:
     """List the schedules with their next runs; pause, resume or run one now."""
     if ctx.invoked_subcommand is not None:
         return
-    from .store import read_schedules
+    from .store.reads import schedules as read_schedules
 
     rows = read_schedules.list_schedules(upcoming=3)
     if not rows:
@@ -311,7 +319,7 @@ def schedules_command(ctx: click.Context) -> None:
 
 
 def _paused(name: str, paused: bool) -> None:
-    from .store import schedules
+    from .store.flow import schedules
 
     actor = _actor()
     if not schedules.set_paused(name, paused, actor=actor, event_data={"source": "cli", "actor": actor}):
@@ -340,7 +348,7 @@ def schedules_resume(name: str) -> None:
 @with_appcontext
 def schedules_run(name: str) -> None:
     """Enqueue one run of NAME now, outside its slots."""
-    from .store import schedules
+    from .store.flow import schedules
 
     try:
         job = schedules.run_now(name, event_data={"source": "cli", "actor": _actor()})
@@ -368,7 +376,7 @@ def list_queues_command() -> None:
 
 
 def _list_queues() -> None:
-    from .store import read_queues as figures  # not config_parsers.read_queues
+    from .store.reads import queues as figures
 
     board = figures.queue_board()
     found = board.queues
@@ -391,7 +399,7 @@ def _list_queues() -> None:
 
 
 def _queue_change(change: Callable[..., bool], name: str, done: str, already: str) -> None:
-    from .store import queues
+    from .store.flow import queues
 
     try:
         queues.check_name(name)
@@ -407,7 +415,7 @@ def _queue_change(change: Callable[..., bool], name: str, done: str, already: st
 @with_appcontext
 def pause_queue_command(name: str) -> None:
     """Pause NAME: no worker claims its jobs until it is resumed (running ones finish)."""
-    from .store import queues
+    from .store.flow import queues
 
     _queue_change(queues.pause, name, "paused", "already paused")
 
@@ -417,7 +425,7 @@ def pause_queue_command(name: str) -> None:
 @with_appcontext
 def resume_queue_command(name: str) -> None:
     """Resume NAME and wake the idle workers serving it."""
-    from .store import queues
+    from .store.flow import queues
 
     _queue_change(queues.resume, name, "resumed", "was not paused")
 

@@ -13,15 +13,14 @@ keeps per app is one :class:`~dashboard.state.QueueState` under ``app.extensions
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from flask import Blueprint, Flask
+from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
 from .auth.principals import Directory
 from .config import Settings
-from .database import STATIC_DIR
 from .extensions import db as extensions_db
 from .migrating import hide_from_autogenerate
 from .mount import BLUEPRINTS, EMBEDDED_VERSION_TABLE, EXTENSION, Authorize, Mount, normalise_prefix
@@ -93,11 +92,11 @@ class JobQueue:
             state = QueueState(settings, directory=Directory(settings))  # a malformed token stops it here
             state.mount = Mount(prefix, True, authorize, EMBEDDED_VERSION_TABLE)
             app.extensions[EXTENSION] = state
-            _init_embedded(app, settings, prefix)
+            _init_embedded(app, settings)
             hide_from_autogenerate(app)
         else:
             state_of(app).mount = Mount(prefix, False, authorize)
-        _mount(app, prefix)
+        _mount(app)
 
 
 def host_environment(app: Flask) -> dict[str, str]:
@@ -117,34 +116,41 @@ def _as_text(value: str | int | float) -> str:
     return str(value)
 
 
-def _mount(app: Flask, prefix: str) -> None:
-    """Blueprints, the templates' helpers, commands and job types: the same in every host."""
-    from . import api, cli, web
-    from .mount import mount_of
-    from .paths import API_PREFIX
+Door = Callable[[Flask, Mount], None]
+DOORS: list[Door] = []
+
+
+def door(mount: Door) -> Door:
+    """Register how a door (the pages, the JSON API, the commands) mounts itself on an app.
+
+    Each door's package registers itself when it is imported, and the package root imports
+    the three, so every door is known before an app is built; the extension itself imports
+    none of them (arrows point down: the doors use the extension, not the other way)."""
+    DOORS.append(mount)
+    return mount
+
+
+def _mount(app: Flask) -> None:
+    """The doors (blueprints, commands) and the job types: the same in every host."""
     from .runtime.handlers import load_handler_modules
     from .store import models  # noqa: F401  (registers the tables on db.metadata)
 
-    settings = state_of(app).settings
-    app.register_blueprint(api.bp, url_prefix=prefix + API_PREFIX)
-    app.register_blueprint(web.bp, url_prefix=prefix or None)
-    cli.init_app(app, embedded=mount_of(app).embedded)
-    load_handler_modules(settings.worker.handler_modules)
+    state = state_of(app)
+    assert state.mount is not None
+    for mount_door in DOORS:
+        mount_door(app, state.mount)
+    load_handler_modules(state.settings.worker.handler_modules)
 
 
-def _init_embedded(app: Flask, settings: Settings, prefix: str) -> None:
+def _init_embedded(app: Flask, settings: Settings) -> None:
     """What a host's app gets besides the blueprints: static files and ``/metrics`` under the
     prefix, request ids and security headers on the queue's own responses only, the queue's
     commands under ``flask jobqueue``."""
     from .auth import headers
     from .ops import logs, web_metrics
-    from .web import metrics
 
     jsonb.install()
     _htmx_requests(app)
-    own = Blueprint("jobqueue", __name__, static_folder=STATIC_DIR, static_url_path="/static")
-    own.add_url_rule("/metrics", "metrics", metrics.metrics, methods=["GET"])
-    app.register_blueprint(own, url_prefix=prefix or None)
     web_metrics.init_app(app)
     logs.init_app(app, settings.ops.log_format, blueprints=BLUEPRINTS)
     headers.init_app(app, debug_toolbar=False, hsts=not settings.debug, blueprints=BLUEPRINTS)

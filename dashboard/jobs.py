@@ -74,7 +74,7 @@ from .mount import EXTENSION as MOUNTED
 from .runtime import handlers as _handlers
 from .runtime.handlers import Handler, JobContext
 from .runtime.schedules import schedule
-from .store import enqueue as _store
+from .store.lifecycle import create as _store
 from .store.records import CreateResult
 from .store.values import utcnow
 

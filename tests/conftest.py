@@ -26,7 +26,7 @@ from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
 from dashboard.state import state_of
-from dashboard.store import limits_open
+from dashboard.store.lifecycle import claim_form
 from tests.support.open_access import OPEN_ACCESS
 from tests.support.worker_mode import SECOND_RUN_BATCH_SIZE
 
@@ -135,7 +135,7 @@ def clean_tables(request: pytest.FixtureRequest) -> None:
             "jobs_queue_rate, jobs_queue_slot, jobs_queue"
         )
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
-    limits_open.forget()  # what this process knew of the queues' limits was of those rows
+    claim_form.forget()  # what this process knew of the queues' limits was of those rows
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """Canary: data committed by one test is gone in the next (``clean_tables``)."""
 
-from dashboard.store import enqueue, find_jobs, read_jobs
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
 
 
 def test_isolation_first_writes(app):

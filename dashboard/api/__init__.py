@@ -12,8 +12,10 @@ JSON, not forms with a session cookie; they authenticate with bearer tokens, see
 from flask import Flask
 from flask.blueprints import BlueprintSetupState
 
+from ..extension import door
 from ..extensions import csrf
-from . import access, bulk, docs, errors, queues, ready, schedules, views
+from ..mount import Mount
+from . import access, bulk, docs, errors, jobs, queues, ready, schedules
 from .blueprint import bp, routes
 
 
@@ -26,9 +28,15 @@ def _install_cors(state: BlueprintSetupState) -> None:
     errors.install_cors(app, settings.cors_allowed_origins, development=settings.debug)
 
 
+@door
+def mount_api(app: Flask, mount: Mount) -> None:
+    """The JSON API under the mount's prefix + ``/api``."""
+    app.register_blueprint(bp, url_prefix=mount.api_prefix)
+
+
 errors.register(bp)
 bp.before_request(access.authenticate)
 csrf.exempt(bp)
 bp.record_once(_install_cors)
 
-__all__ = ["bp", "bulk", "docs", "queues", "ready", "routes", "schedules", "views"]
+__all__ = ["bp", "bulk", "docs", "jobs", "queues", "ready", "routes", "schedules"]

@@ -9,7 +9,7 @@ bulk retry leaves cancelled jobs out unless its body asks (``cancelled: true`` f
 
 ``DELETE /api/jobs/{id}/`` deletes one finished job: 204, 404 for an unknown id, 409 for a job
 that is not finished (as a retry of a job that is not failed). There is no dry run of one job:
-``GET /api/jobs/{id}/`` shows whether it is finished. They write through ``store/actions.py``.
+``GET /api/jobs/{id}/`` shows whether it is finished. They write through ``store/lifecycle/actions.py``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from typing import Literal
 from flask import Response, current_app
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from ..store import actions, search
-from ..store.actions import ACTION_STATUS
+from ..store.lifecycle import actions
+from ..store.lifecycle.actions import ACTION_STATUS
+from ..store.reads import search
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError, validation_error
 from .inputs import SearchText, TypeFilter
+from .jobs import json_response
 from .outputs import Conflict
 from .registry import Reply
-from .views import json_response
 
 
 class BulkAction(BaseModel):

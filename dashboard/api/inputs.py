@@ -44,7 +44,7 @@ from ..limits import (
     TYPE_MAX_LENGTH,
 )
 from ..runtime.handlers import registered_types
-from ..store import search
+from ..store.reads import search
 from ..store.states import EventType, Status
 from .cursor import PATTERN as CURSOR_PATTERN
 from .cursor import Cursor, decode

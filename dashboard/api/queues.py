@@ -1,7 +1,7 @@
 """`/api/queues/`: named queues, their figures, pause, resume and limits.
 
 Reads need a viewer token, the writes (pause, resume, PATCH) an operator token (``access.py``:
-every non-GET method). The writes go through ``store/queues.py``; this door only validates.
+every non-GET method). The writes go through ``store/flow/queues.py``; this door only validates.
 A name outside ``limits.QUEUE_NAME_PATTERN`` is a 400 on ``name``; an out-of-range limit a 400
 on its field; a GET of a name with neither jobs nor settings a 404. Nothing changes on a
 refused request.
@@ -15,14 +15,15 @@ from flask import Response
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from ..limits import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS, queue_problem
-from ..store import queues, read_queues
+from ..store.flow import queues
+from ..store.reads import queues as read_queues
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError, validation_error
 from .fields import Integer
+from .jobs import json_response
 from .outputs import Error
 from .registry import Reply
-from .views import json_response
 
 route = routes.route
 BAD_NAME = Reply("The name is not a valid queue name: `errors.name` says why.", Error)

@@ -22,7 +22,7 @@ from werkzeug.datastructures import MultiDict
 
 from ..config import settings_of
 from ..limits import finite_float, reject_constant
-from ..store import read_timeout
+from ..store import reading
 from .access import OPEN_ENDPOINTS, READ_METHODS
 from .errors import ApiError, validation_error
 from .inputs import body_context
@@ -120,9 +120,9 @@ def under_read_timeout(view: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     saying so, and costs the database no more than that."""
     limit = settings_of(current_app).dashboard_query_timeout_ms
     try:
-        with read_timeout.time_limit(limit):
+        with reading.time_limit(limit):
             return view(**kwargs)
-    except read_timeout.QueryTimeout:
+    except reading.QueryTimeout:
         raise ApiError(503, READ_TIMEOUT_DETAIL.format(ms=limit)) from None
 
 

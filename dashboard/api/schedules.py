@@ -2,7 +2,7 @@
 operator's ``pause``, ``resume`` and ``run`` (POST, operator token).
 
 Schedules are declared in code; the API reads their rows and changes only their runtime state
-through ``store/schedules.py`` (pause, resume), or enqueues a run now, an ordinary job keyed
+through ``store/flow/schedules.py`` (pause, resume), or enqueues a run now, an ordinary job keyed
 under the schedule's prefix, outside its slots. An unknown name is a 404; a retired schedule
 cannot be run (409).
 """
@@ -15,14 +15,15 @@ from typing import Any, Literal
 from flask import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..store import read_schedules, schedules
-from ..store.read_schedules import ScheduleRow
+from ..store.flow import schedules
+from ..store.reads import schedules as read_schedules
+from ..store.reads.schedules import ScheduleRow
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError
+from .jobs import json_response
 from .outputs import Error, Job, Timestamp
 from .registry import Reply
-from .views import json_response
 
 
 class JobTemplate(BaseModel):

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from ..store import read_overview
+from ..store.reads import overview as read_overview
 
 
 def detail(now: datetime) -> dict[str, Any]:

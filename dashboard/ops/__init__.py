@@ -2,13 +2,13 @@
 
 - :mod:`.logs`: ``LOG_FORMAT`` text/json, request ids, the running attempt's ids on log lines;
 - :mod:`.web_metrics`: the web process's queue gauges (served at ``GET /metrics`` by the door
-  ``web/metrics.py``; their SQL is ``store/read_metrics.py``);
+  ``web/metrics.py``; their SQL is ``store/reads/metrics.py``);
 - :mod:`.recount`: the web process's background recount of the cached finished totals;
 - :mod:`.worker_metrics`: a worker process's counters, and the service that serves them on
   ``JOB_WORKER_METRICS_PORT``;
 - :mod:`.schema`: is the database at this code's migration head (``/api/ready/``, worker start);
 - :mod:`.pooling`: what changes behind PgBouncer in transaction mode (``DATABASE_DIRECT_URL``);
-- :mod:`.commands`: ``flask prune``; the retention itself is ``store/retention.py`` (its
+- :mod:`.commands`: ``flask prune``; the retention itself is ``store/lifecycle/retention.py`` (its
   service in a worker process: ``runtime/pruner.py``).
 
 The app factory's hook is :func:`.setup.init_app`. This package's ``__init__`` imports

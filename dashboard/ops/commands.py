@@ -7,7 +7,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from ..config import ConfigError, parse_days, settings_of
-from ..store import retention
+from ..store.lifecycle import retention
 
 
 def _age(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

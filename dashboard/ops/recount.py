@@ -21,8 +21,8 @@ import threading
 from flask.globals import app_ctx
 
 from ..config import Settings
-from ..store import stats_refresh
-from ..store.read_stats import StatsPolicy
+from ..store.reads import stats_refresh
+from ..store.reads.stats import StatsPolicy
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The web process's queue gauges: a cached snapshot turned into Prometheus metric families.
 
-:class:`QueueCollector` reads a snapshot of the queue (``store/read_metrics.py``: every figure
+:class:`QueueCollector` reads a snapshot of the queue (``store/reads/metrics.py``: every figure
 through a partial index and bounded, see there for the cost at 10M jobs) at most once per
 :data:`CACHE_SECONDS`, shared by every thread of the process, so a scrape every 5 s costs the
 database a few index walks per 5 s whatever the number of scrapers. When a walk reaches its
@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from ..config import settings_of
 from ..mount import EXTENSION as STATE
-from ..store.read_metrics import COUNT_CAP, FINISHED, Snapshot, read_snapshot
+from ..store.reads.metrics import COUNT_CAP, FINISHED, Snapshot, read_snapshot
 from . import recount
 
 CACHE_SECONDS = 5.0

@@ -53,7 +53,7 @@ LOST = Counter(
 )
 ABANDONED = Counter(
     "jobqueue_worker_jobs_abandoned_total",
-    "Attempts whose end could not be recorded before the lease ran out (left to lease recovery)",
+    "Attempts whose end could not be recorded before the lease ran out (left to the rescue)",
     ["type"],
     registry=REGISTRY,
 )
@@ -135,7 +135,7 @@ def claimed(kind: str, started: float) -> None:
 
 
 def rescued(result: Any) -> None:
-    """A rescue pass's :class:`CleanupResult`."""
+    """A rescue pass's :class:`RescueResult`."""
     if result.requeued:
         RESCUED.labels("requeued").inc(len(result.requeued))
     if result.failed:

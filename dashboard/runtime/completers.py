@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from ..ops import worker_metrics
-from ..store import service
+from ..store import lifecycle
 from ..store.records import JobRecord
 from .failures import ResultRejected, describe, first_line
 from .handlers import JobContext
@@ -62,7 +62,7 @@ def record_success(
 
 def complete_alone(runner: Runner, ctx: JobContext, result: Any) -> JobRecord | None:
     """One try of a success on its own: ``complete_job``, fenced by owner and attempt."""
-    return service.complete_job(
+    return lifecycle.complete_job(
         ctx.job_id,
         ctx.worker_id,
         ctx.attempt,
@@ -105,7 +105,7 @@ class CarryingCompleter:
             if not (first and runtime.holding and not runtime.stopping.is_set()):
                 return complete_alone(runner, ctx, result)
             claim_started = time.monotonic()
-            completed, self.carried = service.complete_and_claim(
+            completed, self.carried = lifecycle.complete_and_claim(
                 ctx.job_id,
                 ctx.worker_id,
                 ctx.attempt,
@@ -196,7 +196,7 @@ class BatchCompleter:
     def _record(self, batch: list[Success]) -> None:
         runner = self.runner
         try:
-            done = service.complete_jobs(
+            done = lifecycle.complete_jobs(
                 [(s.ctx.job_id, s.ctx.worker_id, s.ctx.attempt, s.result) for s in batch],
                 progress={s.ctx.job_id: p for s in batch if (p := s.ctx.settle_progress())},
                 started_at={s.ctx.job_id: s.ctx.started_at for s in batch},  # run_ms from its start

@@ -1,7 +1,7 @@
 """The per-attempt deadline of a job type (``@handler(type, timeout=...)``).
 
 Python cannot stop a thread, so the handler is not interrupted: when an attempt passes its
-deadline, a timer fails it in the database (``service.fail_job``, fenced by owner and attempt
+deadline, a timer fails it in the database (``lifecycle.fail_job``, fenced by owner and attempt
 like every worker write, so a handler that settled just before wins), marks the context lost,
 and leaves the handler running on its thread. From then on ``ctx.lost`` is true, ``renew()``
 and ``progress()`` return ``False``, and whatever the handler returns or raises is refused by
@@ -19,7 +19,7 @@ from flask import Flask
 from sqlalchemy import exc as sa_exc
 
 from ..config import WorkerSettings
-from ..store import service
+from ..store import lifecycle
 from .handlers import JobContext
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Deadline:
         error = timeout_error(self.seconds)
         try:
             with self.app.app_context():
-                settled = service.fail_job(
+                settled = lifecycle.fail_job(
                     ctx.job_id,
                     ctx.worker_id,
                     ctx.attempt,

@@ -1,7 +1,7 @@
 """Batch mode (``JOB_WORKER_BATCH_SIZE`` > 1): one statement claims ahead for idle threads.
 
 The :class:`Dispatcher` is the process's producer. It collects the *lanes* that want a job,
-claims up to ``batch_size`` jobs in one statement (``service.claim_batch``: each job locked by
+claims up to ``batch_size`` jobs in one statement (``lifecycle.claim_batch``: each job locked by
 the lane that asked, with its own attempt and lease), and puts them, in claim order, in the
 :class:`Ready` queue that every :class:`Executor` takes from. An executor runs each job with
 its runner (``runner.py``) exactly as in one-job mode; failures are recorded at once, and
@@ -44,7 +44,7 @@ from typing import Any
 
 from ..config import WorkerSettings
 from ..ops import worker_metrics
-from ..store import service
+from ..store import lifecycle
 from ..store.records import JobRecord
 from .runner import Runner
 from .threads import ThreadRuntime, make_worker_id
@@ -231,8 +231,8 @@ class Dispatcher:
         if overdue:
             return
         lease = self.settings.lease_seconds
-        for job in self.ready.expiring(service.utcnow() + timedelta(seconds=lease / 2)):
-            until = service.renew_lease(
+        for job in self.ready.expiring(lifecycle.utcnow() + timedelta(seconds=lease / 2)):
+            until = lifecycle.renew_lease(
                 job.id, job.locked_by or "", job.attempts, lease_seconds=lease, conn=self.runtime.connection
             )
             self.ready.renewed(job, until)
@@ -246,7 +246,7 @@ class Dispatcher:
         seen = self.doorbell.rings
         try:
             claim_started = time.monotonic()
-            jobs = service.claim_batch(
+            jobs = lifecycle.claim_batch(
                 wants,
                 lease_seconds=self.settings.lease_seconds,
                 conn=self.runtime.connection,

@@ -31,7 +31,7 @@ from sqlalchemy import exc as sa_exc
 
 from ..limits import TYPE_MAX_LENGTH, queue_problem, type_problem
 from ..mount import EXTENSION
-from ..store import service
+from ..store import lifecycle
 from ..store.records import JobRecord
 from .failures import check_report, first_line, is_connection_error
 from .progress import Flusher
@@ -212,7 +212,7 @@ class JobContext:
     ) -> None:
         self.job = job
         self._flusher = flusher  # the worker's timer for reports of handlers still running
-        self.started_at = service.utcnow()  # the attempt's start here: its outcome's run_ms
+        self.started_at = lifecycle.utcnow()  # the attempt's start here: its outcome's run_ms
         self._thread = thread  # whose connection the writes use (None: a pooled one each time)
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
@@ -276,7 +276,7 @@ class JobContext:
         """Seconds until the lease ends, by the worker's clock (0 when unknown)."""
         if self.locked_until is None:
             return 0.0
-        return (self.locked_until - service.utcnow()).total_seconds()
+        return (self.locked_until - lifecycle.utcnow()).total_seconds()
 
     def renew(self) -> bool:
         """Extend the lease by ``lease_seconds`` from when the renewal takes effect; ``False``
@@ -297,7 +297,7 @@ class JobContext:
             job, lease = self.job, self.lease_seconds
             locked_until = self._write(
                 "renew the lease",
-                lambda conn: service.renew_lease(
+                lambda conn: lifecycle.renew_lease(
                     job.id, self.worker_id, job.attempts, lease_seconds=lease, conn=conn
                 ),
                 retry=True,
@@ -336,7 +336,7 @@ class JobContext:
         with self._lock:
             schedule = self._pending is None and self._settled is None and self._flusher is not None
             if self._settled is None:
-                self._pending = (service.utcnow(), message, event_data)
+                self._pending = (lifecycle.utcnow(), message, event_data)
         if schedule and self._flusher is not None:
             self._scheduled = True
             self._flusher.schedule(self, self._flush_seconds)
@@ -364,7 +364,7 @@ class JobContext:
             try:
                 event_id = self._write(
                     "write the progress",
-                    lambda conn: service.record_progress(
+                    lambda conn: lifecycle.record_progress(
                         self.job.id,
                         self.worker_id,
                         self.job.attempts,
@@ -439,7 +439,7 @@ class JobContext:
                 return self._settled
             pending, self._pending = self._pending, None
             self._settled = (
-                [] if pending is None else [service.progress_report(pending[1], pending[2], now=pending[0])]
+                [] if pending is None else [lifecycle.progress_report(pending[1], pending[2], now=pending[0])]
             )
         if self._scheduled and self._flusher is not None:
             self._flusher.cancel(self)

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 
 from ..ops import worker_metrics
-from ..store import service
-from ..store.records import CleanupResult, JobRecord
+from ..store import lifecycle
+from ..store.records import JobRecord, RescueResult
 from .completers import CarryingCompleter
 from .handlers import Handler, get_handler
 from .progress import Flusher
@@ -104,7 +104,7 @@ class OneJobLoop:
             if not runtime.holding:  # a single step from outside run(): give the connection back
                 runtime.close()
 
-    def rescue(self) -> CleanupResult:
+    def rescue(self) -> RescueResult:
         """Rescue expired leases (the rescue tick); schedules the next tick."""
         self._next_rescue = time.monotonic() + self.runtime.settings.cleanup_interval_seconds
         return rescue(self.runtime)
@@ -114,7 +114,7 @@ class OneJobLoop:
         process's attempts is overdue: ``attempts.py``)."""
         runtime = self.runtime
         started = time.monotonic()
-        jobs = service.claim_jobs(
+        jobs = lifecycle.claim_jobs(
             runtime.worker_id,
             lease_seconds=runtime.settings.lease_seconds,
             limit=limit,

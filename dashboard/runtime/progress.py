@@ -26,7 +26,7 @@ from flask import Flask, has_app_context
 from flask.globals import app_ctx
 
 
-class JobContext(Protocol):
+class Flushable(Protocol):
     """What the flusher needs of ``handlers.JobContext``."""
 
     @property
@@ -59,7 +59,7 @@ class Flusher:
     name = "progress-flusher"
 
     def __init__(self) -> None:
-        self._waiting: dict[JobContext, tuple[float, Flask | None]] = {}
+        self._waiting: dict[Flushable, tuple[float, Flask | None]] = {}
         self._cond = threading.Condition(threading.Lock())
         self._wakes_at: float | None = 0.0  # the sleeping thread's wake-up; None: until notified
         self._thread: threading.Thread | None = None
@@ -84,7 +84,7 @@ class Flusher:
         if thread is not None and thread is not threading.current_thread():
             thread.join(1.0)
 
-    def schedule(self, ctx: JobContext, delay: float) -> None:
+    def schedule(self, ctx: Flushable, delay: float) -> None:
         """Flush ``ctx`` after ``delay`` seconds, unless its settle has taken the report by then.
 
         The flush runs in the application context of the caller (a write may have to connect
@@ -93,24 +93,24 @@ class Flusher:
         app = app_ctx.app if ctx.needs_app and has_app_context() else None  # the app itself, not the proxy
         self._put(ctx, delay, app)
 
-    def _put(self, ctx: JobContext, delay: float, app: Flask | None) -> None:
+    def _put(self, ctx: Flushable, delay: float, app: Flask | None) -> None:
         due = time.monotonic() + delay
         with self._cond:
             self._waiting[ctx] = (due, app)
             if self._wakes_at is None or due < self._wakes_at:
                 self._cond.notify()
 
-    def cancel(self, ctx: JobContext) -> None:
+    def cancel(self, ctx: Flushable) -> None:
         """Forget ``ctx``: its settle has taken the pending report."""
         with self._cond:
             self._waiting.pop(ctx, None)
 
-    def is_waiting(self, ctx: JobContext) -> bool:
+    def is_waiting(self, ctx: Flushable) -> bool:
         """Whether ``ctx`` waits for the thread (a settled context no longer does)."""
         with self._cond:
             return ctx in self._waiting
 
-    def _take_due(self) -> list[tuple[JobContext, Flask | None]] | None:
+    def _take_due(self) -> list[tuple[Flushable, Flask | None]] | None:
         """The contexts due now (waiting until one is), or ``None`` once stopped."""
         with self._cond:
             while True:

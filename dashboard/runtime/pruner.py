@@ -13,7 +13,7 @@ import threading
 from flask import Flask
 
 from ..config import OpsSettings
-from ..store.retention import cutoffs, prune
+from ..store.lifecycle.retention import cutoffs, prune
 
 log = logging.getLogger(__name__)
 

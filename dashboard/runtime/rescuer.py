@@ -1,7 +1,7 @@
 """Rescue: expired leases given back to the queue (or failed), and the rescuer that does it
 on schedule.
 
-:func:`rescue` is one pass of the store's ``cleanup_expired_jobs``: each expired lease requeued
+:func:`rescue` is one pass of the store's ``rescue_expired_jobs``: each expired lease requeued
 with a backoff (``timeout_requeued``) or failed when out of attempts. Each one-job thread also
 runs a pass between jobs (its rescue tick), but a thread inside a long handler ticks nothing;
 if every thread of every worker is busy, expired leases would wait for a free thread. So one
@@ -11,7 +11,7 @@ lease + cleanup interval. ``SKIP LOCKED`` keeps it and the threads from stepping
 other. After each pass it also analyzes a queue table that outgrew its planner statistics
 tenfold (``store/planner_stats.py``: a burst into a nearly empty table would otherwise run on
 plans made for a page or two), and frees the concurrency slots of attempts already over that
-a settle could not see (``store/queues.py``).
+a settle could not see (``store/flow/queues.py``).
 """
 
 from __future__ import annotations
@@ -21,18 +21,19 @@ import logging
 from sqlalchemy import exc as sa_exc
 
 from ..ops import worker_metrics
-from ..store import planner_stats, queues, service
-from ..store.records import CleanupResult
+from ..store import lifecycle, planner_stats
+from ..store.flow import queues
+from ..store.records import RescueResult
 from .threads import PeriodicService, ThreadRuntime
 
 log = logging.getLogger(__name__)
 
 
-def rescue(runtime: ThreadRuntime) -> CleanupResult:
+def rescue(runtime: ThreadRuntime) -> RescueResult:
     """Rescue up to ``cleanup_batch_size`` expired leases (any worker's) on ``runtime``'s
     connection: requeued with a backoff, or failed when out of attempts."""
     settings = runtime.settings
-    result = service.cleanup_expired_jobs(
+    result = lifecycle.rescue_expired_jobs(
         runtime.worker_id,
         batch_size=settings.cleanup_batch_size,
         backoff_base_seconds=settings.backoff_base_seconds,
@@ -74,7 +75,7 @@ def refresh_statistics(runtime: ThreadRuntime) -> list[dict[str, object]]:
 
 def free_stale_slots(runtime: ThreadRuntime) -> int:
     """Free the concurrency slots of attempts that are over but whose settle could not see
-    their slot (``store/queues.py``); usually none. A database error is left to the next pass."""
+    their slot (``store/flow/queues.py``); usually none. A database error is left to the next pass."""
     try:
         freed = queues.free_stale_slots(conn=runtime.connection)
     except sa_exc.SQLAlchemyError as error:

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import exc as sa_exc
 
 from ..ops import worker_metrics
-from ..store import service
+from ..store import lifecycle
 from ..store.jsonb import UnreadableJson
 from ..store.records import JobRecord
 from . import heartbeat
@@ -202,7 +202,7 @@ class Runner:
         settings = self.runtime.settings
 
         def call() -> JobRecord | None:
-            return service.fail_job(
+            return lifecycle.fail_job(
                 ctx.job_id,
                 ctx.worker_id,
                 ctx.attempt,
@@ -241,7 +241,7 @@ class Runner:
                     raise
                 runtime.drop_connection()
                 lease_left = (
-                    (ctx.locked_until - service.utcnow()).total_seconds() if ctx.locked_until else 0.0
+                    (ctx.locked_until - lifecycle.utcnow()).total_seconds() if ctx.locked_until else 0.0
                 )
                 delay = backoff.next()
                 if lease_left <= 0:

@@ -21,7 +21,7 @@ from datetime import datetime
 from flask import Flask
 
 from ..config import WorkerSettings, settings_of
-from ..store import schedules as store
+from ..store.flow import schedules as store
 from .schedules import declarations
 from .threads import PeriodicService, ThreadRuntime
 

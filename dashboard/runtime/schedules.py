@@ -34,8 +34,8 @@ from ..limits import (
     queue_problem,
     type_problem,
 )
-from ..store import cron as slots
-from ..store.schedules import Declaration
+from ..store.flow import cron as slots
+from ..store.flow.schedules import Declaration
 from .handlers import defaults_of
 
 _NAME = re.compile(SCHEDULE_NAME_PATTERN)

@@ -22,7 +22,8 @@ from flask import Flask
 from sqlalchemy import Connection
 
 from ..config import WorkerSettings
-from ..store import connection, queues
+from ..store import connection
+from ..store.flow import queues
 from .attempts import PROCESS, RunningAttempts
 from .failures import first_line, is_connection_error
 

@@ -43,7 +43,7 @@ from ..config import OpsSettings, WorkerSettings, settings_of
 from ..database import tcp_connect_args
 from ..ops import pooling
 from ..ops.worker_metrics import MetricsServer
-from ..store import service
+from ..store import lifecycle
 from .completers import BatchCompleter, InlineCompleter
 from .dispatcher import Dispatcher, Executor
 from .failures import first_line
@@ -306,7 +306,7 @@ class Worker:
 
         Each is recorded as a failed attempt with no backoff (``retry_scheduled``, or
         ``failed`` on its last attempt, exactly as a rescue would), fenced by owner and
-        attempt and written with its event in one statement (``service.fail_job``): an attempt
+        attempt and written with its event in one statement (``lifecycle.fail_job``): an attempt
         that finished or was rescued meanwhile changes nothing. A handler still running in
         this process is not interrupted; the process exits right after. In batch mode the jobs
         claimed for an executor that has not started them yet are handed back the same way.
@@ -318,7 +318,7 @@ class Worker:
         # Waiting jobs first: one taken by a thread between the two reads is then seen running
         # (and handed back once; the second, fenced try changes nothing), never missed.
         ahead = self.dispatcher.ready.waiting() if self.dispatcher is not None else []
-        now = service.utcnow()
+        now = lifecycle.utcnow()
         held = [Held(j.id, j.type, j.locked_by or "", j.attempts, now) for j in ahead]
         held += [Held(c.job_id, c.job_type, c.worker_id, c.attempt, c.started_at) for c in self._running()]
         with self.app.app_context():
@@ -328,7 +328,7 @@ class Worker:
                     "JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS) before the handler finished; handed back"
                 )
                 try:
-                    back = service.fail_job(
+                    back = lifecycle.fail_job(
                         ctx.job_id,
                         ctx.worker_id,
                         ctx.attempt,

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from .read_timeout import reading
+from .reading import reading
 
 PAGE = 50
 

@@ -68,8 +68,8 @@ def connect_worker() -> Connection:
     without a limit are one) and ``CLAIM_ONE_NO_LIMITS``, or while a limited queue
     could give a job ``COMPLETE_AND_CLAIM`` and ``CLAIM_ONE``, all one range of
     ``job_queue_claim_idx`` per queue with ``LIMIT 1`` spelled out, and now and then
-    ``LIMITS_OPEN`` (``store/limits_open.py``); the other transitions keyed by job id, and the
-    cleanup tick through the small partial ``job_timeout_idx``. psycopg
+    ``LIMITS_OPEN`` (``store/lifecycle/claim_form.py``); the other transitions keyed by job id, and the
+    rescue pass through the small partial ``job_timeout_idx``. psycopg
     prepares them; without this setting PostgreSQL re-plans them on every execution, and
     planning the claim costs more as the table grows. The generic plans walk those indexes in
     order all the same (figures: ``docs/benchmarks.md``). Not for batch mode's statements:

@@ -6,7 +6,7 @@ lock. The service functions keep to these rules; the constraints make a bug that
 fail loudly instead of leaving a job no worker will ever pick up.
 
 Each index is here for one query, named beside it. The statements that move a job live whole
-in ``store/*.sql``; the reads in ``find_jobs.py`` and the ``read_*.py`` modules.
+in ``store/*.sql``; the reads in ``reads/lists.py`` and the ``read_*.py`` modules.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class Job(Model):
             text("id DESC"),
             postgresql_where=text("queue <> 'default'"),
         ),
-        # Each queue's live figures (``read_queues.py``): ready / scheduled / retrying as capped
+        # Each queue's live figures (``reads/queues.py``): ready / scheduled / retrying as capped
         # ranges and its oldest ready job, as job_queued_idx gives them for all (migration 0011);
         # and the claims' `limits_open`: a limited queue's first due job (claim.sql).
         Index(
@@ -192,7 +192,7 @@ class Job(Model):
             text("id DESC"),
             postgresql_where=text("cancelled_at IS NOT NULL"),
         ),
-        # Expired-lease recovery (``cleanup_expired`` in lease_recovery.sql): only running rows.
+        # The rescue of expired leases (``rescue_expired`` in rescue.sql): only running rows.
         Index("job_timeout_idx", "locked_until", postgresql_where=text("status = 'running'")),
         # Search by error text, any status (``error_search.ERROR_VECTOR``): the error with its ASCII
         # punctuation turned into separators, so host names, dotted names and paths are found by
@@ -385,7 +385,7 @@ class QueueSlot(Model):
 
     A claim takes free slots (FOR UPDATE SKIP LOCKED; the lock re-reads the newest row, so two
     claimers never take one slot) and writes (job_id, attempt); every fenced statement that
-    ends that attempt frees it in the same statement (settle.sql, lease_recovery.sql)."""
+    ends that attempt frees it in the same statement (settle.sql, rescue.sql)."""
 
     __tablename__ = "jobs_queue_slot"
 

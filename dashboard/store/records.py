@@ -67,7 +67,7 @@ class CreateResult:
 
 
 @dataclass(frozen=True, slots=True)
-class CleanupResult:
+class RescueResult:
     requeued: list[uuid.UUID]
     failed: list[uuid.UUID]
 

@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from types import MappingProxyType
 
 from sqlalchemy import TextClause, bindparam, text
@@ -45,7 +46,7 @@ from .records import EVENT_FIELDS
 # costs at most one poll interval.
 NOTIFY_CHANNEL = "jobqueue_jobs"
 
-# How lease recovery's last_error begins (cleanup_expired in lease_recovery.sql): the contract
+# How the rescue's last_error begins (rescue_expired in rescue.sql): the contract
 # says last_error records an expired lease, and the claim's avoid-expired rule tells such a job
 # by it (claim.sql). No worker-written error can begin so: the runtime writes errors as
 # ``ExceptionType: message``.
@@ -129,9 +130,17 @@ def collect(files: Iterable[tuple[str, str]]) -> dict[str, Statement]:
 
 
 def load() -> dict[str, Statement]:
-    """Every statement of the ``*.sql`` files of this package, by name."""
-    entries = sorted(resources.files(__package__).iterdir(), key=lambda entry: entry.name)
-    return collect((e.name, e.read_text(encoding="utf-8")) for e in entries if e.name.endswith(".sql"))
+    """Every statement of the ``*.sql`` files of this package and its folders (``lifecycle/``,
+    ``reads/``, ``flow/``), by name; a file is named by its path in the store."""
+    return collect(_sql_files(resources.files(__package__), ""))
+
+
+def _sql_files(folder: Traversable, prefix: str) -> Iterable[tuple[str, str]]:
+    for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        if entry.is_dir() and not entry.name.startswith(("_", ".")):
+            yield from _sql_files(entry, f"{prefix}{entry.name}/")
+        elif entry.name.endswith(".sql"):
+            yield f"{prefix}{entry.name}", entry.read_text(encoding="utf-8")
 
 
 STATEMENTS = MappingProxyType(load())
@@ -142,4 +151,4 @@ def query(name: str) -> TextClause:
     try:
         return STATEMENTS[name].clause
     except KeyError:
-        raise KeyError(f"no statement named {name!r} in dashboard/store/*.sql") from None
+        raise KeyError(f"no statement named {name!r} in dashboard/store/**/*.sql") from None

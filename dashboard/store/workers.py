@@ -5,7 +5,7 @@ Each ``flask worker`` process upserts its row every ``JOB_WORKER_HEARTBEAT_SECON
 (:func:`mark_stopped`). The row says which queues it claims from (``queues``; ``NULL``: every
 queue) and what each of its threads is doing (``activity``: idle, or
 the job, attempt, start and lease of the attempt its handler runs), as the process itself
-sees it: a thread stuck in a handler past its lease is busy, whatever lease recovery did with
+sees it: a thread stuck in a handler past its lease is busy, whatever the rescue did with
 its job meanwhile. States (:func:`state_of`):
 
 - *alive*: the last heartbeat is younger than :data:`STALE_AFTER_BEATS` of its own intervals;
@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.types import Text
 
 from ..extensions import engine
-from .read_timeout import reading
+from .reading import reading
 from .values import aware, pg_safe, utcnow
 
 STALE_AFTER_BEATS = 3

@@ -18,7 +18,8 @@ from flask import current_app, render_template, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import settings_of
-from ..store import read_health, read_timeout
+from ..store import reading
+from ..store.reads import health as read_health
 from .blueprint import bp
 from .rendering import now
 
@@ -34,13 +35,13 @@ def current_alarm() -> read_health.Unserved | None:
     """This request's reading (once per request), or None if it could not be read."""
     if KEY not in request.environ:
         try:
-            with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
+            with reading.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
                 request.environ[KEY] = read_health.unserved(now())
-        except (read_timeout.QueryTimeout, SQLAlchemyError):
+        except (reading.QueryTimeout, SQLAlchemyError):
             log.warning("the no-worker banner could not be read", exc_info=True)
             request.environ[KEY] = None
-    reading: read_health.Unserved | None = request.environ[KEY]
-    return reading
+    alarm: read_health.Unserved | None = request.environ[KEY]
+    return alarm
 
 
 def alarm_title(alarm: read_health.Unserved | None) -> str:

@@ -2,7 +2,7 @@
 
 Every action is two steps that work without JavaScript: ``GET /jobs/bulk/<action>/`` is the dry
 run (how many jobs it will touch, with a confirm button), and the confirm button POSTs (CSRF
-token) to the same address, which runs it through ``store/actions.py`` in chunks. The same
+token) to the same address, which runs it through ``store/lifecycle/actions.py`` in chunks. The same
 holds for deleting one job (``/jobs/<id>/delete/``). Viewers see no buttons and both steps
 refuse them (403).
 
@@ -19,8 +19,10 @@ from flask import abort, flash, redirect, render_template, url_for
 from htmx_flask import request
 from werkzeug.wrappers import Response
 
-from ..store import actions, capacity, read_jobs, search
-from ..store.actions import ACTION_STATUS, FINISHED
+from ..store.lifecycle import actions
+from ..store.lifecycle.actions import ACTION_STATUS, FINISHED
+from ..store.reads import capacity, search
+from ..store.reads import jobs as read_jobs
 from .blueprint import bp
 from .forms import RetryForm
 from .jobs import _job_id, _timeline_or_404

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..store.read_overview import MINUTES, MinuteFigures
+from ..store.reads.overview import MINUTES, MinuteFigures
 
 WIDTH, HEIGHT = 600, 140
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import render_template, request
 
-from ..store import read_jobs
+from ..store.reads import jobs as read_jobs
 from ..store.states import EVENT_TYPES
 from .blueprint import bp
 from .params import EventFilters, event_filters

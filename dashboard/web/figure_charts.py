@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..store.read_overview import MINUTES, MinuteFigures
+from ..store.reads.overview import MINUTES, MinuteFigures
 
 WIDTH, HEIGHT = 600, 120
 

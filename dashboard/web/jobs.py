@@ -13,15 +13,17 @@ from ..config import settings_of
 from ..limits import BIGINT_MAX, TIMELINE_EVENTS_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
-from ..store import actions, enqueue, read_jobs
+from ..store.lifecycle import actions
+from ..store.lifecycle import create as enqueue
+from ..store.reads import jobs as read_jobs
 from ..store.records import EventRecord, JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .job_extras import deleted_note, job_extras, running_owner
+from .job_list import list_page
+from .job_panels import deleted_note, job_panels, running_owner
 from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
-from .search import list_page
 from .signin import audit_data, operator_required
 from .timeline import current_progress, fold, timeline_context
 
@@ -122,7 +124,7 @@ def detail_context(
         "notices": notices or [],
         "type_note": type_note(job),
         # Why a queued job is not running, each attempt's error, cancel and run now.
-        **(job_extras(job, timeline.events) if extras else {}),
+        **(job_panels(job, timeline.events) if extras else {}),
     }
 
 
@@ -137,7 +139,7 @@ def job_detail(job_id: str) -> str:
 @bp.post("/jobs/<job_id>/retry/")
 @operator_required
 def job_retry(job_id: str) -> str | Response:
-    """failed -> queued (``store/actions.py``). CSRF is checked app-wide before this runs."""
+    """failed -> queued (``store/lifecycle/actions.py``). CSRF is checked app-wide before this runs."""
     job_uuid = _job_id(job_id)
     form = RetryForm()
     outcome = actions.run_one("retry", job_uuid, event_data=audit_data())

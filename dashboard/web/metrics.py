@@ -3,7 +3,7 @@
 Open while sign-in is off (development); otherwise ``Authorization: Bearer`` (read by
 ``auth.bearer``, as the API reads it) with ``METRICS_TOKEN`` or any ``API_TOKENS`` token,
 viewer or operator. A refusal answers 401 and logs the path, never a token. The figures are
-``ops/web_metrics.py``'s (a cached snapshot of ``store/read_metrics.py``); a database outage
+``ops/web_metrics.py``'s (a cached snapshot of ``store/reads/metrics.py``); a database outage
 answers 503, so the scrape fails as it should.
 
 Registered on the app at the root, not on the dashboard's blueprint: a scraper has no session,

@@ -20,8 +20,13 @@ from flask import current_app
 from ..config import settings_of
 from ..limits import TYPE_COUNT_CAP
 from ..ops import recount
-from ..store import read_health, read_overview, read_queues, read_schedules, read_stats, read_timeout
+from ..store import reading
 from ..store import workers as read_workers
+from ..store.reads import health as read_health
+from ..store.reads import overview as read_overview
+from ..store.reads import queues as read_queues
+from ..store.reads import schedules as read_schedules
+from ..store.reads import stats as read_stats
 from .blueprint import bp
 from .chart import build_chart
 from .figure_charts import build_figure_charts
@@ -72,7 +77,7 @@ def overview_context() -> dict[str, Any]:
     start, _ = read_overview.hour_window(current)
     settings = settings_of(current_app)
     policy = recount.policy_of(settings)
-    with read_timeout.time_limit(settings.dashboard_query_timeout_ms):
+    with reading.time_limit(settings.dashboard_query_timeout_ms):
         totals = _panel(lambda: read_health.finished_totals(current, policy))
         workers = _panel(lambda: read_workers.board(current))
         failures = _panel(lambda: read_stats.latest_failures(FAILURES_SHOWN))
@@ -106,7 +111,7 @@ def overview_context() -> dict[str, Any]:
 def _panel(load: Callable[[], T]) -> T | None:
     try:
         return load()
-    except read_timeout.QueryTimeout:
+    except reading.QueryTimeout:
         log.warning("an overview panel timed out", exc_info=True)
         return None
 

@@ -82,7 +82,7 @@ class JobFilters:
     before: Keyset | None = None  # keyset paging: rows older than this (created_at, id)
     after: Keyset | None = None  # rows newer than this
     errors: dict[str, str] = field(default_factory=dict)
-    q: str = ""  # search (``store/search.py``)
+    q: str = ""  # search (``store/reads/search.py``)
     order: str = "newest"  # or "next": ready jobs in claim order
     # True: only jobs an operator cancelled (stored as failed); False: none of them; None: either.
     cancelled: bool | None = None

@@ -1,6 +1,6 @@
 """The Queues page: every named queue with its figures, limits and how full they are, who
 paused or changed it and when, and pause / resume / limit forms (operators only, POST with the
-CSRF token). The changes go through ``store/queues.py``."""
+CSRF token). The changes go through ``store/flow/queues.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
 
-from ..store import capacity, queues, read_queues
+from ..store.flow import queues
+from ..store.reads import capacity
+from ..store.reads import queues as read_queues
 from .blueprint import bp
 from .forms import RetryForm
 from .rendering import limited, now, page_or_fragment

@@ -19,7 +19,7 @@ import dashboard.limits as rules
 
 from ..config import settings_of
 from ..mount import static_url
-from ..store import read_timeout
+from ..store import reading
 from ..store.states import ACTIVITY_EVENTS
 from ..store.values import utcnow
 from .blueprint import bp
@@ -59,9 +59,9 @@ def limited(load: Callable[[], T]) -> T | None:
     """``load()`` under the dashboard's query time limit (``DASHBOARD_QUERY_TIMEOUT_MS``), or
     ``None`` if a read ran past it: a page then shows that part as unavailable."""
     try:
-        with read_timeout.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
+        with reading.time_limit(settings_of(current_app).dashboard_query_timeout_ms):
             return load()
-    except read_timeout.QueryTimeout:
+    except reading.QueryTimeout:
         log.warning("a dashboard read ran past its time limit", exc_info=True)
         return None
 

@@ -1,6 +1,6 @@
 """The Schedules page: each schedule in words beside its expression, its next runs, its last
 runs with their jobs' outcomes, paused, retired, late or failing; pause, resume and run now for
-operators (POSTs with the CSRF token, through ``store/schedules.py``)."""
+operators (POSTs with the CSRF token, through ``store/flow/schedules.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from werkzeug.wrappers import Response
 
 from ..config import settings_of
 from ..runtime.schedules import declared
-from ..store import read_schedules, schedules
+from ..store.flow import schedules
+from ..store.reads import schedules as read_schedules
 from .blueprint import bp
 from .forms import RetryForm
 from .rendering import limited, now, page_or_fragment

@@ -11,7 +11,10 @@ import pytest
 
 from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.api.outputs import BulkResult, BulkResults, Job, bulk_results_json, job_renderer
-from dashboard.store import find_jobs, read_jobs, read_stats, values
+from dashboard.store import values
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import stats as read_stats
 from dashboard.store.records import CreateResult
 from tests.support.open_access import ANONYMOUS_API, audit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 

@@ -10,7 +10,8 @@ import pytest
 
 from dashboard.api.outputs import Job, job_json
 from dashboard.config import settings_of
-from dashboard.store import find_jobs, read_jobs
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
 from tests.support.open_access import ANONYMOUS_API, audit
 
 from .helpers import JOB_FIELDS, RECORD_SHAPES, another_app, create, shaped_record, table_snapshot

@@ -4,7 +4,9 @@ it apart."""
 
 from __future__ import annotations
 
-from dashboard.store import actions, audit, read_jobs
+from dashboard.store import audit
+from dashboard.store.lifecycle import actions
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 
 from .helpers import JOB_FIELDS

@@ -8,15 +8,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from dashboard.store import enqueue, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
 
 from .helpers import EVENT_FIELDS, create
 
 
 def claim_and_fail(job_id: uuid.UUID) -> None:
-    job = service.claim_next_job("w:1:thread-1:abcd", lease_seconds=30)
+    job = lifecycle.claim_next_job("w:1:thread-1:abcd", lease_seconds=30)
     assert job is not None and job.id == job_id
-    service.fail_job(
+    lifecycle.fail_job(
         job.id, "w:1:thread-1:abcd", job.attempts, "boom", backoff_base_seconds=5, backoff_max_seconds=300
     )
 

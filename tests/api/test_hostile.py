@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 
 from .helpers import TEST_TYPE, table_snapshot
 

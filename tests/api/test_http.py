@@ -82,7 +82,7 @@ def test_cors_headers_only_on_the_api(client):
 
 
 def test_unexpected_errors_under_api_are_json_500_without_traceback(app, client, monkeypatch):
-    from dashboard.store import read_stats
+    from dashboard.store.reads import stats as read_stats
 
     def explode(now):
         raise RuntimeError("secret internals")

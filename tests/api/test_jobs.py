@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app

@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import queues, read_queues
-from dashboard.store.schedules import Declaration, sync
+from dashboard.store.flow import queues
+from dashboard.store.flow.schedules import Declaration, sync
+from dashboard.store.reads import queues as read_queues
 
 from .helpers import table_snapshot
 

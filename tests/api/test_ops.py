@@ -9,7 +9,7 @@ import pytest
 
 from dashboard.config import settings_of
 from dashboard.runtime import handlers
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot

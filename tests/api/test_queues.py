@@ -6,7 +6,8 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, queues
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.secured import OPERATOR_TOKEN, VIEWER_TOKEN, build
 
 from .helpers import table_snapshot

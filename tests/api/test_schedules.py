@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dashboard.store import read_jobs
-from dashboard.store.schedules import Declaration, fire_due, sync
+from dashboard.store.flow.schedules import Declaration, fire_due, sync
+from dashboard.store.reads import jobs as read_jobs
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
 NIGHTLY = Declaration("nightly", "0 6 * * *", "Europe/Berlin", "demo.success", {"r": 1}, "reports", 60, 5)

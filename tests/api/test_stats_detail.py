@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from dashboard.store import enqueue, values
+from dashboard.store import values
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 
 from .helpers import create
@@ -43,7 +44,7 @@ def test_job_events_after_id_and_limit(client, job_type):
 
 
 def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, monkeypatch):
-    from dashboard.store import read_overview
+    from dashboard.store.reads import overview as read_overview
 
     for _ in range(3):
         enqueue.create_job("demo.success", {})

@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from dashboard.api import routes
-from dashboard.store import read_jobs, schedules
+from dashboard.store.flow import schedules
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 from tests.support.secured import OPERATOR_TOKEN, VIEWER_TOKEN, bearer
 from tests.support.timelines import table_snapshot

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 from tests.support.secured import OPERATOR_TOKEN, bearer, form_token
 

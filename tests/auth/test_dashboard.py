@@ -9,7 +9,10 @@ import time
 import pytest
 
 from dashboard.auth.session import directory_of
-from dashboard.store import enqueue, find_jobs, read_jobs, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
 from dashboard.store.records import JobRecord
 from tests.support.factories import make_job
 from tests.support.secured import PASSWORDS, build, fast_hash, form_token, sign_in
@@ -21,8 +24,10 @@ HX = {"HX-Request": "true"}
 def failed_job() -> JobRecord:
     """A job failed for good through the service, so the overview lists it among failures."""
     job = enqueue.create_job("demo.fail", max_attempts=1).job
-    assert service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30).id == job.id
-    service.fail_job(job.id, "host:1:thread-1:abcd", 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1)
+    assert lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30).id == job.id
+    lifecycle.fail_job(
+        job.id, "host:1:thread-1:abcd", 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1
+    )
     failed = read_jobs.get_job(job.id)
     assert failed.status == "failed"
     return failed
@@ -262,8 +267,8 @@ def test_sign_in_page_says_when_no_user_is_configured(app, database_url):
 
 def test_the_timeline_credits_only_the_events_an_actor_wrote(app, operator):
     job = enqueue.create_job("demo.success", event_data={"actor": "olga", "source": "dashboard"}).job
-    claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
-    service.record_progress(job.id, "host:1:thread-1:abcd", claimed.attempts, data={"actor": "mallory"})
+    claimed = lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
+    lifecycle.record_progress(job.id, "host:1:thread-1:abcd", claimed.attempts, data={"actor": "mallory"})
     html = operator.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "by <strong>olga</strong>" in html
     assert "mallory</strong>" not in html

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from dashboard.auth.headers import POLICY, render_policy, script_hash
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 from tests.support.secured import build, form_token
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dashboard.store import read_jobs, read_schedules
-from dashboard.store.schedules import Declaration, sync
+from dashboard.store.flow.schedules import Declaration, sync
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import schedules as read_schedules
 from tests.support.secured import form_token
 
 TICK = Declaration("tick", "* * * * *", "UTC", "demo.success", {}, "default", 50, 3)

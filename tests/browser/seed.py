@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dashboard.store import actions, enqueue, queues, read_jobs, service, values, workers
+from dashboard.store import lifecycle, values, workers
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.records import JobRecord
 from tests.support.factories import make_job
 
@@ -23,9 +27,11 @@ class Seeded:
 
 def fail_for_good(type_: str, error: str) -> JobRecord:
     job = enqueue.create_job(type_, {"n": 1}, max_attempts=1).job
-    claimed = service.claim_jobs("seed-worker", lease_seconds=60)
+    claimed = lifecycle.claim_jobs("seed-worker", lease_seconds=60)
     assert [c.id for c in claimed] == [job.id]
-    failed = service.fail_job(job.id, "seed-worker", 1, error, backoff_base_seconds=1, backoff_max_seconds=1)
+    failed = lifecycle.fail_job(
+        job.id, "seed-worker", 1, error, backoff_base_seconds=1, backoff_max_seconds=1
+    )
     assert failed is not None and failed.status == "failed"
     return failed
 
@@ -33,7 +39,7 @@ def fail_for_good(type_: str, error: str) -> JobRecord:
 def run_long(progress_events: int, *, payload: dict | None = None) -> JobRecord:
     """A running job whose worker has reported ``progress_events`` times (no worker runs it)."""
     job = enqueue.create_job("demo.slow", payload or {"sleep_seconds": 240}).job
-    claimed = service.claim_jobs("seed-worker", lease_seconds=3600)
+    claimed = lifecycle.claim_jobs("seed-worker", lease_seconds=3600)
     assert [c.id for c in claimed] == [job.id]
     add_progress(job, progress_events)
     return job
@@ -42,16 +48,16 @@ def run_long(progress_events: int, *, payload: dict | None = None) -> JobRecord:
 def add_progress(job: JobRecord, count: int, start: int = 0) -> None:
     for i in range(start, start + count):
         percent = min(99, i // 5)
-        service.record_progress(job.id, "seed-worker", 1, message=f"step {i}", data={"percent": percent})
+        lifecycle.record_progress(job.id, "seed-worker", 1, message=f"step {i}", data={"percent": percent})
         if i % 10 == 0:
-            service.renew_lease(job.id, "seed-worker", 1, lease_seconds=3600)
+            lifecycle.renew_lease(job.id, "seed-worker", 1, lease_seconds=3600)
 
 
 def seed_pages() -> Seeded:
     """One job of each kind the pages show, including the long unbroken texts."""
     failed = fail_for_good("demo.fail", "Boom:" + LONG_WORD)
     running = run_long(30)
-    service.record_progress(running.id, "seed-worker", 1, message=LONG_WORD, data={"percent": 50})
+    lifecycle.record_progress(running.id, "seed-worker", 1, message=LONG_WORD, data={"percent": 50})
     now = values.utcnow()
     ready_old = enqueue.create_job(
         "demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)

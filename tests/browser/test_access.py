@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 from tests.support.secured import PASSWORDS, SECURED
 

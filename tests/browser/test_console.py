@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 

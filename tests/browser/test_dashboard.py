@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, read_jobs
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 
 from .conftest import ARTIFACTS, Process, wait_until
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, queues, read_queues, values
-from dashboard.store.schedules import Declaration, sync
+from dashboard.store import values
+from dashboard.store.flow import queues
+from dashboard.store.flow.schedules import Declaration, sync
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import queues as read_queues
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

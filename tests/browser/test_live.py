@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, service, values
+from dashboard.store import lifecycle, values
+from dashboard.store.lifecycle import create as enqueue
 
 from .conftest import wait_until
 from .seed import add_progress, fail_for_good, run_long
@@ -97,9 +98,9 @@ def test_overview_split_matches_and_keeps_place(
     now = values.utcnow()
     # retrying: tried once, backing off until later
     retried = enqueue.create_job("demo.flaky", {}, max_attempts=3).job
-    (claimed,) = service.claim_jobs("seed-worker", lease_seconds=60)
+    (claimed,) = lifecycle.claim_jobs("seed-worker", lease_seconds=60)
     assert claimed.id == retried.id
-    service.fail_job(
+    lifecycle.fail_job(
         retried.id, "seed-worker", 1, "once", backoff_base_seconds=3600, backoff_max_seconds=3600
     )
     oldest = enqueue.create_job("demo.success", {}, available_at=now - timedelta(minutes=90)).job

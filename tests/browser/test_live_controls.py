@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, values, workers
+from dashboard.store import values, workers
+from dashboard.store.lifecycle import create as enqueue
 
 from .conftest import wait_until
 from .seed import fail_for_good

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dashboard.limits import QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 
 from .conftest import ARTIFACTS, CHROMIUM_ARGS
 from .test_pages import SCHEMES, VIEWPORTS, _check

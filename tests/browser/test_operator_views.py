@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import actions, enqueue, read_jobs, values, workers
+from dashboard.store import values, workers
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 
 from .conftest import ARTIFACTS

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, queues, read_queues
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import queues as read_queues
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORTS = [

@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, values, workers
-from dashboard.store.schedules import Declaration, fire_due, set_paused, sync
+from dashboard.store import values, workers
+from dashboard.store.flow.schedules import Declaration, fire_due, set_paused, sync
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 
 from .conftest import ARTIFACTS, CHROMIUM_ARGS

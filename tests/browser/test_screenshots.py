@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue, read_jobs, values
+from dashboard.store import values
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.waiting import wait_until
 
 from .conftest import ARTIFACTS, CHROMIUM_ARGS, PROJECT_ROOT, Process, _env, gunicorn

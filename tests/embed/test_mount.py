@@ -13,7 +13,7 @@ from sqlalchemy import text
 from werkzeug.exceptions import HTTPException
 
 from dashboard import JobQueue, jobs
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from tests.embed.host import OPERATOR_TOKEN, PREFIX, VIEWER_TOKEN, make_host
 
 CSRF_FIELD = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')

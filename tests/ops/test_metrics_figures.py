@@ -16,8 +16,9 @@ from dashboard.config import settings_of
 from dashboard.extensions import db
 from dashboard.ops import recount
 from dashboard.state import state_of
-from dashboard.store import read_metrics, stats_refresh
-from dashboard.store.read_stats import StatsPolicy
+from dashboard.store.reads import metrics as read_metrics
+from dashboard.store.reads import stats_refresh
+from dashboard.store.reads.stats import StatsPolicy
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 
@@ -132,7 +133,7 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
     """A worker runs whatever type is queued; one it has no handler for (it can only fail it)
     is counted under ``type="other"``, so clients cannot add series to a worker either."""
     from dashboard.ops import worker_metrics
-    from dashboard.store import enqueue
+    from dashboard.store.lifecycle import create as enqueue
     from tests.support.worker_loop import SETTINGS, one_job_loop
 
     def sample(name: str, job_type: str) -> float:

@@ -4,7 +4,7 @@ Web (the API, in this process) and a real ``flask worker`` both use ``DATABASE_U
 pooler with ``DATABASE_POOLED=true``: no server-side prepared statements, no session ``SET``.
 With ``DATABASE_DIRECT_URL`` the worker's LISTEN goes straight to PostgreSQL; without it the
 worker polls and says so. Each case runs the key lifecycle: create, claim by the worker,
-success, failure and retry, lease recovery, manual retry, then retention and readiness.
+success, failure and retry, the rescue, manual retry, then retention and readiness.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from flask import Flask
 
 from dashboard import create_app
 from dashboard.extensions import db
-from dashboard.store import read_stats, retention
+from dashboard.store.lifecycle import retention
+from dashboard.store.reads import stats as read_stats
 from dashboard.store.values import utcnow
 from tests.conftest import TEST_CONFIG
 from tests.support.factories import make_job

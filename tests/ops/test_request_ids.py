@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 
 FRESH_ID = re.compile(r"[0-9a-f]{32}")  # 128 random bits as hex: secrets.token_hex(16)
 

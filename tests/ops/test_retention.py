@@ -14,8 +14,10 @@ from sqlalchemy import func, select, text
 from dashboard.config import ConfigError, Settings, parse_days
 from dashboard.extensions import db
 from dashboard.runtime.pruner import Pruner
-from dashboard.store import actions, read_stats, retention, stats_refresh
+from dashboard.store.lifecycle import actions, retention
 from dashboard.store.models import Job, JobEvent
+from dashboard.store.reads import stats as read_stats
+from dashboard.store.reads import stats_refresh
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job, seed_analysed_backlog
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dashboard.store import read_jobs, read_schedules
-from dashboard.store.schedules import Declaration, fire_due, sync
+from dashboard.store.flow.schedules import Declaration, fire_due, sync
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import schedules as read_schedules
 
 T0 = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
 NIGHTLY = Declaration("nightly", "0 6 * * *", "Europe/Berlin", "demo.success", {}, "reports", 50, 3)

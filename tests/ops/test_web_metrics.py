@@ -9,10 +9,12 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.state import state_of
-from dashboard.store import read_metrics, stats_refresh, workers
-from dashboard.store.read_stats import DEFAULT_POLICY
-from dashboard.store.schedules import Declaration, fire_due, set_paused, sync
-from dashboard.store.service import utcnow
+from dashboard.store import workers
+from dashboard.store.flow.schedules import Declaration, fire_due, set_paused, sync
+from dashboard.store.lifecycle import utcnow
+from dashboard.store.reads import metrics as read_metrics
+from dashboard.store.reads import stats_refresh
+from dashboard.store.reads.stats import DEFAULT_POLICY
 from tests.support.factories import make_job, seed_analysed_backlog
 from tests.support.secured import VIEWER_TOKEN, bearer, build
 

@@ -10,7 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.store import enqueue, read_jobs, stats_refresh
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import stats_refresh
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 from tests.support.stack import free_port

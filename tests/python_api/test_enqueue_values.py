@@ -173,6 +173,7 @@ def test_run_at_inside_the_years_is_kept_to_the_edges(app: Flask) -> None:
         1e300,
         10**30,
     ],
+    ids=["past the years", "timedelta.max", "1e300", "10**30"],  # the first is computed: no id of its own
 )
 def test_a_delay_that_ends_past_the_years_is_a_value_error_naming_delay(
     app: Flask, libpq_url: str, delay: Any

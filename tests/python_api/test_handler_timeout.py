@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 
 from dashboard import jobs
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.waiting import wait_until
 from tests.support.worker_process import WorkerProcess, subprocess_env
 

@@ -27,7 +27,7 @@ from typing import Any
 from flask.cli import main as flask_main
 
 from dashboard.runtime import handlers
-from dashboard.store import service
+from dashboard.store import lifecycle
 
 POINTS = ("after_claim", "in_handler", "before_complete", "before_fail")
 
@@ -73,16 +73,17 @@ def _die_after_chained_claim(original: Callable[..., Any]) -> Callable[..., Any]
 def plant(point: str) -> None:
     """Wrap the engine function at ``point`` so that reaching it kills the process."""
     if point == "after_claim":  # claim_batch, or a success that claims the next job with it
-        service.claim_batch = _die_after_claim(service.claim_batch)
-        service.complete_and_claim = _die_after_chained_claim(service.complete_and_claim)
+        # in its module too: claim_next_job calls it there
+        lifecycle.claim_batch = lifecycle.claim.claim_batch = _die_after_claim(lifecycle.claim_batch)
+        lifecycle.complete_and_claim = _die_after_chained_claim(lifecycle.complete_and_claim)
     elif point == "in_handler":
         handlers.JobContext.renew = _die_before(point, handlers.JobContext.renew)  # type: ignore[method-assign]
     elif point == "before_complete":  # one at a time (with or without the next claim), or batched
-        service.complete_job = _die_before(point, service.complete_job)
-        service.complete_and_claim = _die_before(point, service.complete_and_claim)
-        service.complete_jobs = _die_before(point, service.complete_jobs)
+        lifecycle.complete_job = _die_before(point, lifecycle.complete_job)
+        lifecycle.complete_and_claim = _die_before(point, lifecycle.complete_and_claim)
+        lifecycle.complete_jobs = _die_before(point, lifecycle.complete_jobs)
     elif point == "before_fail":
-        service.fail_job = _die_before(point, service.fail_job)
+        lifecycle.fail_job = _die_before(point, lifecycle.fail_job)
     else:
         raise SystemExit(f"unknown crash point {point!r}; one of {', '.join(POINTS)}")
 

@@ -8,8 +8,11 @@ from collections import Counter
 
 import pytest
 
-from dashboard.store import enqueue, read_jobs, read_stats, values
-from dashboard.store.enqueue import JobSpec
+from dashboard.store import values
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import stats as read_stats
 from tests.support.worker_loop import event_types, events, job, wait_for_status, wait_until
 
 pytestmark = pytest.mark.process
@@ -115,7 +118,7 @@ def _one_thread_short_leases(start_worker) -> None:
 def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(app, start_worker):
     """The one thread runs a handler that stopped renewing (``demo.timeout``, twice the lease).
     Once that attempt is past its lease the dispatcher no longer renews the job claimed ahead
-    of it, so that job is not held by a stuck process: its lease lapses, lease recovery
+    of it, so that job is not held by a stuck process: its lease lapses, the rescue
     requeues it, and it runs on a later attempt."""
     stuck = enqueue.create_job("demo.timeout", {}, priority=90, max_attempts=1).job
     ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job

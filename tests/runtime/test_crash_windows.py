@@ -2,7 +2,7 @@
 
 Each test starts the real ``flask --app wsgi worker`` through ``crash_worker.py``, which kills
 the process at one point of its first attempt. The job is left running under a dead worker's
-lease; a second, healthy worker process recovers it once the lease is over (its cleanup tick),
+lease; a second, healthy worker process recovers it once the lease is over (its rescue pass),
 runs it again and settles it. The timeline tells the whole story, and names the dead worker.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.records import EventRecord
 from tests.support.timelines import job, story, timeline, wait_until
 

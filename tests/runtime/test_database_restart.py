@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from dashboard import create_app, upgrade_database
 from dashboard.database import ensure_runtime_dir, normalise_url
 from dashboard.extensions import db
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.open_access import OPEN_ACCESS
 from tests.support.worker_loop import job, wait_for_status
 

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, queues
-from dashboard.store.enqueue import JobSpec
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.process

@@ -9,7 +9,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, read_jobs, workers
+from dashboard.store import workers
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.values import utcnow
 from tests.support.worker_loop import wait_until
 from tests.support.worker_mode import batch_mode, worker_mode_env
@@ -46,7 +48,7 @@ def test_killed_worker_turns_stale(app, start_worker):
 
 
 def test_busy_counts_threads_in_handlers_and_names_their_attempts(app, start_worker):
-    """Two threads hang past their lease: both are busy and stuck, whatever lease recovery does
+    """Two threads hang past their lease: both are busy and stuck, whatever the rescue does
     with their jobs; in batch mode the jobs claimed ahead for lanes are not counted as threads."""
 
     hung = {str(enqueue.create_job("demo.timeout", {"sleep_seconds": 30}).job.id) for _ in range(2)}

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from dashboard.logsafe import SafeFormatter, escape_control
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import wait_for_status
 
 FORGED = "2026-01-01 00:00:00,000 INFO    [thread-1] dashboard.runtime.runner: FORGED"

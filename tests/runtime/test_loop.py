@@ -1,4 +1,4 @@
-"""One step of the worker loop, in-process: claim and run, settle, cleanup tick, context."""
+"""One step of the worker loop, in-process: claim and run, settle, rescue pass, context."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.runner import End
 from dashboard.runtime.threads import Backoff, make_worker_id
 from dashboard.runtime.worker import Worker
-from dashboard.store import enqueue, service, values
+from dashboard.store import lifecycle, values
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 from tests.support.open_access import OPEN_ACCESS
 from tests.support.worker_loop import (
@@ -171,7 +172,7 @@ def test_flaky_succeeds_on_its_attempt_and_fails_before(app):
     first, loop = run_one(app, "demo.flaky", {"fail_until_attempt": 2})
     assert first.status == "queued" and first.attempts == 1
     # the retry waits for its backoff: claim it at the time it becomes available
-    second = service.claim_next_job(WORKER_ID, lease_seconds=30, now=first.available_at)
+    second = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30, now=first.available_at)
     assert second is not None
     outcome = loop.runner.run(second)
     assert outcome is not None and outcome.end is End.SUCCEEDED
@@ -365,14 +366,14 @@ def test_a_job_claimed_with_a_success_still_runs_when_the_worker_stops(app, monk
         for priority in (90, 50, 10)
     ]
     loop = make_loop(app)
-    original = service.complete_and_claim
+    original = lifecycle.complete_and_claim
 
     def then_stop(*args: Any, **kwargs: Any):
         settled = original(*args, **kwargs)
         loop.runtime.stopping.set()  # SIGTERM arrives just after the next job was claimed
         return settled
 
-    monkeypatch.setattr(service, "complete_and_claim", then_stop)
+    monkeypatch.setattr(lifecycle, "complete_and_claim", then_stop)
     loop.run()  # returns once stopping and nothing claimed is left
     assert [job(j.id).status for j in jobs] == ["succeeded", "succeeded", "queued"]
     assert event_types(jobs[2].id) == ["created"]

@@ -23,7 +23,8 @@ from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import Flusher
 from dashboard.runtime.runner import End
-from dashboard.store import connection, enqueue, values
+from dashboard.store import connection, values
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.netproxy import proxied_app
 from tests.support.worker_loop import SETTINGS, event_types, events, job, one_job_loop, wait_until
 
@@ -173,7 +174,7 @@ def test_a_reset_connection_under_a_renewal_is_retried_through_the_proxy(app, th
 def test_a_renewal_that_cannot_reach_the_database_before_the_lease_ends_says_so(app, through_proxy, caplog):
     """The database stays unreachable (the proxy refuses new connections): ``renew()`` tries
     while the lease lasts, then returns False, raising nothing into the handler; the worker
-    leaves the attempt to lease recovery."""
+    leaves the attempt to the rescue."""
     proxied, proxy = through_proxy
     seen: dict[str, Any] = {}
 
@@ -195,6 +196,6 @@ def test_a_renewal_that_cannot_reach_the_database_before_the_lease_ends_says_so(
     assert any("cannot renew the lease" in m and "connecting again" in m for m in messages), messages
     assert any("cannot renew the lease" in m and "lease is over" in m for m in messages), messages
     still = job(created.id)
-    assert still.status == "running" and still.attempts == 1  # nothing recorded: lease recovery's
+    assert still.status == "running" and still.attempts == 1  # nothing recorded: the rescue's
     assert event_types(created.id) == ["created", "claimed"]
     proxy.accept()

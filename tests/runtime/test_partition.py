@@ -9,7 +9,7 @@ running handlers; then A heals. Afterwards:
 - no double success: one ``succeeded`` event per job;
 - no stale success: every success was recorded by the worker that claimed that attempt;
 - no attempt failed by a reset (or by anything: these handlers never fail);
-- no claim that A sent during the partition was taken back by lease recovery once it arrived
+- no claim that A sent during the partition was taken back by the rescue once it arrived
   (its lease runs from when it reached the database, not from when A sent it);
 - A resumed after the heal: it claimed and finished jobs again.
 """
@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from dashboard.store import enqueue
-from dashboard.store.enqueue import JobSpec
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
 from tests.support.netproxy import proxied_url, proxy_to
 from tests.support.worker_loop import wait_until
 
@@ -133,7 +133,7 @@ def test_a_partitioned_and_a_reset_worker_lose_nothing_and_fail_nothing(
                 a + "%",
             ),
             30,
-            "lease recovery to take A's attempts",
+            "the rescue to take A's attempts",
         )
         proxy_a.heal()
         healed_at = scalar(conn, "SELECT max(id) FROM jobs_jobevent")

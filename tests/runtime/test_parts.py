@@ -20,7 +20,8 @@ from dashboard.runtime.handlers import JobContext
 from dashboard.runtime.runner import End, Runner
 from dashboard.runtime.threads import ThreadRuntime
 from dashboard.runtime.worker import Worker
-from dashboard.store import enqueue, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import SETTINGS, event_types, events, job, one_job_loop, wait_until
 
 SERVICE_THREADS = ("progress-flusher", "listener", "thread-0", "scheduler", "retention", "heartbeat")
@@ -114,7 +115,7 @@ def test_the_batch_completer_records_many_successes_in_one_statement_and_hands_t
 ):
     first, second = (enqueue.create_job("test.batch").job for _ in range(2))
     lanes = ["testhost:1:thread-9:aaaa0001", "testhost:1:thread-10:aaaa0002"]
-    claimed = service.claim_batch(lanes, lease_seconds=30)
+    claimed = lifecycle.claim_batch(lanes, lease_seconds=30)
     assert {c.id for c in claimed} == {first.id, second.id}
     wants: queue.SimpleQueue[str] = queue.SimpleQueue()
     own = ThreadRuntime(app, SETTINGS, "testhost:1:thread-4:cccc0001", threading.Event())

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import event_types, events, instant, job, wait_for_status
 from tests.support.worker_mode import batch_mode
 

@@ -20,7 +20,9 @@ from dashboard.config import WorkerSettings
 from dashboard.runtime.handlers import Handler, JobContext, get_handler
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import Flusher
-from dashboard.store import enqueue, limits_open, service, values
+from dashboard.store import lifecycle, values
+from dashboard.store.lifecycle import claim_form
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import (
     SETTINGS,
     event_types,
@@ -89,14 +91,14 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app, flusher):
 
 @pytest.mark.parametrize("queue_known", [False, True], ids=["visit", "only queue"])
 def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app, queue_known):
-    limits_open.forget()
+    claim_form.forget()
     first = enqueue.create_job("test.one").job
     second = enqueue.create_job("test.two").job
-    claimed = service.claim_next_job("w1", lease_seconds=30)  # answers: `default` is the only queue
+    claimed = lifecycle.claim_next_job("w1", lease_seconds=30)  # answers: `default` is the only queue
     assert claimed is not None and claimed.id == first.id
-    report = service.progress_report("half", {"percent": 50})
+    report = lifecycle.progress_report("half", {"percent": 50})
     known = "default" if queue_known else None
-    completed, nxt = service.complete_and_claim(
+    completed, nxt = lifecycle.complete_and_claim(
         first.id, "w1", 1, "ok", lease_seconds=30, progress=[report], job_queue=known
     )
     assert completed and nxt is not None and nxt.id == second.id
@@ -108,8 +110,8 @@ def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app,
     assert [e.id for e in written] == sorted(e.id for e in written)
     assert written[0].created_at <= written[1].created_at < written[2].created_at
 
-    report = service.progress_report("almost", {"percent": 90})
-    done = service.complete_jobs([(second.id, "w1", 1, "ok")], progress={second.id: [report]})
+    report = lifecycle.progress_report("almost", {"percent": 90})
+    done = lifecycle.complete_jobs([(second.id, "w1", 1, "ok")], progress={second.id: [report]})
     assert done == {second.id}
     timeline = events(second.id)
     assert [e.type for e in timeline] == ["created", "claimed", "progress", "succeeded"]
@@ -169,8 +171,8 @@ def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app, flus
     must still be written without waiting for it."""
     first = enqueue.create_job("test.later").job
     second = enqueue.create_job("test.sooner").job
-    later = service.claim_next_job(WORKER_ID, lease_seconds=30)
-    sooner = service.claim_next_job(WORKER_ID, lease_seconds=30)
+    later = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
+    sooner = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     assert later is not None and sooner is not None and {later.id, sooner.id} == {first.id, second.id}
     slow = JobContext(later, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000, flusher=flusher)
     fast = JobContext(sooner, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=0, flusher=flusher)
@@ -220,7 +222,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app, flush
 
 def test_renewal_is_sent_only_with_half_the_lease_or_less_left(app):
     created = enqueue.create_job("test.renew").job
-    claimed = service.claim_next_job(WORKER_ID, lease_seconds=30)
+    claimed = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     assert claimed is not None and claimed.id == created.id
     ctx = JobContext(claimed, worker_id=WORKER_ID, lease_seconds=30)
 
@@ -236,7 +238,7 @@ def test_renewal_is_sent_only_with_half_the_lease_or_less_left(app):
 
 def test_a_sent_renewal_writes_the_pending_report_first(app):
     created = enqueue.create_job("test.order").job
-    claimed = service.claim_next_job(WORKER_ID, lease_seconds=30)
+    claimed = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     assert claimed is not None
     ctx = JobContext(claimed, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000)
     ctx.progress(30)

@@ -14,8 +14,8 @@ from dashboard.extensions import db
 from dashboard.runtime import handlers, scheduler, schedules
 from dashboard.runtime.threads import ThreadRuntime
 from dashboard.runtime.worker import Worker
-from dashboard.store import schedules as store
-from dashboard.store.schedules import Declaration, sync
+from dashboard.store.flow import schedules as store
+from dashboard.store.flow.schedules import Declaration, sync
 from dashboard.store.values import utcnow
 
 TICK = Declaration("tick", "* * * * *", "UTC", "demo.success", {}, "default", 50, 3, "all")

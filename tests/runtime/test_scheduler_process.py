@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, read_jobs
-from dashboard.store.schedules import Declaration, run_key, sync
+from dashboard.store.flow.schedules import Declaration, run_key, sync
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.waiting import wait_until
 
 from . import schedules_many

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import event_types, events, job, wait_for_status
 
 pytestmark = pytest.mark.process
@@ -44,7 +44,7 @@ def test_second_signal_exits_at_once_leaving_the_job_to_lease_recovery(app, star
     assert worker.wait(timeout=15) == 128 + signal.SIGTERM
     assert "second signal: exiting now" in worker.output
     left = job(slow.id)
-    assert left.status == "running" and left.attempts == 1  # lease recovery's business now
+    assert left.status == "running" and left.attempts == 1  # the rescue's business now
 
 
 def test_shutdown_timeout_hands_the_running_job_back_at_once(app, start_worker):

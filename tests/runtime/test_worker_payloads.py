@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.runtime.one_job import OneJobLoop
-from dashboard.store import enqueue
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.timelines import job, story, timeline
 from tests.support.worker_loop import SETTINGS, one_job_loop
 

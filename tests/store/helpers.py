@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from dashboard.store import read_jobs, service
+from dashboard.store import lifecycle
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.records import JobRecord
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -18,15 +19,15 @@ def at(seconds: float) -> datetime:
 
 
 def claim(worker: str, now: datetime = T0, lease: float = LEASE) -> JobRecord | None:
-    return service.claim_next_job(worker, lease_seconds=lease, now=now)
+    return lifecycle.claim_next_job(worker, lease_seconds=lease, now=now)
 
 
 def fail(job: JobRecord, worker: str, error: str = "boom", now: datetime = T0) -> JobRecord | None:
-    return service.fail_job(job.id, worker, job.attempts, error, now=now, **BACKOFF)
+    return lifecycle.fail_job(job.id, worker, job.attempts, error, now=now, **BACKOFF)
 
 
 def cleanup(now: datetime, worker: str = "cleaner", batch: int = 100):
-    return service.cleanup_expired_jobs(worker, batch_size=batch, now=now, **BACKOFF)
+    return lifecycle.rescue_expired_jobs(worker, batch_size=batch, now=now, **BACKOFF)
 
 
 def event_types(job_id: uuid.UUID) -> list[str]:
@@ -40,12 +41,16 @@ def fresh(job_id: uuid.UUID) -> JobRecord:
 
 
 def record_statements(monkeypatch) -> list:
-    """The statements ``service`` sends from now on, in order (each one's ``query()`` object)."""
+    """The statements the claims and settles send from now on, in order (each one's ``query()``
+    object)."""
     sent: list = []
-    fetch_rows = service.fetch_rows
-    monkeypatch.setattr(
-        service,
-        "fetch_rows",
-        lambda conn, statement, params: sent.append(statement) or fetch_rows(conn, statement, params),
-    )
+    for module in (lifecycle.claim, lifecycle.settle):
+        fetch_rows = module.fetch_rows
+        monkeypatch.setattr(
+            module,
+            "fetch_rows",
+            lambda conn, statement, params, fetch_rows=fetch_rows: (
+                sent.append(statement) or fetch_rows(conn, statement, params)
+            ),
+        )
     return sent

@@ -1,6 +1,6 @@
 import pytest
 
-from dashboard.store.backoff import delay_table, retry_delay
+from dashboard.store.lifecycle.backoff import delay_table, retry_delay
 
 
 def test_default_backoff_for_attempts_1_to_10_including_the_cap():

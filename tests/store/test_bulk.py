@@ -11,8 +11,12 @@ from datetime import timedelta, timezone
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from dashboard.store import connection, enqueue, find_jobs, read_jobs, read_stats
-from dashboard.store.enqueue import JobSpec
+from dashboard.store import connection
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import stats as read_stats
 
 from .helpers import T0, at, event_types
 

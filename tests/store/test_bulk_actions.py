@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from dashboard.store import actions, enqueue, find_jobs
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import lists as find_jobs
 
 from .helpers import T0, at, claim, event_types, fail, fresh
 

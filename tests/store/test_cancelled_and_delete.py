@@ -11,21 +11,17 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from dashboard.extensions import db
-from dashboard.store import (
-    actions,
-    audit,
-    enqueue,
-    find_jobs,
-    read_health,
-    read_jobs,
-    read_overview,
-    read_stats,
-    service,
-    values,
-)
-from dashboard.store.actions import Selection
-from dashboard.store.read_stats import StatsPolicy
-from dashboard.store.stats_refresh import refresh_finished_counts
+from dashboard.store import audit, lifecycle, values
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.actions import Selection
+from dashboard.store.reads import health as read_health
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import overview as read_overview
+from dashboard.store.reads import stats as read_stats
+from dashboard.store.reads.stats import StatsPolicy
+from dashboard.store.reads.stats_refresh import refresh_finished_counts
 from tests.support.factories import make_job
 
 from .helpers import T0
@@ -107,8 +103,8 @@ def test_bulk_retry_leaves_cancelled_jobs_out_unless_asked(app):
 
 def test_delete_takes_finished_jobs_with_their_events_and_audits_each(app):
     done = enqueue.create_job("demo.success", {}, now=T0).job
-    (claimed,) = service.claim_jobs("w:1:thread-1:a", lease_seconds=30, now=T0)
-    service.complete_job(claimed.id, "w:1:thread-1:a", 1, {"ok": True}, now=T0 + timedelta(seconds=1))
+    (claimed,) = lifecycle.claim_jobs("w:1:thread-1:a", lease_seconds=30, now=T0)
+    lifecycle.complete_job(claimed.id, "w:1:thread-1:a", 1, {"ok": True}, now=T0 + timedelta(seconds=1))
     queued = make_job("queued")
     kept = actions.run_one("delete", queued.id, event_data=ACTOR)  # live: kept
     assert (kept.changed, kept.status, kept.job) == (0, "queued", queued)

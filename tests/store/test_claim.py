@@ -8,7 +8,8 @@ from datetime import timedelta
 
 from flask import Flask
 
-from dashboard.store import enqueue, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 
 from .helpers import LEASE, T0, at, claim, event_types, fresh
@@ -67,7 +68,7 @@ def test_batch_claim_takes_jobs_in_order_each_with_its_own_attempt(app):
     a = make_job(priority=1, now=T0)
     b = make_job(priority=3, attempts=1, now=T0)
     c = make_job(priority=2, now=T0)
-    jobs = service.claim_jobs("w", lease_seconds=LEASE, limit=2, now=at(1))
+    jobs = lifecycle.claim_jobs("w", lease_seconds=LEASE, limit=2, now=at(1))
     assert [j.id for j in jobs] == [b.id, c.id]
     assert [j.attempts for j in jobs] == [2, 1]
     assert fresh(a.id).status == "queued"
@@ -103,7 +104,8 @@ def test_many_threads_claim_each_job_exactly_once(app: Flask):
     assert len(counts) == jobs
     assert set(counts.values()) == {1}
     assert len({w for w, _ in claimed}) > 1  # the work really was shared
-    from dashboard.store import read_jobs, read_stats
+    from dashboard.store.reads import jobs as read_jobs
+    from dashboard.store.reads import stats as read_stats
 
     stats = read_stats.stats(at(1))
     assert stats.by_status["running"] == jobs and stats.by_status["queued"] == 0

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.store import limits_open, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import claim_form
 from tests.support.factories import make_job
 
 from .helpers import LEASE, T0, at, claim, event_types, fresh, record_statements
 
 FORMS = {  # the job's queue known and the only one served: its own form; else the served queues' visit
-    "only queue": service.COMPLETE_AND_CLAIM_ONLY_QUEUE,
-    "visit": service.COMPLETE_AND_CLAIM_NO_LIMITS,
+    "only queue": lifecycle.settle.COMPLETE_AND_CLAIM_ONLY_QUEUE,
+    "visit": lifecycle.settle.COMPLETE_AND_CLAIM_NO_LIMITS,
 }
 CURRENT = {"form": "visit"}
 
@@ -25,16 +26,18 @@ CURRENT = {"form": "visit"}
 def form(request, monkeypatch):
     """Every test runs with both forms of a settle-and-claim without limits, and checks that
     the form it names is the one that ran."""
-    limits_open.forget()
+    claim_form.forget()
     CURRENT["form"] = request.param
     sent = record_statements(monkeypatch)
     yield request.param
-    settles = [s for s in sent if s not in (service.CLAIM_ONE_NO_LIMITS, service.CLAIM_NO_LIMITS)]
+    settles = [
+        s for s in sent if s not in (lifecycle.claim.CLAIM_ONE_NO_LIMITS, lifecycle.claim.CLAIM_NO_LIMITS)
+    ]
     assert settles and set(settles) == {FORMS[request.param]}
 
 
 def settle_and_claim(job, worker: str, now, result=None, attempt=None):
-    return service.complete_and_claim(
+    return lifecycle.complete_and_claim(
         job.id,
         worker,
         job.attempts if attempt is None else attempt,

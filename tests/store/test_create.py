@@ -9,8 +9,11 @@ import pytest
 from flask import Flask
 
 from dashboard.runtime import handlers
-from dashboard.store import enqueue, find_jobs, read_jobs, service
-from dashboard.store.enqueue import JobSpec
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
 from dashboard.store.records import CreateResult
 
 from .helpers import T0, at, event_types
@@ -100,4 +103,4 @@ def test_a_type_with_a_control_or_format_character_is_refused_naming_it(app, job
 
 def test_naive_now_is_refused(app):
     with pytest.raises(ValueError):
-        service.claim_next_job("w", lease_seconds=30, now=datetime(2026, 1, 1))
+        lifecycle.claim_next_job("w", lease_seconds=30, now=datetime(2026, 1, 1))

@@ -1,6 +1,6 @@
 """Slots of cron expressions in a time zone, across both daylight-saving changes.
 
-The rule (store/cron.py, Debian cron's, as cronsim implements it): a fixed time of day runs once
+The rule (store/flow/cron.py, Debian cron's, as cronsim implements it): a fixed time of day runs once
 a day, a time the spring change skips at the next valid minute, a time the autumn change repeats
 at its first occurrence; an expression with ``*`` in its minute or hour keeps its interval in
 real time.
@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dashboard.store import cron
+from dashboard.store.flow import cron
 
 BERLIN = ZoneInfo("Europe/Berlin")
 SPRING = datetime(2026, 3, 29, tzinfo=BERLIN)  # 02:00 CET -> 03:00 CEST

@@ -41,7 +41,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from dashboard import create_app
-    from dashboard.store import enqueue, find_jobs, read_jobs
+    from dashboard.store.lifecycle import create as enqueue
+    from dashboard.store.reads import jobs as read_jobs, lists as find_jobs
     app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
     with app.app_context():
         if sys.argv[1] == "create":

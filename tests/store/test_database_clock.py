@@ -1,10 +1,10 @@
 """Leases are measured on the database's clock, from when the statement runs.
 
 A worker-side statement without ``now=`` takes its time from PostgreSQL
-(``statement_timestamp()``, see ``store/claim.sql``), not from the worker. The worker's clock
-is moved here (``service.utcnow``) to stand for a claim that spent longer in the network than its lease
+(``statement_timestamp()``, see ``store/lifecycle/claim.sql``), not from the worker. The worker's clock
+is moved here (``lifecycle.utcnow``) to stand for a claim that spent longer in the network than its lease
 (a partition), or for a host whose clock is off: the lease still starts when the claim or the
-renewal takes effect, and lease recovery judges it on the same clock.
+renewal takes effect, and the rescue judges it on the same clock.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, read_jobs, service, values
+from dashboard.store import lifecycle, values
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 
 from .helpers import BACKOFF, LEASE, event_types, fresh
 
@@ -33,7 +35,7 @@ def worker_clock(monkeypatch):
     real = values.utcnow
 
     def move(offset: timedelta) -> None:
-        monkeypatch.setattr(service, "utcnow", lambda: real() + offset)
+        monkeypatch.setattr(lifecycle, "utcnow", lambda: real() + offset)
 
     return move
 
@@ -47,7 +49,7 @@ def test_a_claim_holds_a_full_lease_from_when_it_runs(app, worker_clock):
     worker_clock(-LATE)  # what a claim sent a minute before it ran saw
     created = due_job()
     before = database_now()
-    job = service.claim_next_job("w1", lease_seconds=LEASE)
+    job = lifecycle.claim_next_job("w1", lease_seconds=LEASE)
     after = database_now()
     assert job is not None and job.id == created.id
     assert before + timedelta(seconds=LEASE) <= job.locked_until <= after + timedelta(seconds=LEASE)
@@ -61,11 +63,11 @@ def test_a_batch_claim_and_a_settle_and_claim_measure_leases_the_same_way(app, w
     for n in range(3):
         due_job(n=n)
     before = database_now()
-    first, second = service.claim_batch(["w-a", "w-b"], lease_seconds=LEASE)
+    first, second = lifecycle.claim_batch(["w-a", "w-b"], lease_seconds=LEASE)
     assert first.locked_until >= before + timedelta(seconds=LEASE)
     assert second.locked_until >= before + timedelta(seconds=LEASE)
     before = database_now()
-    done, following = service.complete_and_claim(first.id, "w-a", 1, "ok", lease_seconds=LEASE)
+    done, following = lifecycle.complete_and_claim(first.id, "w-a", 1, "ok", lease_seconds=LEASE)
     assert done and following is not None
     assert following.locked_until >= before + timedelta(seconds=LEASE)
     assert fresh(first.id).finished_at >= before
@@ -73,11 +75,11 @@ def test_a_batch_claim_and_a_settle_and_claim_measure_leases_the_same_way(app, w
 
 def test_a_renewal_extends_the_lease_from_when_it_runs(app, worker_clock):
     due_job()
-    job = service.claim_next_job("w1", lease_seconds=LEASE)
+    job = lifecycle.claim_next_job("w1", lease_seconds=LEASE)
     assert job is not None
     worker_clock(-LATE)
     before = database_now()
-    until = service.renew_lease(job.id, "w1", 1, lease_seconds=LEASE)
+    until = lifecycle.renew_lease(job.id, "w1", 1, lease_seconds=LEASE)
     assert until is not None and until >= before + timedelta(seconds=LEASE)
     assert fresh(job.id).locked_until == until
 
@@ -85,10 +87,10 @@ def test_a_renewal_extends_the_lease_from_when_it_runs(app, worker_clock):
 def test_lease_recovery_judges_expiry_on_the_database_clock(app, worker_clock):
     """A rescuer whose clock runs a minute ahead leaves a fresh lease alone."""
     due_job()
-    job = service.claim_next_job("w1", lease_seconds=LEASE)
+    job = lifecycle.claim_next_job("w1", lease_seconds=LEASE)
     assert job is not None
     worker_clock(LATE)
-    recovered = service.cleanup_expired_jobs("rescuer", batch_size=10, **BACKOFF)
+    recovered = lifecycle.rescue_expired_jobs("rescuer", batch_size=10, **BACKOFF)
     assert recovered.count == 0
     assert fresh(job.id).status == "running"
     assert event_types(job.id) == ["created", "claimed"]
@@ -96,11 +98,11 @@ def test_lease_recovery_judges_expiry_on_the_database_clock(app, worker_clock):
 
 def test_a_failed_attempts_backoff_counts_from_the_database_clock(app, worker_clock):
     due_job()
-    job = service.claim_next_job("w1", lease_seconds=LEASE)
+    job = lifecycle.claim_next_job("w1", lease_seconds=LEASE)
     assert job is not None
     worker_clock(-LATE)
     before = database_now()
-    failed = service.fail_job(job.id, "w1", 1, "boom", **BACKOFF)
+    failed = lifecycle.fail_job(job.id, "w1", 1, "boom", **BACKOFF)
     assert failed is not None and failed.status == "queued"
     assert failed.available_at >= before + timedelta(seconds=BACKOFF["backoff_base_seconds"])
 
@@ -109,5 +111,5 @@ def test_a_given_now_still_sets_the_time(app):
     """Tests move the clock with ``now=``: it wins over the database's."""
     enqueue.create_job("demo.success", now=datetime(2026, 1, 1, tzinfo=database_now().tzinfo))
     at = datetime(2026, 1, 1, 0, 1, tzinfo=database_now().tzinfo)
-    job = service.claim_next_job("w1", lease_seconds=LEASE, now=at)
+    job = lifecycle.claim_next_job("w1", lease_seconds=LEASE, now=at)
     assert job is not None and job.locked_until == at + timedelta(seconds=LEASE)

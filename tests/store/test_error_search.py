@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import event, func, select, text
 
 from dashboard.extensions import db
-from dashboard.store import error_search, find_jobs, search
+from dashboard.store.reads import error_search, search
+from dashboard.store.reads import lists as find_jobs
 from dashboard.store.values import utcnow
 from tests.support.factories import insert_series, make_job
 

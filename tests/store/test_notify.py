@@ -8,8 +8,9 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from dashboard.store import actions, enqueue
-from dashboard.store.enqueue import CREATE_CHUNK, JobSpec
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import CREATE_CHUNK, JobSpec
 from dashboard.store.sql import NOTIFY_CHANNEL
 from dashboard.store.values import utcnow
 

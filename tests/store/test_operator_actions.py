@@ -11,7 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import actions, enqueue, read_jobs
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from tests.support.factories import make_job
 from tests.support.waiting import wait_until
 

@@ -8,8 +8,11 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, read_jobs, read_overview, service, values
-from dashboard.store.read_overview import Capped
+from dashboard.store import lifecycle, values
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import overview as read_overview
+from dashboard.store.reads.overview import Capped
 from tests.support.factories import make_job, seed_analysed_backlog
 
 
@@ -40,9 +43,9 @@ def test_a_capped_count_says_more_than():
 def test_claims_record_the_wait_and_outcomes_the_run_time(app):
     now = values.utcnow()
     job = enqueue.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
-    claimed = service.claim_next_job("w1", lease_seconds=30, now=now + timedelta(seconds=1))
+    claimed = lifecycle.claim_next_job("w1", lease_seconds=30, now=now + timedelta(seconds=1))
     assert claimed is not None and claimed.id == job.id
-    service.complete_job(job.id, "w1", claimed.attempts, {"ok": True}, now=now + timedelta(seconds=4))
+    lifecycle.complete_job(job.id, "w1", claimed.attempts, {"ok": True}, now=now + timedelta(seconds=4))
     events = {e.type: e for e in read_jobs.job_events(job.id)}
     assert events["claimed"].data["wait_ms"] >= 3000
     assert events["succeeded"].data == {"type": "demo.success", "run_ms": 3000}
@@ -63,9 +66,9 @@ def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
     for i in range(3):
         at = start + timedelta(minutes=i)
         job = enqueue.create_job("demo.success", {}, now=at).job
-        claimed = service.claim_next_job("w1", lease_seconds=30, now=at + timedelta(seconds=1))
+        claimed = lifecycle.claim_next_job("w1", lease_seconds=30, now=at + timedelta(seconds=1))
         assert claimed is not None and claimed.id == job.id
-        service.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
+        lifecycle.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
     since, until = start - timedelta(minutes=1), start + timedelta(minutes=5)
 
     whole = read_overview.figures(since, until).minutes
@@ -126,39 +129,39 @@ def test_the_live_figures_read_the_queued_and_failed_indexes(app):
 
 
 def _claim(worker: str, at):
-    return service.claim_next_job(worker, lease_seconds=30, now=at)
+    return lifecycle.claim_next_job(worker, lease_seconds=30, now=at)
 
 
 def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
-    """The charts' event data (type, run_ms, wait_ms) in each settle statement (store/settle.sql):
+    """The charts' event data (type, run_ms, wait_ms) in each settle statement (store/lifecycle/settle.sql):
     complete, complete-and-claim (its success and the next job's claim), complete-many and
     fail (retry and for good), each with and without pending progress, progress first."""
     t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
     ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
-    report = service.progress_report("half", {"percent": 50}, now=later[1])
+    report = lifecycle.progress_report("half", {"percent": 50}, now=later[1])
 
     first = _claim("w1", later[1])
     assert first is not None and first.id == ids[0]
-    service.complete_job(first.id, "w1", 1, None, progress=[report], now=later[2])  # COMPLETE_PROGRESS
+    lifecycle.complete_job(first.id, "w1", 1, None, progress=[report], now=later[2])  # COMPLETE_PROGRESS
     second = _claim("w1", later[2])
-    done, third = service.complete_and_claim(  # COMPLETE_AND_CLAIM_PROGRESS
+    done, third = lifecycle.complete_and_claim(  # COMPLETE_AND_CLAIM_PROGRESS
         second.id, "w1", 1, None, lease_seconds=30, progress=[report], now=later[3]
     )
     assert done and third is not None
-    done, fourth = service.complete_and_claim(third.id, "w1", 1, None, lease_seconds=30, now=later[5])
+    done, fourth = lifecycle.complete_and_claim(third.id, "w1", 1, None, lease_seconds=30, now=later[5])
     assert done and fourth is not None
     fifth = _claim("w2", later[5])
-    recorded = service.complete_jobs(  # COMPLETE_MANY_PROGRESS
+    recorded = lifecycle.complete_jobs(  # COMPLETE_MANY_PROGRESS
         [(fourth.id, "w1", 1, None), (fifth.id, "w2", 1, None)], progress={fourth.id: [report]}, now=later[6]
     )
     assert recorded == {fourth.id, fifth.id}
     sixth = _claim("w3", later[6])
     fail = {"backoff_base_seconds": 0, "backoff_max_seconds": 0}
-    service.fail_job(sixth.id, "w3", 1, "boom", progress=[report], now=later[7], **fail)  # FAIL_PROGRESS
+    lifecycle.fail_job(sixth.id, "w3", 1, "boom", progress=[report], now=later[7], **fail)  # FAIL_PROGRESS
     again = _claim("w3", later[8])
     assert again is not None and again.id == sixth.id
-    service.fail_job(again.id, "w3", 2, "boom", now=later[10], **fail)  # FAIL, for good
+    lifecycle.fail_job(again.id, "w3", 2, "boom", now=later[10], **fail)  # FAIL, for good
 
     expected_runs = {ids[0]: 1000, ids[1]: 1000, ids[2]: 2000, ids[3]: 1000, ids[4]: 1000}
     reports = {ids[0]: 1, ids[1]: 1, ids[2]: 0, ids[3]: 1, ids[4]: 0}  # which settles carried one
@@ -187,16 +190,16 @@ def test_a_settle_given_the_start_computes_run_time_from_it(app):
     later = [t0 + timedelta(seconds=s) for s in range(12)]
     ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
     first = _claim("w1", later[1])
-    service.complete_job(first.id, "w1", 1, None, started_at=later[0], now=later[2])  # COMPLETE
+    lifecycle.complete_job(first.id, "w1", 1, None, started_at=later[0], now=later[2])  # COMPLETE
     second = _claim("w1", later[2])
-    done, third = service.complete_and_claim(  # COMPLETE_AND_CLAIM
+    done, third = lifecycle.complete_and_claim(  # COMPLETE_AND_CLAIM
         second.id, "w1", 1, None, lease_seconds=30, started_at=later[1], now=later[3]
     )
     assert done and third is not None
-    service.complete_jobs([(third.id, "w1", 1, None)], started_at={third.id: later[2]}, now=later[4])
+    lifecycle.complete_jobs([(third.id, "w1", 1, None)], started_at={third.id: later[2]}, now=later[4])
     fourth = _claim("w2", later[4])
     fail = {"backoff_base_seconds": 0, "backoff_max_seconds": 0}
-    service.fail_job(fourth.id, "w2", 1, "boom", started_at=later[3], now=later[6], **fail)  # FAIL
+    lifecycle.fail_job(fourth.id, "w2", 1, "boom", started_at=later[3], now=later[6], **fail)  # FAIL
 
     runs = {}
     for job_id in ids:

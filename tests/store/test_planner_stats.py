@@ -13,8 +13,9 @@ from sqlalchemy import Connection, text
 
 from dashboard.runtime.rescuer import refresh_statistics
 from dashboard.runtime.threads import ThreadRuntime
-from dashboard.store import connection, enqueue, planner_stats
-from dashboard.store.enqueue import CREATE_CHUNK, JobSpec
+from dashboard.store import connection, planner_stats
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import CREATE_CHUNK, JobSpec
 from tests.support.worker_loop import SETTINGS
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, queues, read_queues
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import queues as read_queues
 
 
 def test_queues_list_pause_and_resume(app):

@@ -8,8 +8,12 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import connection, enqueue, limits_open, queues, read_queues, service
-from dashboard.store.enqueue import JobSpec
+from dashboard.store import connection, lifecycle
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import claim_form
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
+from dashboard.store.reads import queues as read_queues
 from tests.store.helpers import LEASE, T0, at, cleanup, event_types, record_statements
 
 
@@ -20,7 +24,7 @@ def make(queue: str | None, n: int = 1, now=T0, **fields) -> list:
 
 
 def claim(worker: str = "w", *, now=T0, limit: int = 1, served=None) -> list:
-    return service.claim_jobs(worker, lease_seconds=LEASE, limit=limit, now=now, queues=served)
+    return lifecycle.claim_jobs(worker, lease_seconds=LEASE, limit=limit, now=now, queues=served)
 
 
 def slots(name: str) -> list[tuple]:
@@ -124,7 +128,7 @@ def test_a_running_attempt_of_a_paused_queue_settles_and_its_retry_waits_in_the_
     make("mail")
     job = claim(now=at(1))[0]
     queues.pause("mail", now=at(2))
-    failed = service.fail_job(
+    failed = lifecycle.fail_job(
         job.id, "w", 1, "boom", backoff_base_seconds=0, backoff_max_seconds=0, now=at(3)
     )
     assert failed is not None and failed.status == "queued"
@@ -148,10 +152,10 @@ def test_a_concurrency_limit_holds_and_each_end_frees_exactly_one_slot(app):
     first = claim(limit=5, now=at(1))
     assert len(first) == 2 and held("lim") == 2
     assert claim(limit=5, now=at(1)) == []
-    service.complete_job(first[0].id, "w", 1, now=at(2))
+    lifecycle.complete_job(first[0].id, "w", 1, now=at(2))
     assert held("lim") == 1
     # A stale late settle of the same attempt matches no job row and frees nothing.
-    assert service.complete_job(first[0].id, "w", 1, now=at(2)) is None
+    assert lifecycle.complete_job(first[0].id, "w", 1, now=at(2)) is None
     assert held("lim") == 1
     again = claim(limit=5, now=at(3))
     assert len(again) == 1 and held("lim") == 2
@@ -167,7 +171,7 @@ def test_lease_recovery_frees_the_slot_once_and_the_late_settle_frees_nothing(ap
     second = claim(now=at(LEASE + 2))
     assert len(second) == 1 and held("lim") == 1
     # The first attempt's worker comes back: fenced off, and the slot of the new attempt stays.
-    assert service.complete_job(job.id, "w", 1, now=at(LEASE + 3)) is None
+    assert lifecycle.complete_job(job.id, "w", 1, now=at(LEASE + 3)) is None
     assert held("lim") == 1
 
 
@@ -175,9 +179,9 @@ def test_a_handed_back_attempt_frees_its_slot_once(app):
     queues.set_limits("lim", concurrency_limit=1, now=T0)
     make("lim")
     job = claim(now=at(1))[0]
-    back = service.fail_job(job.id, "w", 1, "WorkerStopped", backoff_base_seconds=0, backoff_max_seconds=0)
+    back = lifecycle.fail_job(job.id, "w", 1, "WorkerStopped", backoff_base_seconds=0, backoff_max_seconds=0)
     assert back is not None and held("lim") == 0
-    assert service.fail_job(job.id, "w", 1, "again", backoff_base_seconds=0, backoff_max_seconds=0) is None
+    assert lifecycle.fail_job(job.id, "w", 1, "again", backoff_base_seconds=0, backoff_max_seconds=0) is None
     assert held("lim") == 0
 
 
@@ -185,9 +189,9 @@ def test_complete_many_and_complete_and_claim_free_their_slots(app):
     queues.set_limits("lim", concurrency_limit=2, now=T0)
     make("lim", 4)
     a, b = claim(limit=2, now=at(1))
-    done = service.complete_jobs([(a.id, "w", 1, None)], now=at(2))
+    done = lifecycle.complete_jobs([(a.id, "w", 1, None)], now=at(2))
     assert done == {a.id} and held("lim") == 1
-    completed, nxt = service.complete_and_claim(b.id, "w", 1, lease_seconds=LEASE, now=at(3))
+    completed, nxt = lifecycle.complete_and_claim(b.id, "w", 1, lease_seconds=LEASE, now=at(3))
     assert completed and nxt is not None and held("lim") == 1  # b's slot freed, the one a freed taken
 
 
@@ -201,7 +205,7 @@ def test_setting_a_limit_seats_the_running_attempts_and_lowering_drops_free_slot
     assert len(slots("q")) == 5
     assert len(claim(limit=5, now=at(5))) == 1  # the one job left
     for job in running:
-        service.complete_job(job.id, "w", 1, now=at(6))
+        lifecycle.complete_job(job.id, "w", 1, now=at(6))
     queues.set_limits("q", concurrency_limit=1, now=at(7))
     assert len(slots("q")) == 1 and held("q") == 1  # the held slot kept, free ones dropped
     queues.set_limits("q", concurrency_limit=None, now=at(8))
@@ -353,40 +357,40 @@ def test_the_limits_open_statement_answers_as_the_no_limits_claims(app):
 def test_a_claim_without_limits_that_comes_back_short_claims_the_rest_with_them(app):
     """A process that has seen no limit runs the no-limits form first; when that skipped a
     limited queue that could give jobs, the same call claims the rest with the limits."""
-    limits_open.forget()
+    claim_form.forget()
     queues.set_limits("slow", concurrency_limit=2, now=T0)
     make("slow", 3)
     got = claim(limit=3, now=at(1))
     assert [job.queue for job in got] == ["slow", "slow"]
     assert held("slow") == 2
-    assert limits_open.is_open(None)
+    assert claim_form.is_open(None)
 
 
 def test_a_settle_that_frees_a_slot_turns_the_next_claims_to_the_limits(app, monkeypatch):
     """A one-job thread's settle-and-claim does not read `limits_open` on every job: it reads
     it again after RECHECK_SECONDS, and a settle that freed a slot turns it on at once."""
-    limits_open.forget()
-    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # only what the statements say
+    claim_form.forget()
+    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 3600.0)  # only what the statements say
     queues.set_limits("slow", concurrency_limit=1, now=T0)
     make("slow", 2)
     make("fast", 3)
     (running,) = claim(served=["slow"], now=at(1))  # its one slot
-    done, nxt = service.complete_and_claim(
+    done, nxt = lifecycle.complete_and_claim(
         running.id, "w", running.attempts, {}, lease_seconds=LEASE, now=at(2)
     )  # read first (no answer yet): slot held, so closed; the claim is the no-limits one's
     assert done and nxt is not None and nxt.queue == "fast"
-    assert held("slow") == 0 and limits_open.is_open(None)  # it freed the slot
-    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 0.0)  # read again at every settle
+    assert held("slow") == 0 and claim_form.is_open(None)  # it freed the slot
+    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 0.0)  # read again at every settle
     claimed, current = [], nxt
     while current is not None and current.queue != "slow":  # fast's two others, then slow's
-        done, current = service.complete_and_claim(
+        done, current = lifecycle.complete_and_claim(
             current.id, "w", current.attempts, {}, lease_seconds=LEASE, now=at(3)
         )
-        assert done and limits_open.is_open(None)  # read before each: a slot free, a job due
+        assert done and claim_form.is_open(None)  # read before each: a slot free, a job due
         claimed.append(current)
     assert current is not None and held("slow") == 1  # taken with its slot, by the limits' form
     with connection.connect() as conn:
-        assert limits_open.current(conn, None, {"queues": None, "now": at(4)}) is False  # full again
+        assert claim_form.current(conn, None, {"queues": None, "now": at(4)}) is False  # full again
 
 
 def _only_queue(name: str, *, served=None) -> str | None:
@@ -424,35 +428,35 @@ def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limi
     settle-and-claim of a job of that queue reads that queue's range alone; a pause or a limit
     given since holds from its commit all the same, and a second queue is visited from the
     next answer."""
-    limits_open.forget()
-    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # only what the statements say
+    claim_form.forget()
+    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 3600.0)  # only what the statements say
     sent = record_statements(monkeypatch)
     served = ["solo", "other"]
     make("solo", 4)
     (first,) = claim(served=served, now=at(1))  # no answer yet: the no-limits claim answers
-    assert first.queue == "solo" and limits_open.only_queue(("solo", "other")) == "solo"  # other: no row
+    assert first.queue == "solo" and claim_form.only_queue(("solo", "other")) == "solo"  # other: no row
 
     done, nxt = _settle(first, at(2), served)
     assert done and nxt is not None and nxt.queue == "solo"
-    assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
+    assert sent[-1] is lifecycle.settle.COMPLETE_AND_CLAIM_ONLY_QUEUE
 
     queues.pause("solo")
     done, after = _settle(nxt, at(3), served)
     assert done and after is None  # paused from its commit
-    assert sent[-1] is service.COMPLETE_AND_CLAIM_ONLY_QUEUE
+    assert sent[-1] is lifecycle.settle.COMPLETE_AND_CLAIM_ONLY_QUEUE
     queues.resume("solo")
     queues.set_limits("solo", concurrency_limit=1, now=T0)
     (third,) = claim(served=served, now=at(4))  # the answer turns: a limited queue with room
     assert third.queue == "solo" and held("solo") == 1
-    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 0.0)
     with connection.connect() as conn:
-        assert limits_open.current(conn, ("solo", "other"), {"queues": served, "now": at(4)}) is False  # full
-    assert limits_open.only_queue(("solo", "other")) is None  # the one without a limit is gone
+        assert claim_form.current(conn, ("solo", "other"), {"queues": served, "now": at(4)}) is False  # full
+    assert claim_form.only_queue(("solo", "other")) is None  # the one without a limit is gone
     make("other", 1)
     done, last = _settle(third, at(5), served)
     assert done and last is not None and last.queue == "other"  # the one without a limit
-    assert limits_open.only_queue(("solo", "other")) == "other"
-    assert sent[-1] is service.COMPLETE_AND_CLAIM_NO_LIMITS  # a job of solo: a form that frees slots
+    assert claim_form.only_queue(("solo", "other")) == "other"
+    assert sent[-1] is lifecycle.settle.COMPLETE_AND_CLAIM_NO_LIMITS  # a job of solo: a form that frees slots
     assert held("solo") == 0  # and solo's slot freed
 
 
@@ -461,27 +465,27 @@ def test_the_only_queue_settle_leaves_a_job_that_may_hold_a_slot_to_a_form_that_
     settle that reads the queue alone settles nothing then, and the job is settled again by a
     statement that frees its slot: the slot freed once, the job succeeded once, and the next
     claims take the limit into account."""
-    limits_open.forget()
-    monkeypatch.setattr(limits_open, "RECHECK_SECONDS", 3600.0)  # the answer stays "solo, no limit"
+    claim_form.forget()
+    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 3600.0)  # the answer stays "solo, no limit"
     sent = record_statements(monkeypatch)
     served = ["solo"]
     make("solo", 2)
     (job,) = claim(served=served, now=at(1))
-    assert limits_open.only_queue(("solo",)) == "solo"
+    assert claim_form.only_queue(("solo",)) == "solo"
     queues.set_limits("solo", concurrency_limit=1, now=T0)
     assert held("solo") == 1  # the running job took the new limit's slot
 
     done, nxt = _settle(job, at(2), served)
-    assert sent[-2:] == [service.COMPLETE_AND_CLAIM_ONLY_QUEUE, service.COMPLETE_AND_CLAIM]
+    assert sent[-2:] == [lifecycle.settle.COMPLETE_AND_CLAIM_ONLY_QUEUE, lifecycle.settle.COMPLETE_AND_CLAIM]
     assert done and nxt is None  # settled; the slot it frees is the next statement's
     assert held("solo") == 0
-    assert limits_open.is_open(("solo",)) and limits_open.only_queue(("solo",)) is None  # the limits' forms
+    assert claim_form.is_open(("solo",)) and claim_form.only_queue(("solo",)) is None  # the limits' forms
     (after,) = claim(served=served, now=at(3))
     assert after.queue == "solo" and held("solo") == 1
     assert event_types(job.id).count("succeeded") == 1
 
 
 def _settle(job, now, served):
-    return service.complete_and_claim(
+    return lifecycle.complete_and_claim(
         job.id, "w", job.attempts, {}, lease_seconds=LEASE, now=now, queues=served, job_queue=job.queue
     )

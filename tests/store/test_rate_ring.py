@@ -12,7 +12,9 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.limits import RATE_COUNT_MAX
-from dashboard.store import enqueue, queues, service
+from dashboard.store import lifecycle
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
 from tests.store.helpers import LEASE, T0, at
 
 PERIOD = 60.0
@@ -31,7 +33,7 @@ def ring(name: str) -> list[tuple]:
 
 
 def claim(now, limit: int = 5) -> list:
-    return service.claim_jobs("w", lease_seconds=LEASE, limit=limit, now=now, queues=["r"])
+    return lifecycle.claim_jobs("w", lease_seconds=LEASE, limit=limit, now=now, queues=["r"])
 
 
 def used_ring(count: int) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard.store import enqueue, find_jobs, read_jobs, read_stats, read_timeout
+from dashboard.store import reading
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import stats as read_stats
 from tests.support.factories import make_job
 
 from .helpers import T0, at, claim
@@ -86,12 +90,12 @@ def test_time_limit_cancels_a_slow_read_and_leaves_the_pool_clean(app):
     from dashboard.extensions import db
 
     with (
-        read_timeout.time_limit(50),
-        pytest.raises(read_timeout.QueryTimeout),
-        read_timeout.reading() as conn,
+        reading.time_limit(50),
+        pytest.raises(reading.QueryTimeout),
+        reading.reading() as conn,
     ):
         conn.execute(text("SELECT pg_sleep(2)"))
-    with read_timeout.reading() as conn:  # no limit outside: SET LOCAL ended with that transaction
+    with reading.reading() as conn:  # no limit outside: SET LOCAL ended with that transaction
         assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"
     with db.engine.connect() as conn:
         assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "0"
@@ -169,8 +173,8 @@ def test_in_index_order_plans_without_bitmap_scans_only_inside(app):
 
     from dashboard.extensions import db
 
-    with read_timeout.reading() as conn:
-        with read_timeout.in_index_order(conn):
+    with reading.reading() as conn:
+        with reading.in_index_order(conn):
             assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
         assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "on"  # the rest of the read
     with db.engine.connect() as conn:
@@ -185,8 +189,8 @@ def test_in_range_order_costs_an_index_fetch_as_a_read_in_order_only_inside(app)
     with db.engine.connect() as conn:
         default = conn.execute(text("SHOW random_page_cost")).scalar_one()
     assert default != "1"
-    with read_timeout.reading() as conn:
-        with read_timeout.in_range_order(conn):
+    with reading.reading() as conn:
+        with reading.in_range_order(conn):
             assert conn.execute(text("SHOW random_page_cost")).scalar_one() == "1"
         assert conn.execute(text("SHOW random_page_cost")).scalar_one() == default  # the rest of the read
     with db.engine.connect() as conn:

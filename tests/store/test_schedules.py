@@ -11,8 +11,13 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, find_jobs, read_jobs, read_schedules, schedules, search
-from dashboard.store.schedules import Declaration, fire_due, run_key, sync
+from dashboard.store.flow import schedules
+from dashboard.store.flow.schedules import Declaration, fire_due, run_key, sync
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import schedules as read_schedules
+from dashboard.store.reads import search
 from tests.support.factories import insert_series, seed_analysed_backlog
 from tests.support.waiting import wait_until
 

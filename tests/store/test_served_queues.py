@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard.store import capacity, enqueue, queues, read_health, service, values, why, workers
+from dashboard.store import lifecycle, values, workers
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import capacity, why
+from dashboard.store.reads import health as read_health
 from tests.support.factories import make_job
 
 NOW = values.utcnow()
@@ -63,13 +67,13 @@ def test_a_paused_full_or_rate_limited_queue_is_the_only_reason_given(app):
     queues.set_limits("full", concurrency_limit=1)
     enqueue.create_job("demo.success", queue="full", now=NOW - timedelta(seconds=9))
     full = enqueue.create_job("demo.success", queue="full", now=NOW - timedelta(seconds=5)).job
-    assert len(service.claim_jobs(WORKER, lease_seconds=30, limit=2, queues=["full"], now=NOW)) == 1
+    assert len(lifecycle.claim_jobs(WORKER, lease_seconds=30, limit=2, queues=["full"], now=NOW)) == 1
     assert _kinds(full) == ["queue_full"]
 
     queues.set_limits("rated", rate_limit={"count": 1, "period_seconds": 3600})
     enqueue.create_job("demo.success", queue="rated", now=NOW - timedelta(seconds=9))
     rated = enqueue.create_job("demo.success", queue="rated", now=NOW - timedelta(seconds=5)).job
-    assert len(service.claim_jobs(WORKER, lease_seconds=30, limit=2, queues=["rated"], now=NOW)) == 1
+    assert len(lifecycle.claim_jobs(WORKER, lease_seconds=30, limit=2, queues=["rated"], now=NOW)) == 1
     assert _kinds(rated) == ["rate_limited"]
 
     workers.mark_stopped(_identity(1, None), jobs_done=0, now=NOW)

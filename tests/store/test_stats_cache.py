@@ -5,8 +5,11 @@ from __future__ import annotations
 from dashboard.extensions import db
 from dashboard.ops import recount
 from dashboard.state import state_of
-from dashboard.store import find_jobs, read_stats, stats_refresh, values
-from dashboard.store.read_stats import StatsPolicy
+from dashboard.store import values
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import stats as read_stats
+from dashboard.store.reads import stats_refresh
+from dashboard.store.reads.stats import StatsPolicy
 from tests.support.factories import make_job
 from tests.support.waiting import wait_until
 

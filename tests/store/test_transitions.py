@@ -6,7 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.store import actions, enqueue, read_jobs, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 
 from .helpers import BACKOFF, LEASE, T0, at, claim, cleanup, event_types, fail, fresh
 
@@ -20,7 +23,7 @@ def running(app):
 
 
 def test_complete_by_owner(running):
-    done = service.complete_job(running.id, "owner", 1, {"answer": 42}, now=at(2))
+    done = lifecycle.complete_job(running.id, "owner", 1, {"answer": 42}, now=at(2))
     assert done is not None
     assert done.status == "succeeded"
     assert done.result == {"answer": 42}
@@ -72,7 +75,7 @@ def test_exhausted_attempts_become_failed(app):
 
 
 def test_failure_data_is_kept_on_the_event(running):
-    service.fail_job(
+    lifecycle.fail_job(
         running.id,
         "owner",
         1,
@@ -91,14 +94,14 @@ def test_nul_bytes_in_an_error_do_not_make_the_failure_unrecordable(running):
 
 
 def test_renew_by_owner_extends_the_lease(running):
-    until = service.renew_lease(running.id, "owner", 1, lease_seconds=LEASE, now=at(20))
+    until = lifecycle.renew_lease(running.id, "owner", 1, lease_seconds=LEASE, now=at(20))
     assert until == at(20) + timedelta(seconds=LEASE)
     assert fresh(running.id).locked_until == until
     assert event_types(running.id)[-1] == "lease_renewed"
 
 
 def test_progress_by_owner_is_recorded(running):
-    event_id = service.record_progress(
+    event_id = lifecycle.record_progress(
         running.id, "owner", 1, message="half", data={"percent": 50}, now=at(1)
     )
     assert event_id is not None
@@ -117,17 +120,17 @@ NON_OWNERS = {
 def test_non_owner_changes_nothing(running, worker, attempt):
     before = fresh(running.id)
     events_before = read_jobs.job_events(running.id)
-    assert service.renew_lease(running.id, worker, attempt, lease_seconds=LEASE, now=at(1)) is None
-    assert service.record_progress(running.id, worker, attempt, message="x", now=at(1)) is None
-    assert service.complete_job(running.id, worker, attempt, {"stolen": True}, now=at(1)) is None
-    assert service.fail_job(running.id, worker, attempt, "x", now=at(1), **BACKOFF) is None
+    assert lifecycle.renew_lease(running.id, worker, attempt, lease_seconds=LEASE, now=at(1)) is None
+    assert lifecycle.record_progress(running.id, worker, attempt, message="x", now=at(1)) is None
+    assert lifecycle.complete_job(running.id, worker, attempt, {"stolen": True}, now=at(1)) is None
+    assert lifecycle.fail_job(running.id, worker, attempt, "x", now=at(1), **BACKOFF) is None
     assert fresh(running.id) == before
     assert read_jobs.job_events(running.id) == events_before
 
 
 def test_finished_job_cannot_be_touched_by_its_former_owner(running):
-    service.complete_job(running.id, "owner", 1, None, now=at(1))
-    assert service.renew_lease(running.id, "owner", 1, lease_seconds=LEASE, now=at(2)) is None
+    lifecycle.complete_job(running.id, "owner", 1, None, now=at(1))
+    assert lifecycle.renew_lease(running.id, "owner", 1, lease_seconds=LEASE, now=at(2)) is None
     assert fail(running, "owner", now=at(2)) is None
     assert fresh(running.id).status == "succeeded"
 
@@ -149,12 +152,12 @@ def test_stale_worker_scenario_step_by_step(app):
     b = claim("worker-B", now=at(LEASE + 6))
     assert b is not None and b.id == a.id and b.attempts == 2
     # 6-7. Worker A wakes up: completing, failing, renewing attempt 1 all affect zero rows.
-    assert service.complete_job(a.id, "worker-A", 1, {"stale": True}, now=at(40)) is None
+    assert lifecycle.complete_job(a.id, "worker-A", 1, {"stale": True}, now=at(40)) is None
     assert fail(a, "worker-A", now=at(40)) is None
-    assert service.renew_lease(a.id, "worker-A", 1, lease_seconds=LEASE, now=at(40)) is None
+    assert lifecycle.renew_lease(a.id, "worker-A", 1, lease_seconds=LEASE, now=at(40)) is None
     assert fresh(a.id).status == "running" and fresh(a.id).locked_by == "worker-B"
     # Worker B finishes normally.
-    done = service.complete_job(a.id, "worker-B", 2, {"ok": True}, now=at(41))
+    done = lifecycle.complete_job(a.id, "worker-B", 2, {"ok": True}, now=at(41))
     assert done is not None and done.result == {"ok": True}
     assert event_types(a.id) == ["created", "claimed", "timeout_requeued", "claimed", "succeeded"]
 
@@ -196,13 +199,13 @@ def test_cleanup_is_batch_limited_and_leaves_live_leases_alone(app):
 
 
 def test_renewed_lease_is_not_cleaned_up(running):
-    service.renew_lease(running.id, "owner", 1, lease_seconds=LEASE, now=at(25))
+    lifecycle.renew_lease(running.id, "owner", 1, lease_seconds=LEASE, now=at(25))
     assert cleanup(now=at(40)).count == 0
     assert cleanup(now=at(56)).requeued == [running.id]
 
 
 def test_expired_but_unrecovered_lease_still_belongs_to_its_worker(running):
-    done = service.complete_job(running.id, "owner", 1, "late but fine", now=at(LEASE + 10))
+    done = lifecycle.complete_job(running.id, "owner", 1, "late but fine", now=at(LEASE + 10))
     assert done is not None and done.status == "succeeded"
 
 

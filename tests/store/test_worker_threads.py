@@ -11,7 +11,8 @@ from dashboard.config import WorkerSettings
 from dashboard.runtime.attempts import RunningAttempts
 from dashboard.runtime.handlers import JobContext
 from dashboard.runtime.heartbeat import activity
-from dashboard.store import audit, capacity, values, why, workers
+from dashboard.store import audit, values, workers
+from dashboard.store.reads import capacity, why
 from tests.support.factories import make_job, record
 
 NOW = values.utcnow()

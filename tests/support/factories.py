@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import insert
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs
 from dashboard.store.models import Job
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.records import JobRecord
 from dashboard.store.values import utcnow
 

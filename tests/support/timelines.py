@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read_jobs
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.records import EventRecord, JobRecord
 from tests.support.waiting import wait_until  # noqa: F401  (re-exported for this folder's tests)
 

@@ -15,7 +15,8 @@ from dashboard.runtime.handlers import Handler, get_handler
 from dashboard.runtime.one_job import OneJobLoop
 from dashboard.runtime.progress import Flusher
 from dashboard.runtime.threads import ThreadRuntime
-from dashboard.store import read_jobs, service
+from dashboard.store import lifecycle
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.records import JobRecord
 from tests.support.timelines import job  # one helper for both modules; re-exported here
 from tests.support.timelines import timeline as events  # noqa: F401  (re-exported)
@@ -70,7 +71,7 @@ def lose_to_another_worker(ctx: Any) -> JobRecord | None:
     """Inside a handler: the lease runs out (simulated with ``now``), cleanup requeues the job
     and ``other-worker`` claims it. Returns that claim."""
     expired_at = ctx.locked_until + timedelta(seconds=1)
-    service.cleanup_expired_jobs(
+    lifecycle.rescue_expired_jobs(
         "cleaner", batch_size=10, backoff_base_seconds=0, backoff_max_seconds=0, now=expired_at
     )
-    return service.claim_next_job("other-worker", lease_seconds=30, now=expired_at)
+    return lifecycle.claim_next_job("other-worker", lease_seconds=30, now=expired_at)

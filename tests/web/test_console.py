@@ -8,7 +8,9 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, read_jobs, service, workers
+from dashboard.store import lifecycle, workers
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 from tests.support.forms import HX, csrf_token
@@ -225,11 +227,11 @@ def test_why_not_running_texts(app, client):
 def test_failed_job_lists_each_attempts_error_with_traceback_lines(app, client):
     job = enqueue.create_job("demo.fail", {}, max_attempts=2).job
     for attempt in (1, 2):
-        claimed = service.claim_next_job("w:1:thread-1:a", lease_seconds=30)
+        claimed = lifecycle.claim_next_job("w:1:thread-1:a", lease_seconds=30)
         trace = (
             f'Traceback (most recent call last):\n  File "x.py", line {attempt}\nValueError: bad {attempt}\n'
         )
-        service.fail_job(
+        lifecycle.fail_job(
             claimed.id,
             "w:1:thread-1:a",
             attempt,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from dashboard.store import enqueue, service, values, workers
+from dashboard.store import lifecycle, values, workers
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 
 SCRIPT = "<script>alert('xss')</script>"
@@ -37,10 +38,10 @@ def hostile_jobs(app) -> dict[str, uuid.UUID]:
         locked_by=WORKER,
         idempotency_key=SCRIPT,
     )
-    service.record_progress(
+    lifecycle.record_progress(
         running.id, WORKER, 1, message=HOSTILE, data={SCRIPT: BREAKOUT, "percent": SCRIPT}
     )
-    service.fail_job(
+    lifecycle.fail_job(
         running.id,
         WORKER,
         1,
@@ -50,9 +51,9 @@ def hostile_jobs(app) -> dict[str, uuid.UUID]:
         event_data={"traceback": HOSTILE},
     )
     finished = make_job("running", type=SCRIPT, locked_by=WORKER)
-    service.complete_job(finished.id, WORKER, 1, {"html": HOSTILE}, event_data={SCRIPT: HOSTILE})
+    lifecycle.complete_job(finished.id, WORKER, 1, {"html": HOSTILE}, event_data={SCRIPT: HOSTILE})
     holder = make_job("running", type=SCRIPT, locked_by=WORKER)
-    service.record_progress(holder.id, WORKER, 1, message=HOSTILE, data={"percent": 50})
+    lifecycle.record_progress(holder.id, WORKER, 1, message=HOSTILE, data={"percent": 50})
     return {"queued": created.id, "failed": running.id, "succeeded": finished.id, "running": holder.id}
 
 

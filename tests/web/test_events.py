@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import uuid
 
-from dashboard.store import enqueue, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
 from tests.support.forms import HX
 
 
@@ -44,7 +45,7 @@ def test_feed_walk_is_stable_while_events_arrive(app, client):
 
 def test_feed_filters_by_type_and_job(app, client):
     _, b = _jobs(2)
-    claimed = service.claim_next_job("w:1:thread-1:cccc", lease_seconds=30)
+    claimed = lifecycle.claim_next_job("w:1:thread-1:cccc", lease_seconds=30)
     assert claimed is not None
     html = client.get("/events/?type=claimed").get_data(as_text=True)
     assert _ids(html) == [3]
@@ -53,7 +54,7 @@ def test_feed_filters_by_type_and_job(app, client):
     both = client.get("/events/?type=claimed&type=created").get_data(as_text=True)
     assert _ids(both) == [3, 2, 1]
     assert "type=claimed&amp;type=created" in both  # the live notice keeps both
-    service.record_progress(claimed.id, claimed.locked_by, 1, message="half")
+    lifecycle.record_progress(claimed.id, claimed.locked_by, 1, message="half")
     # by default the feed leaves a running job's chatter out; chatter=1 (or ticking it) shows it
     assert _ids(client.get("/events/").get_data(as_text=True)) == [3, 2, 1]
     assert _ids(client.get("/events/?quiet=1").get_data(as_text=True)) == [3, 2, 1]

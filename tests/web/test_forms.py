@@ -6,7 +6,8 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.store import find_jobs, read_jobs
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 from tests.support.forms import HX, csrf_token

@@ -18,7 +18,8 @@ from flask.testing import FlaskClient
 from werkzeug.datastructures import FileStorage
 from wtforms.validators import ValidationError
 
-from dashboard.store import enqueue, find_jobs
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import lists as find_jobs
 from dashboard.web.forms import CreateJobForm
 from tests.support.factories import make_job
 from tests.support.timelines import table_snapshot

@@ -7,7 +7,9 @@ import uuid
 from datetime import timedelta
 
 from dashboard.limits import JOB_OFFSET_MAX
-from dashboard.store import enqueue, read_jobs, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 from tests.support.forms import HX
@@ -170,9 +172,9 @@ def test_job_type_is_escaped_in_the_list(app, client):
 
 def test_detail_shows_fields_payload_result_and_timeline(app, client):
     job = enqueue.create_job("demo.success", {"sleep_seconds": 1}, idempotency_key="k-1").job
-    claimed = service.claim_next_job("w:1:thread-1:aaaa", lease_seconds=30)
+    claimed = lifecycle.claim_next_job("w:1:thread-1:aaaa", lease_seconds=30)
     assert claimed is not None
-    service.complete_job(job.id, "w:1:thread-1:aaaa", 1, {"answer": 42})
+    lifecycle.complete_job(job.id, "w:1:thread-1:aaaa", 1, {"answer": 42})
     response = client.get(f"/jobs/{job.id}/")
     html = response.get_data(as_text=True)
     assert response.status_code == 200 and "<html" in html
@@ -186,10 +188,10 @@ def test_detail_shows_fields_payload_result_and_timeline(app, client):
 
 def test_detail_of_a_running_job_shows_owner_lease_and_progress_and_polls(app, client):
     job = enqueue.create_job("demo.slow").job
-    claimed = service.claim_next_job("w:1:thread-2:bbbb", lease_seconds=30)
+    claimed = lifecycle.claim_next_job("w:1:thread-2:bbbb", lease_seconds=30)
     assert claimed is not None
-    service.record_progress(job.id, "w:1:thread-2:bbbb", 1, message="halfway", data={"percent": 40})
-    service.record_progress(job.id, "w:1:thread-2:bbbb", 1, data={"percent": 65.4})
+    lifecycle.record_progress(job.id, "w:1:thread-2:bbbb", 1, message="halfway", data={"percent": 40})
+    lifecycle.record_progress(job.id, "w:1:thread-2:bbbb", 1, data={"percent": 65.4})
     html = client.get(f"/jobs/{job.id}/", headers=HX).get_data(as_text=True)
     assert "<html" not in html
     assert html.lstrip().startswith('<article id="job-detail"')

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import read_queues
-from dashboard.store.schedules import Declaration, sync
+from dashboard.store.flow.schedules import Declaration, sync
+from dashboard.store.reads import queues as read_queues
 from tests.support.forms import csrf_token
 from tests.support.timelines import table_snapshot
 

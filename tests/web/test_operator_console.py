@@ -7,7 +7,11 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from dashboard.store import actions, enqueue, find_jobs, read_jobs, service, workers
+from dashboard.store import lifecycle, workers
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
 from dashboard.store.values import utcnow
 from dashboard.web.rendering import breakable
 from tests.support.factories import make_job
@@ -92,7 +96,7 @@ def test_the_job_page_says_when_the_owner_stopped_and_when_recovery_comes(app, c
     job = make_job("running", locked_by="h:6:thread-1:ab", locked_until=utcnow() + timedelta(seconds=8))
     html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert 'data-owner-state="stale"' in html and "stopped sending heartbeats at" in html
-    assert "Lease recovery will requeue it at about" in html and 'data-field="recover-at"' in html
+    assert "The rescue will requeue it at about" in html and 'data-field="recover-at"' in html
     live = client.get(f"/jobs/{job.id}/live/?status=running", headers=HX).get_data(as_text=True)
     assert 'data-owner-state="stale"' in live  # the poll says it too
 
@@ -194,7 +198,7 @@ def test_a_payload_search_is_not_re_run_by_polls(app, client):
 
 def test_the_feed_shows_each_events_job_type_and_links_its_worker(app, client):
     job = enqueue.create_job("mail.send", {}).job
-    service.claim_next_job("hostA:11:thread-1:ab", lease_seconds=30)
+    lifecycle.claim_next_job("hostA:11:thread-1:ab", lease_seconds=30)
     html = client.get("/events/").get_data(as_text=True)
     assert 'data-label="job type"' in html and "mail.<wbr>send" in html
     assert 'href="/workers/#worker-hostA-11"' in html

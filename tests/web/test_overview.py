@@ -8,7 +8,9 @@ import uuid
 from datetime import timedelta
 
 from dashboard.state import state_of
-from dashboard.store import actions, enqueue, service, workers
+from dashboard.store import lifecycle, workers
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 from tests.support.forms import HX
@@ -62,12 +64,12 @@ def test_oldest_ready_wait_and_empty_queue(app, client):
 
 def _finish(job_type: str, error: str | None = None) -> None:
     job = enqueue.create_job(job_type, max_attempts=1).job
-    claimed = service.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
+    claimed = lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     if error is None:
-        service.complete_job(job.id, "host:1:thread-1:abcd", 1, {"ok": True})
+        lifecycle.complete_job(job.id, "host:1:thread-1:abcd", 1, {"ok": True})
     else:
-        service.fail_job(
+        lifecycle.fail_job(
             job.id, "host:1:thread-1:abcd", 1, error, backoff_base_seconds=1, backoff_max_seconds=1
         )
 
@@ -86,7 +88,7 @@ def test_chart_counts_succeeded_and_failed_events_of_the_last_hour(app, client):
 
 
 def test_the_charts_say_when_they_read_only_the_newest_events(app, client, monkeypatch):
-    from dashboard.store import read_overview
+    from dashboard.store.reads import overview as read_overview
 
     _finish("demo.success")
     _finish("demo.success")
@@ -158,7 +160,7 @@ def test_a_retried_job_leaves_the_failure_list(app, client):
 
 
 def test_overview_says_how_old_cached_finished_counts_are(app, client):
-    from dashboard.store import stats_refresh
+    from dashboard.store.reads import stats_refresh
 
     make_job("succeeded")
     stats_refresh.refresh_finished_counts()
@@ -176,12 +178,13 @@ def test_overview_says_how_old_cached_finished_counts_are(app, client):
 def test_a_panel_whose_query_times_out_is_left_out_and_the_page_still_renders(app, client, monkeypatch):
     from sqlalchemy import text
 
-    from dashboard.store import read_stats, read_timeout
+    from dashboard.store import reading
+    from dashboard.store.reads import stats as read_stats
 
     make_job("failed", last_error="still shown elsewhere")
 
     def slow_failures(limit: int):
-        with read_timeout.reading() as conn:
+        with reading.reading() as conn:
             conn.execute(text("SELECT pg_sleep(5)"))
         return []
 

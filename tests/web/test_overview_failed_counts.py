@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import re
 
-from dashboard.store import actions, enqueue, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
 
 WORKER = "host:1:thread-1:abcd"
 
 
 def _fail() -> None:
     job = enqueue.create_job("demo.fail", max_attempts=1).job
-    claimed = service.claim_next_job(WORKER, lease_seconds=30)
+    claimed = lifecycle.claim_next_job(WORKER, lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
-    service.fail_job(job.id, WORKER, 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1)
+    lifecycle.fail_job(job.id, WORKER, 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1)
 
 
 def _cancel() -> None:

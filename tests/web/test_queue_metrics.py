@@ -10,8 +10,9 @@ from sqlalchemy import text
 from dashboard.extensions import db
 from dashboard.ops.web_metrics import capped_types
 from dashboard.state import state_of
-from dashboard.store import queues, read_metrics
-from dashboard.store.service import utcnow
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import utcnow
+from dashboard.store.reads import metrics as read_metrics
 from tests.ops.helpers import parse, scrape_app, value
 from tests.support.factories import make_job, seed_analysed_backlog
 

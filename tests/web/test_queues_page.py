@@ -3,7 +3,10 @@ waits on its queue, on the job page and the overview."""
 
 from __future__ import annotations
 
-from dashboard.store import enqueue, queues, read_queues, service, workers
+from dashboard.store import lifecycle, workers
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import queues as read_queues
 from dashboard.store.values import utcnow
 from tests.support.forms import csrf_token
 
@@ -60,7 +63,7 @@ def test_the_job_page_says_the_queue_is_full(app, client):
     queues.set_limits("mail", concurrency_limit=1)
     enqueue.create_job("demo.success", queue="mail")
     waiting = enqueue.create_job("demo.success", queue="mail").job
-    assert len(service.claim_jobs("w", lease_seconds=30, limit=2, queues=["mail"])) == 1
+    assert len(lifecycle.claim_jobs("w", lease_seconds=30, limit=2, queues=["mail"])) == 1
     html = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
     assert 'data-why="queue_full"' in html and "1 of at most 1 attempts are running" in html
     assert 'data-why="no_worker"' not in html and "Waiting for a free worker" not in html  # the only reason
@@ -70,7 +73,7 @@ def test_the_rate_limited_reason(app, client):
     queues.set_limits("r", rate_limit={"count": 1, "period_seconds": 3600})
     enqueue.create_job("demo.success", queue="r")
     waiting = enqueue.create_job("demo.success", queue="r").job
-    assert len(service.claim_jobs("w", lease_seconds=30, limit=2, queues=["r"])) == 1
+    assert len(lifecycle.claim_jobs("w", lease_seconds=30, limit=2, queues=["r"])) == 1
     html = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
     assert 'data-why="rate_limited"' in html and "the next may start at" in html
     assert 'data-why="no_worker"' not in html and "Waiting for a free worker" not in html  # the only reason

@@ -6,7 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dashboard import limits
-from dashboard.store import actions, enqueue, find_jobs, read_jobs, read_overview, read_stats, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.reads import lists as find_jobs
+from dashboard.store.reads import overview as read_overview
+from dashboard.store.reads import stats as read_stats
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BACKOFF = {"backoff_base_seconds": 1.0, "backoff_max_seconds": 1.0}
@@ -14,10 +20,10 @@ BACKOFF = {"backoff_base_seconds": 1.0, "backoff_max_seconds": 1.0}
 
 def _run(job_type: str, worker: str, at: datetime, error: str | None = None, max_attempts: int = 1):
     job = enqueue.create_job(job_type, max_attempts=max_attempts, now=at).job
-    assert service.claim_next_job(worker, lease_seconds=30, now=at) is not None
+    assert lifecycle.claim_next_job(worker, lease_seconds=30, now=at) is not None
     if error is None:
-        return service.complete_job(job.id, worker, 1, {}, now=at)
-    return service.fail_job(job.id, worker, 1, error, now=at, **BACKOFF)
+        return lifecycle.complete_job(job.id, worker, 1, {}, now=at)
+    return lifecycle.fail_job(job.id, worker, 1, error, now=at, **BACKOFF)
 
 
 def test_finishes_per_minute_count_finishing_events_in_the_window(app):
@@ -38,8 +44,8 @@ def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
     second = _run("a", "w", T0 + timedelta(seconds=1), error="two")
     retried = _run("a", "w", T0 + timedelta(seconds=2), error="three")
     actions.run_one("retry", first.id, now=T0 + timedelta(seconds=3))
-    assert service.claim_next_job("w", lease_seconds=30, now=T0 + timedelta(seconds=4)).id == first.id
-    service.fail_job(first.id, "w", 1, "one again", now=T0 + timedelta(seconds=6), **BACKOFF)
+    assert lifecycle.claim_next_job("w", lease_seconds=30, now=T0 + timedelta(seconds=4)).id == first.id
+    lifecycle.fail_job(first.id, "w", 1, "one again", now=T0 + timedelta(seconds=6), **BACKOFF)
     actions.run_one("retry", retried.id, now=T0 + timedelta(seconds=7))  # failed, but no longer
     failures = read_stats.latest_failures(10)
     assert [(f.job.id, f.job.last_error) for f in failures] == [(first.id, "one again"), (second.id, "two")]
@@ -62,11 +68,11 @@ def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, 
 
     big = {"blob": "x" * 1_000_000}
     job = enqueue.create_job("demo.success", big).job
-    assert service.claim_next_job("w", lease_seconds=30) is not None
-    service.complete_job(job.id, "w", 1, big)
+    assert lifecycle.claim_next_job("w", lease_seconds=30) is not None
+    lifecycle.complete_job(job.id, "w", 1, big)
     failed = enqueue.create_job("demo.fail", big, max_attempts=1).job
-    assert service.claim_next_job("w", lease_seconds=30) is not None
-    service.fail_job(failed.id, "w", 1, "boom", **BACKOFF)
+    assert lifecycle.claim_next_job("w", lease_seconds=30) is not None
+    lifecycle.fail_job(failed.id, "w", 1, "boom", **BACKOFF)
 
     statements: list[str] = []
 

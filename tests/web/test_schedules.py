@@ -9,8 +9,8 @@ from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.runtime import schedules as declared_schedules
-from dashboard.store import read_schedules
-from dashboard.store.schedules import Declaration, fire_due, sync
+from dashboard.store.flow.schedules import Declaration, fire_due, sync
+from dashboard.store.reads import schedules as read_schedules
 from dashboard.store.values import utcnow
 from tests.support.factories import make_job
 from tests.support.forms import HX, csrf_token

@@ -13,7 +13,10 @@ from sqlalchemy import event, text
 
 from dashboard.extensions import db
 from dashboard.limits import TIMELINE_EVENTS_MAX
-from dashboard.store import actions, enqueue, read_jobs, service
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import actions
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.reads import jobs as read_jobs
 
 HX = {"HX-Request": "true"}
 WORKER = "w:1:thread-1:aaaa"
@@ -21,12 +24,12 @@ WORKER = "w:1:thread-1:aaaa"
 
 def _long_running_job():
     job = enqueue.create_job("demo.slow").job
-    claimed = service.claim_next_job(WORKER, lease_seconds=30)
+    claimed = lifecycle.claim_next_job(WORKER, lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     for percent in range(0, 100, 1):
-        service.record_progress(job.id, WORKER, 1, message="x" * 40, data={"percent": percent})
+        lifecycle.record_progress(job.id, WORKER, 1, message="x" * 40, data={"percent": percent})
         if percent % 10 == 0:
-            service.renew_lease(job.id, WORKER, 1, lease_seconds=30)
+            lifecycle.renew_lease(job.id, WORKER, 1, lease_seconds=30)
     return job
 
 
@@ -41,7 +44,7 @@ def test_progress_and_renewals_fold_into_one_line_and_the_poll_sends_only_what_c
     assert response.status_code == 200 and len(body) < 10_000, len(body)
     assert b"99 %" in body and b'hx-swap-oob="true"' in body and b"beforeend:#timeline" not in body
 
-    service.complete_job(job.id, WORKER, 1, {"ok": True})
+    lifecycle.complete_job(job.id, WORKER, 1, {"ok": True})
     done = client.get(poll, headers=HX)
     assert done.headers["HX-Retarget"] == "#job-detail" and done.headers["HX-Reswap"] == "morph"
     assert b'data-status="succeeded"' in done.get_data()
@@ -99,7 +102,7 @@ def test_a_job_with_many_events_is_read_as_a_window_on_its_page_and_in_its_poll(
     """3,000 progress reports: the page and each poll read at most TIMELINE_EVENTS_MAX + 1 of
     them (they read all 3,000 before); the page says where the older ones are."""
     job = enqueue.create_job("demo.slow").job
-    assert service.claim_next_job(WORKER, lease_seconds=30).id == job.id
+    assert lifecycle.claim_next_job(WORKER, lease_seconds=30).id == job.id
     _flood(job.id, 3 * TIMELINE_EVENTS_MAX)
     with event_rows_read() as counts:
         response = client.get(f"/jobs/{job.id}/")

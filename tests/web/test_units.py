@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dashboard.store.read_overview import MinuteFigures, hour_window
+from dashboard.store.reads.overview import MinuteFigures, hour_window
 from dashboard.web import timefmt
 from dashboard.web.chart import HEIGHT, MINUTES, build_chart
 from dashboard.web.forms import parse_available_at, parse_payload

@@ -1,0 +1,297 @@
+"""Enqueueing: one job (``create_job``) or many in one transaction (``create_jobs``), each
+with its ``created`` event, deduplicated by idempotency key.
+
+The doors and the Python API call them here; the worker's transitions are in
+:mod:`.service`, the operator's in :mod:`.actions`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection
+
+from ...limits import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    INT_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TYPE_MAX_LENGTH,
+    instant_problem,
+    key_problem,
+    queue_problem,
+    type_problem,
+)
+from .. import planner_stats
+from ..connection import autocommit, fetch_job, fetch_rows, fetch_rows_while, fetch_rows_within
+from ..records import CreateResult, JobRecord
+from ..sql import query
+from ..states import Status
+from ..values import aware as _aware
+from ..values import utcnow
+
+CREATE, CREATE_MANY = query("create"), query("create_many")
+FIND_BY_IDEMPOTENCY_KEY, FIND_BY_IDEMPOTENCY_KEYS = (
+    query("find_by_idempotency_key"),
+    query("find_by_idempotency_keys"),
+)
+
+
+def create_job(
+    type: str,
+    payload: Any = None,
+    *,
+    priority: int = DEFAULT_PRIORITY,
+    available_at: datetime | None = None,
+    max_attempts: int = 3,
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+    within: Connection | None = None,
+) -> CreateResult:
+    """Queue a job, or return the job that already holds ``idempotency_key``.
+
+    ``available_at`` defaults to ``now``. ``queue``: its named queue, ``default`` when
+    ``None`` (``ValueError`` naming ``queue`` for a name outside ``limits.QUEUE_NAME_PATTERN``).
+    ``event_data`` is merged into the ``created`` event (who created it, through which door).
+    ``conn``: an autocommit connection (``connection.connect()``), the job committed at once.
+    ``within``: instead, the caller's connection in its open transaction: the job, its event
+    and the workers' wake-up are written there and exist only if the caller commits
+    (:func:`connection.fetch_rows_within`).
+    """
+    now = _aware(now or utcnow(), "now")
+    spec = JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key, queue)
+    _check(spec)
+    params = {
+        "id": uuid.uuid4(),
+        "type": type,
+        "payload": {} if payload is None else payload,
+        "priority": priority,
+        "available_at": available_at or now,
+        "max_attempts": max_attempts,
+        "idempotency_key": idempotency_key,
+        "queue": spec.queue or DEFAULT_QUEUE,
+        "event_data": {"type": type, **(event_data or {})},
+        "now": now,
+    }
+    if within is not None:
+        return _create_within(within, params)
+    with autocommit(conn) as conn:
+        job = fetch_job(conn, CREATE, params)
+        if job is not None:
+            planner_stats.after_insert(1, conn)
+            return CreateResult(job=job, created=True)
+        existing = fetch_job(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
+    if existing is None:  # the conflicting row vanished between the two statements
+        raise RuntimeError("idempotency key conflict with a job that no longer exists")
+    return CreateResult(job=existing, created=False)
+
+
+def _create_within(conn: Connection, params: dict[str, Any]) -> CreateResult:
+    """:func:`create_job`'s two statements in the caller's transaction."""
+    rows = fetch_rows_within(conn, CREATE, params)
+    if rows:
+        planner_stats.after_insert(1, None)
+        return CreateResult(job=JobRecord.from_row(rows[0]), created=True)
+    found = fetch_rows_within(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": params["idempotency_key"]})
+    if not found:
+        raise RuntimeError("idempotency key conflict with a job that no longer exists")
+    return CreateResult(job=JobRecord.from_row(found[0]), created=False)
+
+
+CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, "Bulk create in chunks")
+
+
+class JobSpec(NamedTuple):
+    """One job of a bulk create; the fields and defaults of :func:`create_job`. A named tuple:
+    a bulk create builds 1,000 of them per request, each a quarter of a frozen dataclass's cost."""
+
+    type: str
+    payload: Any = None
+    priority: int = DEFAULT_PRIORITY
+    available_at: datetime | None = None
+    max_attempts: int = 3
+    idempotency_key: str | None = None
+    queue: str | None = None  # None: the default queue
+
+
+def _check(spec: JobSpec) -> None:
+    if not spec.type or len(spec.type) > TYPE_MAX_LENGTH:
+        raise ValueError(f"type must be 1 to {TYPE_MAX_LENGTH} characters")
+    if problem := type_problem(spec.type):
+        raise ValueError(f"type {problem}")
+    if not PRIORITY_MIN <= spec.priority <= PRIORITY_MAX:
+        raise ValueError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
+    if not 1 <= spec.max_attempts <= INT_MAX:
+        raise ValueError(f"max_attempts must be between 1 and {INT_MAX}")
+    key = spec.idempotency_key
+    if key is not None and not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
+        raise ValueError(f"idempotency_key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters")
+    if key is not None and (problem := key_problem(key)):
+        raise ValueError(f"idempotency_key {problem}")
+    if spec.available_at is not None:
+        _aware(spec.available_at, "available_at")
+        if problem := instant_problem(spec.available_at):
+            raise ValueError(f"available_at {problem}")
+    if spec.queue is not None and (problem := queue_problem(spec.queue)):
+        raise ValueError(f"queue {problem}")
+
+
+def create_jobs(
+    specs: Sequence[JobSpec],
+    *,
+    queue: str | None = None,
+    event_data: dict[str, Any] | None = None,
+    now: datetime | None = None,
+    conn: Connection | None = None,
+    meanwhile: Callable[[list[JobRecord]], object] | None = None,
+    within: Connection | None = None,
+) -> list[CreateResult]:
+    """Queue many jobs in one transaction; all are checked before any is written.
+
+    ``queue``: the queue of every spec that names none (``None``: ``default``); a spec's own
+    ``queue`` wins. ``ValueError`` naming ``queue`` for an invalid name.
+    ``within``: the caller's connection in its open transaction, which the jobs join instead
+    of a transaction of their own (as :func:`create_job`'s ``within``): the chunks go one after
+    the other, not pipelined, and nothing commits here.
+
+    Idempotency keys are honoured per job: a key that exists, or that an earlier job of the
+    same batch holds, returns that job with ``created=False``. Results follow ``specs``' order;
+    the rows are inserted keyed ones last, by key, so concurrent requests sharing keys cannot
+    deadlock.
+    A new job's record is built from its spec, which is what its row was written from (the
+    database answers only which rows it did not insert): reading every new row back, and
+    decoding its payload, cost more than the insert itself. Its ``payload`` is the spec's own
+    object. The jobs go in ``CREATE_CHUNK`` at a time, pipelined: each chunk is built while the
+    server inserts the one before, and the records while it inserts the last
+    (``connection.fetch_rows_while``); the transaction commits after all of them.
+    ``meanwhile(records)``: the caller's own work on one record per spec (in ``specs``' order),
+    each the job as it is if created, run there too, before the server's answer is known: a
+    spec whose key turns out to be taken gets the existing job in the results instead, and
+    the create may still be refused and rolled back. An exception in it rolls the whole create
+    back. The API renders its answer so (``api/outputs.bulk_results_json``).
+    """
+    now = _aware(now or utcnow(), "now").astimezone(UTC)
+    if queue is not None:
+        if problem := queue_problem(queue):
+            raise ValueError(f"queue {problem}")
+        specs = [spec if spec.queue is not None else spec._replace(queue=queue) for spec in specs]
+    for index, spec in enumerate(specs):
+        try:
+            _check(spec)
+        except ValueError as exc:
+            raise ValueError(f"job {index}: {exc}") from None
+    if not specs:
+        return []
+    # Insertion order: the jobs without a key as sent, then the keyed ones by key (a repeated
+    # key's first job still first). Two requests with keys in common then take those keys in
+    # the same order, so one waits for the other instead of both deadlocking.
+    order = [n for n, spec in enumerate(specs) if spec.idempotency_key is None]
+    keyed = sorted(
+        (spec.idempotency_key, n) for n, spec in enumerate(specs) if spec.idempotency_key is not None
+    )
+    order += [n for _, n in keyed]
+    ids: dict[int, uuid.UUID] = {}  # filled chunk by chunk, while the server inserts the one before
+    rendered: dict[datetime, str] = {}  # a batch mostly shares one available_at (now)
+
+    def iso(spec: JobSpec) -> str:
+        value = now if spec.available_at is None else spec.available_at
+        text = rendered.get(value)
+        if text is None:
+            text = rendered[value] = value.astimezone(UTC).isoformat()
+        return text
+
+    def row(position: int, n: int) -> dict[str, Any]:
+        spec = specs[n]
+        job_id = ids[n] = uuid.uuid4()
+        return {
+            "n": position,
+            "id": str(job_id),
+            "type": spec.type,
+            "payload": {} if spec.payload is None else spec.payload,
+            "priority": spec.priority,
+            "available_at": iso(spec),
+            "max_attempts": spec.max_attempts,
+            "idempotency_key": spec.idempotency_key,
+            "queue": spec.queue or DEFAULT_QUEUE,
+        }
+
+    shared = {"now": now, "event_data": event_data or {}}
+
+    def chunks() -> Iterator[dict[str, Any]]:
+        for first in range(0, len(order), CREATE_CHUNK):
+            part = range(first, min(first + CREATE_CHUNK, len(order)))
+            yield {"rows": [row(position, order[position]) for position in part], **shared}
+
+    def records() -> list[JobRecord]:
+        built = [_new_record(ids[n], spec, now) for n, spec in enumerate(specs)]
+        if meanwhile is not None:
+            meanwhile(built)
+        return built
+
+    if within is not None:
+        skipped = [row for chunk in chunks() for row in fetch_rows_within(within, CREATE_MANY, chunk)]
+        new = records()
+        taken = {order[row["n"]] for row in skipped if row["n"] is not None}
+        existing = {}
+        if taken:
+            keys = sorted({new[n].idempotency_key for n in taken})
+            found = fetch_rows_within(within, FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
+            existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
+        planner_stats.after_insert(len(specs) - len(taken), None)
+        return _results(new, taken, existing)
+    with autocommit(conn) as conn:
+        # One transaction: the server inserts a chunk while the next is built, then while the
+        # records are built (they do not depend on its answer). Into a small table, every
+        # statement of it is planned afresh (planner_stats: the events' foreign-key check).
+        skipped, new = fetch_rows_while(
+            conn, CREATE_MANY, chunks(), records, first=planner_stats.CUSTOM_PLANS_WHILE_SMALL
+        )
+        taken = {order[row["n"]] for row in skipped if row["n"] is not None}  # specs not inserted
+        existing = {}
+        if taken:
+            keys = sorted({new[n].idempotency_key for n in taken})
+            found = fetch_rows(conn, FIND_BY_IDEMPOTENCY_KEYS, {"keys": keys})
+            existing = {row["idempotency_key"]: JobRecord.from_row(row) for row in found}
+        planner_stats.after_insert(len(specs) - len(taken), conn)
+    return _results(new, taken, existing)
+
+
+def _results(new: list[JobRecord], taken: set[int], existing: dict[str, JobRecord]) -> list[CreateResult]:
+    """One result per spec: its new job, or the existing job that holds its key."""
+    return [
+        CreateResult(job=existing[str(job.idempotency_key)], created=False)
+        if n in taken
+        else CreateResult(job=job, created=True)
+        for n, job in enumerate(new)
+    ]
+
+
+def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
+    """The row ``create_many`` (create.sql) writes for ``spec``, as a record."""
+    return JobRecord(
+        id=job_id,
+        type=spec.type,
+        payload={} if spec.payload is None else spec.payload,
+        status=Status.QUEUED.value,
+        priority=spec.priority,
+        available_at=now if spec.available_at is None else spec.available_at.astimezone(UTC),
+        attempts=0,
+        max_attempts=spec.max_attempts,
+        idempotency_key=spec.idempotency_key,
+        locked_by=None,
+        locked_until=None,
+        last_error="",
+        result=None,
+        created_at=now,
+        updated_at=now,
+        finished_at=None,
+        queue=spec.queue or DEFAULT_QUEUE,
+    )
