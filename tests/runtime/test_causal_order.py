@@ -1,7 +1,8 @@
 """Events read in causal order: a worker thread's history never shows two jobs at once.
 
 One-job mode records a success and claims the thread's next job in one statement
-(``complete_and_claim`` in ``store/lifecycle/settle.sql``). Both events must come out of it in causal order: the success
+(``complete_and_claim`` in ``store/lifecycle/settle.sql``). Both events must come out of it in
+causal order: the success
 first, in id and in ``created_at``. Batch mode records successes in the completer's statements
 and claims in the dispatcher's, for lanes (worker ids each holding one attempt): a lane asks
 for its next job only once its last success is written, so its history reads the same way.

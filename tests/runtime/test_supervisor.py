@@ -15,12 +15,13 @@ import signal
 import socket
 
 import pytest
+from dashboard.store.schedules import run_key
 from sqlalchemy import text
 
 from dashboard.extensions import db
-from dashboard.store import enqueue, queues
-from dashboard.store.enqueue import JobSpec
-from dashboard.store.schedules import run_key
+from dashboard.store.flow import queues
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
 from tests.ops.helpers import scrape, value
 from tests.support.processes import children_of, running
 from tests.support.stack import free_port
