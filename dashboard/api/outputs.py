@@ -254,6 +254,9 @@ class Config(BaseModel):
         description="A handler's pending progress report is written within this long (else with its settle)."
     )
     JOB_WORKER_SCHEDULES: bool = Field(description="Workers fire due schedules (recurring jobs).")
+    JOB_WORKER_PROCESSES: int = Field(
+        description="Worker processes one `flask worker` starts, each with its threads (1: no supervisor)."
+    )
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 

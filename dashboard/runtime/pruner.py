@@ -2,7 +2,7 @@
 
 ``JOB_RETENTION_INTERVAL_SECONDS`` apart, until the worker stops claiming; an outage only
 delays the next pass. The worker starts it with its other services (``worker.py``); the SQL,
-the batches, the pauses and the one-pruner-at-a-time lock are :mod:`dashboard.store.retention`.
+the batches, the pauses and the one-pruner-at-a-time lock are :mod:`dashboard.store.lifecycle.retention`.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_hung_handlers_and_a_killed_worker_are_told_plainly(
         owner = page.locator("[data-field=owner-state]")
         expect(owner).to_have_attribute("data-owner-state", "stale", timeout=20_000)
         expect(owner).to_contain_text("stopped sending heartbeats at")
-        expect(owner).to_contain_text("The rescue will requeue it at about")
+        expect(owner).to_contain_text("Lease recovery will requeue it at about")
         recover_at = page.locator("[data-field=recover-at]").get_attribute("datetime")
         assert recover_at is not None and read_jobs.get_job(slow.id).status == "running"
         page.goto(dashboard_server + "/workers/")

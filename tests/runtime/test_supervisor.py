@@ -15,11 +15,11 @@ import signal
 import socket
 
 import pytest
-from dashboard.store.schedules import run_key
 from sqlalchemy import text
 
 from dashboard.extensions import db
 from dashboard.store.flow import queues
+from dashboard.store.flow.schedules import run_key
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.lifecycle.create import JobSpec
 from tests.ops.helpers import scrape, value

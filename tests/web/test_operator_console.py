@@ -96,7 +96,7 @@ def test_the_job_page_says_when_the_owner_stopped_and_when_recovery_comes(app, c
     job = make_job("running", locked_by="h:6:thread-1:ab", locked_until=utcnow() + timedelta(seconds=8))
     html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert 'data-owner-state="stale"' in html and "stopped sending heartbeats at" in html
-    assert "The rescue will requeue it at about" in html and 'data-field="recover-at"' in html
+    assert "Lease recovery will requeue it at about" in html and 'data-field="recover-at"' in html
     live = client.get(f"/jobs/{job.id}/live/?status=running", headers=HX).get_data(as_text=True)
     assert 'data-owner-state="stale"' in live  # the poll says it too
 

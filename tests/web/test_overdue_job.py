@@ -38,7 +38,7 @@ def test_a_hung_attempt_says_it_runs_past_its_lease_and_when_recovery_takes_it(a
     assert "Its attempt is still running 2 min past its lease." in notice
     assert "Lease expired 2 min ago" in notice
     assert "its worker process is alive, so the handler may be hung" in notice
-    assert "The rescue will requeue it at about" in notice and 'data-field="recover-at"' in notice
+    assert "Lease recovery will requeue it at about" in notice and 'data-field="recover-at"' in notice
     assert 'data-owner-state="stuck"' in html  # and which thread holds it
     assert html.count('data-field="recover-at"') == 1  # said once
 
