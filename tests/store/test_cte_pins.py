@@ -1,0 +1,148 @@
+"""The CTEs the statements share are pinned to their few known bodies.
+
+Statements stay whole (each reads top to bottom), so a CTE such as ``picked``, ``done``,
+``freed`` or ``served`` is written out in every statement that uses it. A change to the rule it
+holds must reach every copy: this test fails when a copy's body is one the pins do not know,
+naming the CTE and the statements that carry each of its bodies, so a change made to nine of
+ten copies cannot pass unnoticed. A deliberate change updates the pins: the failure prints the
+new table (or run ``python -m tests.store.test_cte_pins``).
+
+A body is compared with its whitespace collapsed; a CTE that only one statement has is not
+pinned (nothing can drift from it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pprint
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+
+from dashboard.store.sql import STATEMENTS, Statement
+
+CTE = re.compile(
+    r"(?:\bWITH\s+(?:RECURSIVE\s+)?|,\s*)([a-z_][a-z0-9_]*)\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", re.I
+)
+
+
+def ctes(sql: str) -> Iterator[tuple[str, str]]:
+    """``(name, body)`` of every CTE of a statement, nested ones included."""
+    for found in CTE.finditer(sql):
+        depth, end = 1, found.end()
+        while depth and end < len(sql):
+            depth += {"(": 1, ")": -1}.get(sql[end], 0)
+            end += 1
+        yield found.group(1), " ".join(sql[found.end() : end - 1].split())
+
+
+def fingerprint(body: str) -> str:
+    return hashlib.sha1(body.encode()).hexdigest()[:12]
+
+
+def bodies(statements: Mapping[str, Statement] = STATEMENTS) -> dict[str, dict[str, list[str]]]:
+    """CTE name -> body fingerprint -> the statements that carry that body (shared CTEs only)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for name in sorted(statements):
+        for cte, body in ctes(statements[name].sql):
+            found.setdefault(cte, {}).setdefault(fingerprint(body), []).append(name)
+    return {cte: by_body for cte, by_body in found.items() if sum(map(len, by_body.values())) > 1}
+
+
+def pins() -> dict[str, set[str]]:
+    """What :data:`PINNED` should say now: each shared CTE's known bodies."""
+    return {cte: set(by_body) for cte, by_body in sorted(bodies().items())}
+
+
+def test_the_shared_ctes_are_found():
+    assert {"picked", "claimed", "done", "freed", "served"} <= set(bodies())
+
+
+def drift(now: dict[str, dict[str, list[str]]]) -> list[str]:
+    """One line per shared CTE whose bodies are not the pinned ones, naming their statements."""
+    problems = []
+    for cte in sorted(set(now) | set(PINNED)):
+        known, seen = PINNED.get(cte, set()), now.get(cte, {})
+        if set(seen) == known:
+            continue
+        carriers = "; ".join(f"{fp} in {', '.join(names)}" for fp, names in sorted(seen.items()))
+        problems.append(f"CTE {cte!r}: bodies {carriers or 'none'}; pinned: {sorted(known)}")
+    return problems
+
+
+def test_a_change_to_one_copy_of_many_fails_naming_the_cte():
+    name = next(n for n in sorted(STATEMENTS) if "served AS (" in STATEMENTS[n].sql)
+    statement = STATEMENTS[name]
+    changed = {
+        **STATEMENTS,
+        name: replace(
+            statement, sql=statement.sql.replace("served AS (", "served AS (SELECT 1) , x AS (", 1)
+        ),
+    }
+    [problem] = [line for line in drift(bodies(changed)) if line.startswith("CTE 'served'")]
+    assert name in problem
+
+
+def test_every_copy_of_a_shared_cte_has_a_pinned_body():
+    problems = drift(bodies())
+    assert not problems, (
+        "\n".join(problems)
+        + "\n\nIf every copy changed on purpose, PINNED is now:\n"
+        + (pprint.pformat(pins(), width=110))
+    )
+
+
+# Each shared CTE's known bodies (fingerprints of the whitespace-collapsed body); see the module's
+# docstring for how to change them.
+PINNED: dict[str, set[str]] = {
+    "audit": {"2cedbc803157", "351adbd944d8", "46bcd0570d14", "bc4e7fc8d3cc", "f981951fbca9"},
+    "changed": {
+        "04be3e6d36a5",
+        "50b84305f384",
+        "675de2c3ab05",
+        "beb1a9d1f689",
+        "c3ea99bf9662",
+        "c6e3024ea010",
+        "dcf0836f3a18",
+        "efb8ac475486",
+    },
+    "claimed": {"4a3f0185685d", "a03340e34664", "a6af9331ad5a"},
+    "done": {"8882dba38274", "8c4a37ba3ee5", "a6426f25a518", "c03cdda4b3e9", "c5308dceb85e"},
+    "dropped": {"e5610eccf42f", "e73318ee024f"},
+    "ensured": {"567b6f55e1e8", "e8afa35173e1"},
+    "ev": {
+        "040bdaf59189",
+        "05b652544cc2",
+        "0c2d66bebfb6",
+        "18c901afb9b1",
+        "30dba5cd59c6",
+        "50bb9dad2bed",
+        "783b85b8e07f",
+        "7b82121ea9fe",
+        "7eac30b8fdbb",
+        "7fe8b9959467",
+        "908d11a37772",
+        "9499fb860f81",
+        "aa93ce349807",
+        "b749eed872f0",
+        "ba39e59a6792",
+        "dbfed4b154ab",
+        "e6a4bf39a1e0",
+    },
+    "failed": {"773ecf6f8780"},
+    "freed": {"18b4538b2be1", "689272ea96a8", "c1155857a5ff", "d370dd19cf00"},
+    "gate": {"7034a0a02deb"},
+    "input": {"93eaf86a3d40", "a72235ec85f2", "dd81f7b76401"},
+    "ins": {"292a253b917b", "49b757c58ca4"},
+    "named": {"4658a945db9e", "642188a6ae89"},
+    "next": {"6ec355f2cd94", "78ce872ff0a1"},
+    "picked": {"207182b95441", "9293416c0a79", "b03d141bffb1", "b48695c0ae15", "cdcbc8f04cd4"},
+    "served": {"4c18dae04891", "8ce309174559"},
+    "took_rate": {"c49bffa876c9", "d60da7335feb"},
+    "took_slot": {"3bbeee700e83", "444ab5253901"},
+    "wake": {"406be6b4b564", "9f69b50a1b40", "c77941dc351c", "d8bd9322cf69"},
+}
+
+
+if __name__ == "__main__":
+    pprint.pprint(pins(), width=110)
