@@ -47,7 +47,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, func, select, text
 
 from ..extensions import engine
-from .find_jobs import cancelled_clause, filters, matching, types_matching
+from .find_jobs import cancelled_clause, capped_count, filters, matching, types_matching
 from .list_columns import jobs
 from .models import JobEvent
 from .read_timeout import reading
@@ -146,8 +146,7 @@ def count(action: str, selection: Selection, *, now: datetime | None = None, cap
         where = _where(conn, action, selection, now)
         if cap is None:
             return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
-        found = select(jobs.c.id).where(*where).limit(cap + 1).subquery()
-        return conn.execute(select(func.count()).select_from(found)).scalar_one()
+        return capped_count(conn, where, cap + 1)
 
 
 Clock = Callable[[], datetime]
