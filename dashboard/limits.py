@@ -69,7 +69,9 @@ JOB_OFFSET_MAX = 500  # the dashboard's list offers offsets up to this; deeper p
 # A job's page and its live poll read at most this many of its events (the newest), so a job
 # with 100,000 progress reports costs what one with 1,000 does; the API's full list stays whole.
 TIMELINE_EVENTS_MAX = 1000
-CHART_EVENTS_MAX = 20_000  # the overview's hour charts read at most the newest this many events
+# The overview's hour charts read at most the newest this many of the hour's claims and
+# outcomes (no other kind of event), as does the Queues page's claims of the last hour.
+CHART_EVENTS_MAX = 10_000
 
 
 # Characters a job type or an idempotency key may not hold: control characters (Cc: NUL,

@@ -321,9 +321,12 @@ class StatsDetail(BaseModel):
     run_times: list[RunTimeDetail] = Field(description="Attempts that ended in the last hour, per type.")
     sampled: bool = Field(
         description=(
-            "True when the last hour held at least `sampled_events` events: `minutes` and "
-            "`run_times` then come from the newest `sampled_events` events only (older minutes "
-            "may be missing or partial). The live counts are not affected."
+            "True when the last hour held at least `sampled_events` claims and outcomes (other "
+            "events are not read): `minutes` and `run_times` then come from the newest "
+            "`sampled_events` of them only, and the minutes that read did not reach whole are "
+            "missing (never partial). The live counts are not affected."
         )
     )
-    sampled_events: int = Field(description="How many of the hour's newest events the charts read at most.")
+    sampled_events: int = Field(
+        description="How many of the hour's newest claims and outcomes the charts read at most."
+    )

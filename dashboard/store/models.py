@@ -37,7 +37,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
 from ..limits import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
-from .states import EVENT_TYPES
+from .states import CHART_EVENTS, EVENT_TYPES
 
 if TYPE_CHECKING:
     # ``db.Model`` is made at run time, so the type checker cannot see it as a class; it is a
@@ -68,6 +68,7 @@ STATUS_SHAPE_SQL = (
 ATTEMPTS_SQL = "attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts"
 CANCELLED_SHAPE_SQL = "cancelled_at IS NULL OR status = 'failed'"
 EVENT_TYPE_SQL = "type IN (" + ", ".join(f"'{t}'" for t in EVENT_TYPES) + ")"
+CHART_EVENTS_SQL = text("type IN (" + ", ".join(f"'{t}'" for t in CHART_EVENTS) + ")")
 
 
 class Job(Model):
@@ -253,7 +254,8 @@ class JobEvent(Model):
         CheckConstraint(EVENT_TYPE_SQL, name="job_event_type_valid"),
         # Global feed filtered by type (``read_jobs.list_events``).
         Index("jobs_jobevent_type_idx", "type"),
-        Index("jobs_jobevent_created_at_idx", "created_at"),
+        # The charts' events in time order (``read_overview.figures``): claims and outcomes only.
+        Index("jobs_jobevent_created_at_idx", "created_at", postgresql_where=CHART_EVENTS_SQL),
         # One job's timeline in id order (``read_jobs.job_events``).
         Index("job_event_job_id_idx", "job_id", "id"),
         # Global feed, newest first by id, cursor-paginated (``read_jobs.list_events``).

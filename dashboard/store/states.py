@@ -50,3 +50,11 @@ EVENT_TYPES: tuple[str, ...] = tuple(e.value for e in EventType)
 # An attempt's activity: folded on the job page's timeline, left out by the event feed's
 # "hide progress and renewals", linked from the live header.
 ACTIVITY_EVENTS: tuple[str, ...] = (EventType.PROGRESS.value, EventType.LEASE_RENEWED.value)
+# The events the overview's charts read (claims, outcomes): the only ones in
+# jobs_jobevent_created_at_idx (migration 0017), so no other kind can crowd them out of a read.
+CHART_EVENTS: tuple[str, ...] = (
+    EventType.CLAIMED.value,
+    EventType.SUCCEEDED.value,
+    EventType.FAILED.value,
+    EventType.RETRY_SCHEDULED.value,
+)

@@ -24,7 +24,7 @@ def test_stats_detail_splits_the_queue_and_keeps_the_reference_stats_shape(clien
     assert 300 <= body["oldest_ready_wait_seconds"] < 400
     assert body["types"][0]["type"] == "demo.success" and body["types"][0]["ready"]["count"] == 1
     assert set(body) >= {"minutes", "run_times", "running", "overdue_running"}
-    assert body["sampled"] is False and body["sampled_events"] == 20_000
+    assert body["sampled"] is False and body["sampled_events"] == 10_000
     stats = client.get("/api/jobs/stats/").get_json()
     assert set(stats) == {"total", "by_status", "overdue_running", "retries_pending", "oldest_queued_at"}
     assert stats["by_status"]["queued"] == 3 and stats["retries_pending"] == 1
@@ -44,14 +44,23 @@ def test_job_events_after_id_and_limit(client, job_type):
 
 
 def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, monkeypatch):
+    """The charts read claims and outcomes only: jobs that were created and not run are not
+    read at all, three that ran are six events."""
+    from dashboard.store import lifecycle
     from dashboard.store.reads import overview as read_overview
 
     for _ in range(3):
         enqueue.create_job("demo.success", {})
     monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 2)
+    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is False  # no claim, no outcome
+    for _ in range(3):
+        job = lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
+        assert job is not None
+        lifecycle.complete_job(job.id, "host:1:thread-1:abcd", 1, {})
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 5)
     body = client.get("/api/jobs/stats/detail/").get_json()
-    assert body["sampled"] is True and body["sampled_events"] == 2
-    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 3)
-    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is True  # 3 of 3: said
-    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 4)
+    assert body["sampled"] is True and body["sampled_events"] == 5
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 6)
+    assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is True  # 6 of 6: said
+    monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 7)
     assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is False

@@ -58,10 +58,11 @@ def test_claims_record_the_wait_and_outcomes_the_run_time(app):
     assert not runs.sampled
 
 
-def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
-    """Three jobs run at t, t+1 min, t+2 min (3 events each: created, claimed, succeeded). A cap
-    of 4 events reads only the newest: the last job's claim and success (and its creation)
-    plus the previous job's success, and the figures say they were sampled."""
+def test_the_charts_read_at_most_the_newest_cap_claims_and_outcomes_and_say_so(app):
+    """Three jobs run at t, t+1 min, t+2 min (2 chart events each: claimed, succeeded; their
+    created events are not read). A cap of 3 reads only the newest: the last job's claim and
+    success and the previous job's success, which stops the read inside minute t+1: that
+    minute is left out rather than shown in part, and the figures say they were sampled."""
     start = values.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
     for i in range(3):
         at = start + timedelta(minutes=i)
@@ -71,34 +72,92 @@ def test_the_charts_read_at_most_the_newest_cap_events_and_say_so(app):
         lifecycle.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
     since, until = start - timedelta(minutes=1), start + timedelta(minutes=5)
 
-    whole = read_overview.figures(since, until).minutes
-    assert [m.succeeded for m in whole.items] == [1, 1, 1] and not whole.sampled
-    assert read_overview.figures(since, until, cap=9).minutes.sampled  # exactly the cap: said too
-    assert not read_overview.figures(since, until, cap=10).minutes.sampled
+    whole = read_overview.figures(since, until)
+    assert [m.succeeded for m in whole.minutes.items] == [1, 1, 1] and not whole.minutes.sampled
+    assert whole.minutes.counted_from is None
+    exactly = read_overview.figures(since, until, cap=6)  # exactly the cap: said too
+    assert exactly.minutes.sampled and exactly.run_times.sampled
+    assert not read_overview.figures(since, until, cap=7).minutes.sampled
 
-    newest = read_overview.figures(since, until, cap=4).minutes
-    assert newest.sampled and newest.cap == 4
-    assert [(m.minute, m.succeeded) for m in newest.items] == [
-        (start + timedelta(minutes=1), 1),
-        (start + timedelta(minutes=2), 1),
+    newest = read_overview.figures(since, until, cap=3)
+    assert newest.minutes.sampled and newest.minutes.cap == 3
+    assert newest.minutes.counted_from == start + timedelta(minutes=2)
+    assert [(m.minute, m.succeeded, m.wait_p50_ms) for m in newest.minutes.items] == [
+        (start + timedelta(minutes=2), 1, 1000.0)
     ]
-    runs = read_overview.figures(since, until, cap=4).run_times
+    runs = newest.run_times
     assert runs.sampled and [(r.type, r.runs) for r in runs.items] == [("demo.success", 2)]
-    nothing = read_overview.figures(since, until, cap=1).run_times  # the newest event only: a success
-    assert nothing.sampled and [r.runs for r in nothing.items] == [1]
+    nothing = read_overview.figures(since, until, cap=1)  # the newest event only: a success
+    assert nothing.run_times.sampled and [r.runs for r in nothing.run_times.items] == [1]
+    assert nothing.minutes.items == []  # its minute was not read whole
 
 
 def test_the_chart_queries_stop_at_the_cap(app):
-    """The hour's events are read once, through the created_at index under a Limit, never whole."""
+    """The hour's claims and outcomes are read once, through the created_at index (which holds
+    only them: no type filter left to apply) under a Limit, never whole."""
     now = values.utcnow()
     since = now - timedelta(hours=1)
     params = {"since": since, "until": now, "minutes_since": since, "cap": 5, "types": 30}
     with db.engine.begin() as conn:
         plan = "\n".join(conn.execute(text("EXPLAIN " + str(read_overview.FIGURES_SQL)), params).scalars())
-    limit, scan = plan.split("CTE recent")[1].splitlines()[1:3]
+    limit, scan, cond, after = plan.split("CTE recent")[1].splitlines()[1:5]
     assert limit.strip().startswith("->  Limit"), plan
     assert "Index Scan Backward using jobs_jobevent_created_at_idx" in scan, plan
+    assert "Index Cond" in cond and "Filter" not in after, plan
     assert plan.count("jobs_jobevent_created_at_idx") == 1 and plan.count("CTE recent") == 1, plan
+
+
+BURST = 50_000
+
+
+def _settle(at, *, fail: bool = False) -> None:
+    job = enqueue.create_job("demo.fail" if fail else "demo.success", {}, max_attempts=1, now=at).job
+    claimed = lifecycle.claim_next_job("w1", lease_seconds=30, now=at)
+    assert claimed is not None and claimed.id == job.id
+    if fail:
+        lifecycle.fail_job(job.id, "w1", 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1, now=at)
+    else:
+        lifecycle.complete_job(job.id, "w1", 1, {}, now=at)
+
+
+# Finished jobs per minute of a window, from the table itself (every outcome here is final: no
+# retries, nothing cancelled).
+FINISHED_SQL = """
+    SELECT date_trunc('minute', finished_at) AS minute,
+           count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE status = 'failed') AS failed
+    FROM jobs_job WHERE status IN ('succeeded', 'failed') AND finished_at >= :since AND finished_at < :until
+    GROUP BY 1 ORDER BY 1
+"""
+
+
+def test_a_bulk_enqueue_leaves_the_charts_true(app):
+    """50,000 jobs enqueued in one bulk create (50,000 `created` events at one instant, more
+    than the charts read) between successes and failures of the same minute and the next:
+    every minute's finished counts and failure rate are the table's, none read in part (the
+    read of the newest events once found only the burst, or the minute's failure without its
+    successes: a failure rate of 100 %)."""
+    minute = values.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=5)
+    for second in (5, 10, 15):
+        _settle(minute + timedelta(seconds=second))
+    later = minute + timedelta(days=1)  # the burst waits: the claims below take the settled jobs
+    enqueue.create_jobs(
+        [enqueue.JobSpec("demo.success", available_at=later)] * BURST, now=minute + timedelta(seconds=20)
+    )
+    _settle(minute + timedelta(seconds=40), fail=True)
+    _settle(minute + timedelta(minutes=1, seconds=5))
+    _settle(minute + timedelta(minutes=1, seconds=6), fail=True)
+
+    now = minute + timedelta(minutes=3)
+    hour = read_overview.hour_figures(now)
+    start, until = read_overview.hour_window(now)
+    with db.engine.connect() as conn:
+        table = [tuple(r) for r in conn.execute(text(FINISHED_SQL), {"since": start, "until": until})]
+    assert table == [(minute, 3, 1), (minute + timedelta(minutes=1), 1, 1)]
+    assert [(m.minute, m.succeeded, m.failed) for m in hour.minutes.items] == table
+    assert [m.failure_rate for m in hour.minutes.items] == [0.25, 0.5]
+    assert not hour.minutes.sampled and not hour.run_times.sampled
+    assert {r.type: r.runs for r in hour.run_times.items} == {"demo.fail": 2, "demo.success": 4}
 
 
 # Failed jobs of seven types, finished over the last two days, beside the backlog.

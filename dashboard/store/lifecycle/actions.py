@@ -50,7 +50,7 @@ from ...extensions import engine
 from ..models import JobEvent
 from ..reading import reading
 from ..reads.columns import jobs
-from ..reads.lists import cancelled_clause, filters, matching, types_matching
+from ..reads.lists import cancelled_clause, capped_count, filters, matching, types_matching
 from ..reads.search import Terms
 from ..records import JobRecord
 from ..sql import query
@@ -146,8 +146,7 @@ def count(action: str, selection: Selection, *, now: datetime | None = None, cap
         where = _where(conn, action, selection, now)
         if cap is None:
             return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one()
-        found = select(jobs.c.id).where(*where).limit(cap + 1).subquery()
-        return conn.execute(select(func.count()).select_from(found)).scalar_one()
+        return capped_count(conn, where, cap + 1)
 
 
 Clock = Callable[[], datetime]

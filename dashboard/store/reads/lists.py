@@ -41,14 +41,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from ...limits import DEFAULT_QUEUE
-from ..reading import in_range_order, reading
+from ..reading import in_range_order, reading, through_an_index
 from ..states import STATUSES
 from . import error_search
 from .columns import JobPage, Keyset, jobs, list_columns, page_of
 from .search import PAYLOAD_SCAN_ROWS, Terms
 from .stats import DEFAULT_POLICY, JOB_TYPES_SQL, StatsPolicy, is_large
 
-FILTERED_COUNT_CAP = 10_000  # a type-filtered count reads at most this many index entries
+# A filtered list's count on a large table reads at most this many index entries (past it, the
+# planner's estimate: "about N"), as the overview's counts do (limits.TYPE_COUNT_CAP).
+FILTERED_COUNT_CAP = 1_000
 # A type-filtered page with many matches is merged from one newest-first range of
 # job_type_created_idx per (type, status), each read up to offset + limit rows: bounded while
 # there are at most this many ranges and this deep a page (beyond, the planner's own plan).
@@ -259,8 +261,7 @@ def next_to_run(
     with reading() as conn:
         if type:
             where.append(jobs.c.type.in_(types_matching(conn, type)))
-        capped = select(jobs.c.id).where(*where).limit(FILTERED_COUNT_CAP + 1).subquery()
-        count = conn.execute(select(func.count()).select_from(capped)).scalar_one()
+        count = capped_count(conn, where, FILTERED_COUNT_CAP + 1)
         query = (
             select(*list_columns(preview_chars))
             .where(*where)
@@ -403,11 +404,22 @@ def _filtered_count(conn: Connection, where: list[Any], policy: StatsPolicy) -> 
     matching rows would cost seconds on every page)."""
     if not is_large(conn, policy):
         return conn.execute(select(func.count()).select_from(jobs).where(*where)).scalar_one(), True
-    capped = select(text("1")).select_from(jobs).where(*where).limit(FILTERED_COUNT_CAP + 1).subquery()
-    count = conn.execute(select(func.count()).select_from(capped)).scalar_one()
+    count = capped_count(conn, where, FILTERED_COUNT_CAP + 1)
     if count <= FILTERED_COUNT_CAP:
         return count, True
     probe = select(text("1")).select_from(jobs).where(*where)
     compiled = probe.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {compiled}", compiled.params).scalar_one()
     return max(int(plan[0]["Plan"]["Plan Rows"]), count), False
+
+
+def capped_count(conn: Connection, where: list[Any], cap: int) -> int:
+    """How many jobs ``where`` selects, counted up to ``cap``: walked through an index that
+    serves the filter and stopped at the cap (``read_timeout.through_an_index``); no filter:
+    the table's first ``cap`` rows."""
+    capped = select(text("1")).select_from(jobs).where(*where).limit(cap).subquery()
+    counting = select(func.count()).select_from(capped)
+    if not where:
+        return int(conn.execute(counting).scalar_one())
+    with through_an_index(conn):
+        return int(conn.execute(counting).scalar_one())

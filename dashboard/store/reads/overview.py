@@ -7,8 +7,9 @@ Every live count is bounded: it reads at most ``cap + 1`` index entries and past
 ``(least(attempts, 1), available_at) WHERE status = 'queued'``, job_queued_type_idx (the same
 led by type), job_failure_type_idx ``(type, finished_at) WHERE status = 'failed' AND
 cancelled_at IS NULL`` (migration 0010: a cancel is not a failure), job_timeout_idx for running,
-jobs_jobevent_created_at_idx for the charts' hour of events: at most the newest
-:data:`~dashboard.limits.CHART_EVENTS_MAX` of them (:class:`Sampled`).
+jobs_jobevent_created_at_idx for the charts' hour: the claims and outcomes it holds (migration
+0017), at most the newest :data:`~dashboard.limits.CHART_EVENTS_MAX` of them (:class:`Sampled`),
+so no burst of another kind of event (a bulk enqueue's ``created`` events) can hide them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sqlalchemy import Connection, text
 
 from ...limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
 from ..reading import in_index_order, reading
+from ..states import CHART_EVENTS
 from .stats import JOB_TYPES_SQL, estimate
 
 
@@ -54,15 +56,21 @@ def _capped(count: int, cap: int) -> Capped:
 
 # ``least(attempts, 1)``: 0 for a job never run, 1 for one that failed before (a retry).
 # Each capped count walks its index range in order (ORDER BY available_at), so it stops at
-# the cap: a bitmap scan would read the whole range first (500,000 entries for a burst).
-QUEUED_SPLIT_SQL = """
-    SELECT
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
-          AND least(attempts, 1) = 0 AND available_at <= :now
-          ORDER BY available_at LIMIT :cap) AS r) AS ready_new,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
-          AND least(attempts, 1) = 1 AND available_at <= :now
-          ORDER BY available_at LIMIT :cap) AS r) AS ready_retry,
+# the cap: a bitmap scan would read the whole range first (500,000 entries for a burst). Ready
+# jobs are two ranges (first runs, due retries) counted as one: the second is read only while
+# the first held fewer than the cap (an Append under the outer LIMIT).
+READY_COUNT = """
+      (SELECT count(*) FROM (
+          (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
+              AND least(attempts, 1) = 0 AND available_at <= :now ORDER BY available_at LIMIT :cap)
+          UNION ALL
+          (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
+              AND least(attempts, 1) = 1 AND available_at <= :now ORDER BY available_at LIMIT :cap)
+          LIMIT :cap) AS r) AS ready"""
+QUEUED_SPLIT_SQL = (
+    "SELECT"
+    + READY_COUNT
+    + """,
       (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
           AND least(attempts, 1) = 0 AND available_at > :now
           ORDER BY available_at LIMIT :cap) AS r) AS scheduled,
@@ -75,19 +83,15 @@ QUEUED_SPLIT_SQL = """
         (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' {type}
             AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at
 """
+)
 GLOBAL_SPLIT = text(QUEUED_SPLIT_SQL.format(type=""))
 # One row per job type of :types, in their order, in one statement (planned once, one round
 # trip): ready (first runs and retries), retrying, the oldest ready job, failures of the last
 # 24 hours (cancels left out). job_queued_type_idx and job_failure_type_idx, one bounded range each.
 TYPE_ROWS_SQL = text(
-    """
-    SELECT t.type,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
-          AND least(attempts, 1) = 0 AND available_at <= :now
-          ORDER BY available_at LIMIT :cap) AS r) AS ready_new,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
-          AND least(attempts, 1) = 1 AND available_at <= :now
-          ORDER BY available_at LIMIT :cap) AS r) AS ready_retry,
+    "SELECT t.type,"
+    + READY_COUNT.format(type="AND type = t.type")
+    + """,
       (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
           AND least(attempts, 1) = 1 AND available_at > :now
           ORDER BY available_at LIMIT :cap) AS r) AS retrying,
@@ -172,7 +176,7 @@ def queue_detail(
         truncated = len(names) > TYPES_SHOWN
         rows = _type_rows(conn, names[:TYPES_SHOWN], now, type_cap, running_by_type)
         counts = {
-            "ready": split["ready_new"] + split["ready_retry"],
+            "ready": split["ready"],
             "scheduled": split["scheduled"],
             "retrying": split["retrying"],
         }
@@ -208,7 +212,7 @@ def _type_rows(
     return [
         TypeRow(
             type=row["type"],
-            ready=_capped(row["ready_new"] + row["ready_retry"], cap),
+            ready=_capped(row["ready"], cap),
             running=running.get(row["type"], 0),
             retrying=_capped(row["retrying"], cap),
             failed_24h=_capped(row["failed"], cap),
@@ -246,29 +250,34 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Sampled(Generic[T]):
-    """A chart's figures, read from at most the newest ``cap`` events of its window.
+    """A chart's figures, read from at most the newest ``cap`` claims and outcomes of its window.
 
-    ``sampled``: the window held ``cap`` events or more, so older ones were not read and the
-    figures describe the newest ``cap`` only (the page and the API say so)."""
+    ``sampled``: the window held ``cap`` of them or more, so older ones were not read and the
+    figures describe the newest only (the page and the API say so). ``counted_from``: per
+    minute figures, the first minute that read covered whole; the ones before it are left out,
+    never shown in part."""
 
     items: list[T]
     sampled: bool
     cap: int
+    counted_from: datetime | None = None
 
 
-# One read of the window's newest :cap events, newest first: jobs_jobevent_created_at_idx read
-# backwards and stopped by the LIMIT, so a busy hour costs at most :cap index entries and rows
-# (the type filters come after the limit, or a window without matches would be read whole).
-# Two figures come out of it: per minute from :minutes_since, the outcomes and the waits the
-# claims recorded (claim.sql: ``wait_ms``); per job type, the run times the outcomes recorded
-# (settle.sql: ``run_ms`` and ``type``). Each row is one or the other (``minute`` or
-# ``run_type`` set); ``events_read`` and ``minute_events_read`` come back on every row, and
-# alone when nothing matched.
+# One read of the window's newest :cap claims and outcomes (states.CHART_EVENTS), newest first:
+# jobs_jobevent_created_at_idx, which holds those kinds only (migration 0017), read backwards and
+# stopped by the LIMIT, so a busy hour costs at most :cap index entries and rows, and no other
+# kind of event (a bulk enqueue's `created` events, progress reports) is read or can crowd them
+# out (the type filters after the limit only split them). The kinds are written into the
+# statement, not bound, so every plan can prove the index's predicate. Two figures come out of
+# it: per minute from :minutes_since, the outcomes and the waits the claims recorded (claim.sql:
+# ``wait_ms``); per job type, the run times the outcomes recorded (settle.sql: ``run_ms`` and
+# ``type``). Each row is one or the other (``minute`` or ``run_type`` set); ``events_read`` and
+# ``oldest_read`` come back on every row, and alone when nothing matched.
 FIGURES_SQL = text(
     """
     WITH recent AS MATERIALIZED (
         SELECT created_at, type, data FROM jobs_jobevent
-        WHERE created_at >= :since AND created_at < :until
+        WHERE type IN ({kinds}) AND created_at >= :since AND created_at < :until
         ORDER BY created_at DESC
         LIMIT :cap
     ), minutes AS (
@@ -299,11 +308,11 @@ FIGURES_SQL = text(
         SELECT NULL, run_type, NULL, NULL, p50, p95, runs FROM runs
     )
     SELECT (SELECT count(*) FROM recent) AS events_read,
-           (SELECT count(*) FROM recent WHERE created_at >= :minutes_since) AS minute_events_read,
+           (SELECT min(created_at) FROM recent) AS oldest_read,
            figures.*
     FROM (VALUES (1)) AS one LEFT JOIN figures ON true
     ORDER BY figures.minute, figures.run_type
-    """
+    """.format(kinds=", ".join(f"'{kind}'" for kind in CHART_EVENTS))
 )
 
 MINUTES = 60  # the overview's charts: the last hour, minute by minute
@@ -311,7 +320,8 @@ MINUTES = 60  # the overview's charts: the last hour, minute by minute
 
 @dataclass(frozen=True)
 class Figures:
-    """The charts' figures of a window, from one read of its newest events."""
+    """The charts' figures of a window, from one read of its newest claims and outcomes: per
+    minute (``minutes``), and the run times per job type (``run_times``)."""
 
     minutes: Sampled[MinuteFigures]
     run_times: Sampled[RunTime]
@@ -335,29 +345,29 @@ def hour_figures(now: datetime, *, cap: int | None = None) -> Figures:
 def figures(
     since: datetime, until: datetime, *, minutes_since: datetime | None = None, cap: int | None = None
 ) -> Figures:
-    """From at most the newest ``cap`` events (default :data:`~dashboard.limits.CHART_EVENTS_MAX`)
-    of ``[since, until)``, in one statement: finished, failed and claim waits per minute from
-    ``minutes_since`` (default ``since``; empty minutes absent), and run time p50 / p95 per job
-    type of the attempts that ended in the window. Each is :class:`Sampled` when its part of
-    the window held ``cap`` events or more."""
+    """From at most the newest ``cap`` claims and outcomes (default
+    :data:`~dashboard.limits.CHART_EVENTS_MAX`) of ``[since, until)``, in one statement:
+    finished, failed and claim waits per minute from ``minutes_since`` (default ``since``;
+    empty minutes absent), and run time p50 / p95 per job type of the attempts that ended in
+    the window. Events of other kinds are not read. Past the cap, only the minutes the read
+    covered whole (:attr:`Sampled.counted_from`)."""
     cap = CHART_EVENTS_MAX if cap is None else cap
-    params = {
-        "since": since,
-        "until": until,
-        "minutes_since": since if minutes_since is None else max(since, minutes_since),
-        "types": TYPES_SHOWN,
-        "cap": cap,
-    }
+    first = since if minutes_since is None else max(since, minutes_since)
+    params = {"since": since, "until": until, "minutes_since": first, "types": TYPES_SHOWN, "cap": cap}
     with reading() as conn:
         rows = conn.execute(FIGURES_SQL, params).mappings().all()
+    read: int = rows[0]["events_read"] if rows else 0
+    oldest: datetime | None = rows[0]["oldest_read"] if rows else None
+    counted_from = None
+    if read >= cap and oldest is not None:  # the read stopped inside that minute: from the next
+        counted_from = oldest.replace(second=0, microsecond=0) + timedelta(minutes=1)
     minutes = [
         MinuteFigures(r["minute"], r["succeeded"], r["failed"], r["p50"], r["p95"])
         for r in rows
-        if r["minute"] is not None
+        if r["minute"] is not None and (counted_from is None or r["minute"] >= counted_from)
     ]
     runs = [RunTime(r["run_type"], r["runs"], r["p50"], r["p95"]) for r in rows if r["run_type"] is not None]
-    first = rows[0] if rows else {"events_read": 0, "minute_events_read": 0}
     return Figures(
-        minutes=Sampled(minutes, first["minute_events_read"] >= cap, cap),
-        run_times=Sampled(runs, first["events_read"] >= cap, cap),
+        minutes=Sampled(minutes, counted_from is not None and counted_from > first, cap, counted_from),
+        run_times=Sampled(runs, read >= cap, cap),
     )

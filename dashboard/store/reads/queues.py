@@ -205,16 +205,17 @@ def get_queue(name: str, *, now: datetime | None = None, cap: int = LIVE_COUNT_C
     return _info(row, now, cap)
 
 
-# Claims per queue in the last hour, from at most the newest CHART_EVENTS_MAX events of it
-# (jobs_jobevent_created_at_idx, as the overview's charts read them): each `claimed` event's
-# data names its queue. Past the cap the figure is a lower bound (``sampled``).
+# Claims per queue in the last hour, from at most the newest CHART_EVENTS_MAX claims of it
+# (jobs_jobevent_created_at_idx, which holds claims and outcomes only, as the overview's charts
+# read them; no other kind of event is read): each `claimed` event's data names its queue. Past
+# the cap the figure is a lower bound (``sampled``).
 CLAIMS_HOUR_SQL = text(
     """
     SELECT COALESCE(data ->> 'queue', :default) AS queue, count(*) AS claims, max(total) AS read
-    FROM (SELECT type, data, count(*) OVER () AS total FROM jobs_jobevent
-          WHERE created_at > :since AND created_at <= :now
-          ORDER BY created_at DESC LIMIT :cap) AS e
-    WHERE type = 'claimed'
+    FROM (SELECT data, count(*) OVER () AS total
+          FROM (SELECT data FROM jobs_jobevent
+                WHERE type = 'claimed' AND created_at > :since AND created_at <= :now
+                ORDER BY created_at DESC LIMIT :cap) AS newest) AS e
     GROUP BY 1
     """
 )
