@@ -47,7 +47,7 @@ def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, m
     from dashboard.store.reads import overview as read_overview
 
     for _ in range(3):
-        enqueue.create_job("demo.success", {})
+        enqueue.create_job(enqueue.JobSpec("demo.success", {}))
     monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 2)
     body = client.get("/api/jobs/stats/detail/").get_json()
     assert body["sampled"] is True and body["sampled_events"] == 2

@@ -27,7 +27,7 @@ CHANGING = ("status", "attempts", "available_at", "last_error", "finished_at", "
 
 def _job(action: str, type: str):
     if action == "run_now":
-        return enqueue.create_job(type, {}, available_at=LATER, now=T0).job
+        return enqueue.create_job(enqueue.JobSpec(type, {}, available_at=LATER), now=T0).job
     return make_job(STARTS[action], type=type, now=T0)
 
 
@@ -70,7 +70,7 @@ def test_an_unknown_action_is_refused_by_name(app):
 def test_run_now_leaves_alone_a_job_claimed_while_it_waits_for_the_row(app, libpq_url):
     """The statement reads the waiting job, then waits on the row a claim holds; once the claim
     commits the job is running, and run now must not touch it (its UPDATE repeats the fence)."""
-    job = enqueue.create_job("demo.success", {}, available_at=LATER, now=T0).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=LATER), now=T0).job
     outcome: list[actions.Outcome] = []
     with psycopg.connect(libpq_url) as claimer:
         claimer.execute(
