@@ -1,4 +1,4 @@
-"""Canary: data committed by one test is gone in the next (``clean_tables``)."""
+"""Canary: data committed by one test is gone in the next (``empty_tables_before_each_test``)."""
 
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.reads import jobs as read_jobs
