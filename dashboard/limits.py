@@ -147,6 +147,15 @@ def type_problem(value: str) -> str | None:
 key_problem = type_problem  # an idempotency key: the same characters refused as in a type
 
 
+def job_type_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a job type: 1 to :data:`TYPE_MAX_LENGTH` characters, none that
+    :func:`type_problem` refuses; or None. The one rule of a type's name, for every place that
+    declares or enqueues one (``@handler``, ``schedule``, the Python API, the store)."""
+    if not value or len(value) > TYPE_MAX_LENGTH:
+        return f"must be 1 to {TYPE_MAX_LENGTH} characters"
+    return type_problem(value)
+
+
 class NonFiniteNumber(ValueError):
     """A JSON number that overflows to infinity: ``jsonb`` cannot store it."""
 
