@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..config import Settings
-from ..config_parsers import TOKEN_MIN_LENGTH, ConfigError, Entry
+from ..config import ConfigError, Entry, Settings
+from ..config.parsers import TOKEN_MIN_LENGTH
 from ..roles import ROLES
 
 PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
