@@ -235,7 +235,7 @@ def pickup_latency(app: Flask, url: str, *, samples: int, **env: str) -> tuple[f
     ):
         time.sleep(2.0)  # let the worker start and go idle; this is setup, not synchronisation
         for i in range(samples):
-            job = enqueue.create_job("bench.noop", {"i": i}, conn=client).job
+            job = enqueue.create_job(enqueue.JobSpec("bench.noop", {"i": i}), conn=client).job
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 row = conn.execute(

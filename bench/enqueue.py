@@ -22,10 +22,12 @@ def single(app: Flask, url: str, *, jobs: int, held: bool = False) -> float:
     truncate(url)
     with app.app_context(), connection.connect() as conn:
         client = conn if held else None
-        enqueue.create_job("bench.noop", conn=client)  # warm the pool and the prepared statement
+        enqueue.create_job(
+            enqueue.JobSpec("bench.noop"), conn=client
+        )  # warm the pool and the prepared statement
         start = time.perf_counter()
         for _ in range(jobs):
-            enqueue.create_job("bench.noop", {}, conn=client)
+            enqueue.create_job(enqueue.JobSpec("bench.noop", {}), conn=client)
         return jobs / (time.perf_counter() - start)
 
 

@@ -2,10 +2,11 @@
 ``flask --app wsgi schedules`` (list; ``pause``, ``resume``, ``run`` one by name).
 ``flask --app wsgi queues [list | pause NAME | resume NAME]``.
 
-Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) whose
-metadata has an ``option`` help becomes an option of ``flask worker`` that overrides its
-environment variable: the name from the field (``poll_interval_ms`` -> ``--poll-interval-ms``,
-or its ``flag``), the type and range from its parser and bounds, the variable in the help.
+Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) declared
+with ``option=True`` becomes an option of ``flask worker`` that overrides its environment
+variable: the name from the field (``poll_interval_ms`` -> ``--poll-interval-ms``, or its
+``flag``), the type and range from its parser and bounds, the help from the setting's one
+description, with the variable.
 A boolean is a ``--name/--no-name`` pair, the log level a choice of :data:`LOG_LEVELS`.
 """
 
@@ -25,10 +26,9 @@ from flask.cli import AppGroup, with_appcontext
 from flask.globals import app_ctx
 from flask.logging import default_handler
 
-from .config import OpsSettings, WorkerSettings
-from .config_parsers import (
+from .config import ConfigError, OpsSettings, WorkerSettings, help_of
+from .config.parsers import (
     LOG_LEVELS,
-    ConfigError,
     parse_processes,
     parse_queues,
     read_bool,
@@ -92,14 +92,15 @@ def _upper(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 
 
 def setting_option(spec: dataclasses.Field[Any]) -> click.Option:
-    """The command-line option of one settings field (its metadata has an ``option`` help).
+    """The command-line option of one settings field (declared with ``option=True``), its help
+    the setting's description (:func:`~.config.help_of`).
 
     Unset options stay ``None``: the environment's value (or the default) holds.
     """
     meta = spec.metadata
     flag = "--" + (meta["flag"] or spec.name.replace("_", "-"))
     bounds = meta["options"]
-    help_text = f"{meta['option']} [{meta['env']}]."
+    help_text = help_of(spec)
     parser = meta["parser"]
     if parser is read_bool:
         return click.Option([f"{flag}/--no-{flag[2:]}", spec.name], default=None, help=help_text)

@@ -140,17 +140,7 @@ def enqueue(
     )
     _require_app(connection)
     within = _connection(connection)
-    result = _store.create_job(
-        spec.type,
-        spec.payload,
-        priority=spec.priority,
-        available_at=spec.available_at,
-        max_attempts=spec.max_attempts,
-        idempotency_key=spec.idempotency_key,
-        event_data={"source": SOURCE},
-        queue=spec.queue,
-        within=within,
-    )
+    result = _store.create_job(spec, event_data={"source": SOURCE}, within=within)
     return _enqueued(result)
 
 

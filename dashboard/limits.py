@@ -64,7 +64,6 @@ LIVE_COUNT_CAP = 10_000  # ready / scheduled / retrying, list counts
 TYPE_COUNT_CAP = 1_000  # per-type rows of the overview
 QUEUE_COUNT_CAP = 1_000  # per-queue rows of the Queues page and /api/queues/ (one queue: LIVE_COUNT_CAP)
 TYPES_SHOWN = 30  # job types in the overview's per-type table
-API_OFFSET_MAX = 10_000  # the default of the setting API_OFFSET_MAX: the deepest offset the API serves
 JOB_OFFSET_MAX = 500  # the dashboard's list offers offsets up to this; deeper pages go by keyset
 # A job's page and its live poll read at most this many of its events (the newest), so a job
 # with 100,000 progress reports costs what one with 1,000 does; the API's full list stays whole.
@@ -147,6 +146,15 @@ def type_problem(value: str) -> str | None:
 
 
 key_problem = type_problem  # an idempotency key: the same characters refused as in a type
+
+
+def job_type_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a job type: 1 to :data:`TYPE_MAX_LENGTH` characters, none that
+    :func:`type_problem` refuses; or None. The one rule of a type's name, for every place that
+    declares or enqueues one (``@handler``, ``schedule``, the Python API, the store)."""
+    if not value or len(value) > TYPE_MAX_LENGTH:
+        return f"must be 1 to {TYPE_MAX_LENGTH} characters"
+    return type_problem(value)
 
 
 class NonFiniteNumber(ValueError):

@@ -18,14 +18,13 @@ from typing import Any
 from flask import Flask, Request, current_app, url_for
 from flask.sansio.app import App
 
-from .paths import API_PREFIX
+from .paths import API_PREFIX, is_api_path
 
 EXTENSION = "jobqueue"
 STANDALONE_VERSION_TABLE = "alembic_version"
 EMBEDDED_VERSION_TABLE = "jobqueue_alembic_version"
 # The blueprints a mount registers; hooks scoped to them never run for a host's own routes.
 BLUEPRINTS = ("jobqueue_web", "jobqueue_api", "jobqueue")
-ROLES = ("operator", "viewer")
 _PREFIX = re.compile(r"(/[A-Za-z0-9._~-]+)*")
 
 Authorize = Callable[[Request], Any]
@@ -66,7 +65,7 @@ class Mount:
 
     def is_api_path(self, path: str) -> bool:
         """The API's prefix itself or anything under it (``/api`` at the root; not ``/apiary``)."""
-        return path == self.api_prefix or path.startswith(self.api_prefix + "/")
+        return is_api_path(path, self.url_prefix)
 
 
 ROOT = Mount(url_prefix="", embedded=False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 API_PREFIX = "/api"
 
 
-def is_api_path(path: str) -> bool:
-    """``/api`` itself or anything under ``/api/``; not ``/apiary``."""
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+def is_api_path(path: str, url_prefix: str = "") -> bool:
+    """The API's prefix under ``url_prefix`` (the mount's: ``""`` at the root) itself, or
+    anything under it: ``/api`` and ``/api/...`` at the root; not ``/apiary``."""
+    api = url_prefix + API_PREFIX
+    return path == api or path.startswith(api + "/")

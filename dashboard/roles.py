@@ -17,3 +17,4 @@ class Role(StrEnum):
 
 
 _RANK = {Role.VIEWER: 0, Role.OPERATOR: 1}
+ROLES = tuple(role.value for role in Role)  # the names a setting or a host's authorize may give

@@ -124,7 +124,7 @@ def app(database_url: str) -> Iterator[Flask]:
 
 
 @pytest.fixture(autouse=True)
-def clean_tables(request: pytest.FixtureRequest) -> None:
+def empty_tables_before_each_test(request: pytest.FixtureRequest) -> None:
     """Empty the queue tables (and the sign-in throttle's) before each test that uses the database."""
     if "app" not in request.fixturenames:
         return

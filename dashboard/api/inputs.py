@@ -27,9 +27,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..config import settings_of
+from ..config import API_OFFSET_MAX, settings_of
 from ..limits import (
-    API_OFFSET_MAX,
     BIGINT_MAX,
     DEFAULT_PRIORITY,
     EVENT_PAGE_MAX,

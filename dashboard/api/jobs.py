@@ -138,17 +138,7 @@ def config() -> Response:
 def create_job(body: CreateJob) -> Response:
     """Queue a job (event `created`). With an `idempotency_key` that is already taken, nothing
     is created and the existing job is returned with 200, even when clients race."""
-    spec = job_spec(body)
-    result = enqueue.create_job(
-        spec.type,
-        spec.payload,
-        priority=spec.priority,
-        available_at=spec.available_at,
-        max_attempts=spec.max_attempts,
-        idempotency_key=spec.idempotency_key,
-        queue=spec.queue,
-        event_data=audit_data(),
-    )
+    result = enqueue.create_job(job_spec(body), event_data=audit_data())
     answer = job_json(result.job, settings_of(current_app).tz)  # = json_response(Job.model_validate(...))
     location = url_for("jobqueue_api.job_detail", job_id=result.job.id, _external=True)
     status = 201 if result.created else 200

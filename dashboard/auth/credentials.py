@@ -17,11 +17,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..config import Settings
-from ..config_parsers import TOKEN_MIN_LENGTH, ConfigError, Entry
-from ..roles import Role
+from ..config import ConfigError, Entry, Settings
+from ..config.parsers import TOKEN_MIN_LENGTH
+from ..roles import ROLES
 
-ROLES = tuple(role.value for role in Role)
 PASSWORD_HASH_METHODS = ("scrypt:", "pbkdf2:")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")

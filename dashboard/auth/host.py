@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from flask import current_app, request
 
-from ..mount import ROLES, Mount
-from ..roles import Role
+from ..mount import Mount
+from ..roles import ROLES, Role
 from .principals import Actor
 
 HOST_ACTOR = "host"  # the actor recorded for actions the host's authorize allowed

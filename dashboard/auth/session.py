@@ -11,7 +11,7 @@ The session lives in the signed cookie only (no server-side store): signing out 
 that browser, while a copy of the cookie stays valid until its lifetime ends. Changing the
 user's password hash, or ``SECRET_KEY``, ends every session at once.
 
-The JSON API (``/api`` and every path under it, ``paths.is_api_path``) authenticates bearer
+The JSON API (``/api`` and every path under it, ``Mount.is_api_path``) authenticates bearer
 tokens only and never reads the session: its requests get Flask's null session, so the cookie
 is neither verified nor re-sent, and the answers carry no ``Vary: Cookie``.
 """
@@ -27,8 +27,7 @@ from flask_login import LoginManager
 from itsdangerous import URLSafeTimedSerializer
 
 from ..config import Settings
-from ..mount import EXTENSION
-from ..paths import is_api_path
+from ..mount import EXTENSION, mount_of
 from .principals import Directory, User
 
 login_manager = LoginManager()
@@ -43,7 +42,7 @@ class SessionCookies(SecureCookieSessionInterface):
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
         """No session for the API, which knows bearer tokens only (see the module docstring)."""
-        if is_api_path(request.path):  # opened before the URL is matched: the path decides
+        if mount_of(app).is_api_path(request.path):  # opened before the URL is matched: the path decides
             return self.make_null_session(app)
         return super().open_session(app, request)
 

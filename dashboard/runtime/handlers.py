@@ -29,7 +29,7 @@ from flask import current_app, has_app_context
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from ..limits import TYPE_MAX_LENGTH, queue_problem, type_problem
+from ..limits import job_type_problem, queue_problem
 from ..mount import EXTENSION
 from ..store import lifecycle
 from ..store.records import JobRecord
@@ -89,9 +89,7 @@ def handler(
     """
     if not isinstance(job_type, str):
         raise TypeError(f"job_type must be a string, got {type(job_type).__name__}")
-    if not job_type or len(job_type) > TYPE_MAX_LENGTH:
-        raise ValueError(f"a job type is 1 to {TYPE_MAX_LENGTH} characters")
-    if problem := type_problem(job_type):
+    if problem := job_type_problem(job_type):
         raise ValueError(f"a job type {problem}")
     if queue is not None and (problem := queue_problem(queue)):
         raise ValueError(f"queue {problem}")

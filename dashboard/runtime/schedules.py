@@ -29,10 +29,9 @@ from ..limits import (
     PRIORITY_MAX,
     PRIORITY_MIN,
     SCHEDULE_NAME_PATTERN,
-    TYPE_MAX_LENGTH,
+    job_type_problem,
     json_problem,
     queue_problem,
-    type_problem,
 )
 from ..store.flow import cron as slots
 from ..store.flow.schedules import Declaration
@@ -100,9 +99,7 @@ def schedule(
         raise ValueError(f"schedule name {name!r} must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
     expression = _text(name, "cron", cron)
     job_type = _text(name, "type", type)
-    if not job_type or len(job_type) > TYPE_MAX_LENGTH:
-        raise ValueError(f"schedule {name!r}: type must be 1 to {TYPE_MAX_LENGTH} characters")
-    if problem := type_problem(job_type):
+    if problem := job_type_problem(job_type):
         raise ValueError(f"schedule {name!r}: type {problem}")
     try:
         payload = json.loads(json.dumps(payload, allow_nan=False))  # a copy: the caller's stays theirs

@@ -3,7 +3,7 @@ paused, resumed or limited a queue (``queues.sql``), and who paused or resumed a
 (``schedules.sql``).
 
 A deleted job takes its events with it, and a removed worker row leaves nothing behind, so
-the statements that do either (``delete`` in actions.sql, ``workers.REMOVE``) write one
+the statements that do either (``delete`` in actions.sql, ``worker_remove`` in workers.sql) write one
 row here each, in the same statement: who (the actor and the rest of the request's audit
 data), when, and what was deleted (a job's id, type, status and dates; a worker's host, pid and
 last heartbeat). Nothing updates or deletes these rows. Reads: newest first by id (its primary
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
-
 from .reading import reading
+from .sql import query
 
 PAGE = 50
 
@@ -43,12 +42,8 @@ class AuditRecord:
         return isinstance(self.data, dict) and bool(self.data.get("bulk"))
 
 
-_COLUMNS = "id, created_at, action, actor, job_id, job_type, job_status, worker_id, data"
-PAGE_SQL = text(
-    f"SELECT {_COLUMNS} FROM jobs_audit WHERE (CAST(:before AS bigint) IS NULL OR id < :before) "
-    "ORDER BY id DESC LIMIT :limit"
-)
-JOB_SQL = text(f"SELECT {_COLUMNS} FROM jobs_audit WHERE job_id = :job_id ORDER BY id DESC LIMIT 5")
+PAGE_SQL = query("audit_page")
+JOB_SQL = query("audit_of_job")
 
 
 @dataclass(frozen=True)

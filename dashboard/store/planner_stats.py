@@ -34,38 +34,30 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from .connection import autocommit, fetch_rows
+from .sql import query
 
 log = logging.getLogger(__name__)
 
-TABLES = ("jobs_job", "jobs_jobevent")
+# ANALYZE is a utility command, not a statement of the .sql files (those begin WITH or SELECT):
+# one fixed command per table, never a name interpolated from elsewhere.
+ANALYZE = {
+    "jobs_job": "ANALYZE (SKIP_LOCKED) jobs_job",
+    "jobs_jobevent": "ANALYZE (SKIP_LOCKED) jobs_jobevent",
+}
+TABLES = tuple(ANALYZE)
 GROWTH = 10  # times the pages of the last statistics
 MIN_PAGES = 32  # 256 KB: below this a sequential scan costs little anyway
 CHECK_EVERY_JOBS = 1000  # an inserting process checks for growth once per this many jobs
 CUSTOM_PLANS_BELOW_PAGES = 64  # 512 KB, a couple of thousand jobs
 
-# Run first in a bulk create's transaction (connection.fetch_rows_while(first=...)).
-CUSTOM_PLANS_WHILE_SMALL = (
-    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true) "
-    "WHERE pg_relation_size('jobs_job') < "
-    f"{CUSTOM_PLANS_BELOW_PAGES} * current_setting('block_size')::bigint"
-)
-
-GROWN = text(
-    """
-    SELECT c.relname AS name, c.relpages AS analyzed_pages,
-           pg_relation_size(c.oid) / current_setting('block_size')::bigint AS pages
-    FROM pg_class AS c
-    WHERE c.oid = ANY(CAST(:tables AS regclass[]))
-      AND pg_has_role(c.relowner, 'USAGE')
-      AND pg_relation_size(c.oid) / current_setting('block_size')::bigint
-          > greatest(:growth * c.relpages, :min_pages)
-    ORDER BY c.relname
-    """
-)
+# Run first in a bulk create's transaction (connection.fetch_rows_while(first=...)): a statement
+# of no parameters, sent as its text (its 64 is CUSTOM_PLANS_BELOW_PAGES: tests/store/test_statements.py).
+CUSTOM_PLANS_WHILE_SMALL = str(query("custom_plans_while_small"))
+GROWN = query("grown_tables")
 
 
 def grown_tables(conn: Connection | None = None) -> list[dict[str, object]]:
@@ -80,9 +72,9 @@ def analyze_grown(conn: Connection | None = None) -> list[dict[str, object]]:
     with autocommit(conn) as conn:
         grown = grown_tables(conn)
         for row in grown:
-            name = str(row["name"])
-            if name in TABLES:  # a fixed name, never interpolated from elsewhere
-                conn.exec_driver_sql(f"ANALYZE (SKIP_LOCKED) {name}")
+            command = ANALYZE.get(str(row["name"]))
+            if command is not None:
+                conn.exec_driver_sql(command)
         return grown
 
 

@@ -11,6 +11,9 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError
 
 from ..extensions import engine
+from .sql import query
+
+TIME_LIMIT = query("read_time_limit")
 
 _time_limit_ms: ContextVar[int | None] = ContextVar("read_time_limit_ms", default=None)
 
@@ -37,8 +40,8 @@ def time_limit(milliseconds: int | None) -> Iterator[None]:
 def reading() -> Iterator[Connection]:
     with engine().connect() as conn:
         limit = _time_limit_ms.get()
-        if limit:  # SET LOCAL: this read's transaction only, never a pooled connection's default
-            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {int(limit)}")
+        if limit:  # this read's transaction only, never a pooled connection's default
+            conn.execute(TIME_LIMIT, {"milliseconds": str(int(limit))})
         try:
             yield conn
         except OperationalError as error:

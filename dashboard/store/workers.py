@@ -27,12 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.types import Text
-
 from ..extensions import engine
 from .reading import reading
+from .sql import query
 from .values import aware, pg_safe, utcnow
 
 STALE_AFTER_BEATS = 3
@@ -42,50 +39,11 @@ FORGET_AFTER = timedelta(hours=24)
 HELD_SHOWN = 20  # jobs listed per process
 STATE_ORDER = {"alive": 0, "stale": 1, "gone": 2, "stopped": 3}
 
-BEAT = text(
-    """
-    INSERT INTO jobs_worker AS w (id, host, pid, started_at, mode, threads, busy, jobs_done,
-                                  last_seen, stopped_at, version, interval_seconds, job_types,
-                                  activity, queues)
-    VALUES (:id, :host, :pid, :started_at, :mode, :threads,
-            COALESCE(:busy, LEAST(:threads, (SELECT count(*) FROM jobs_job
-                                             WHERE status = 'running' AND locked_by LIKE :prefix))),
-            :jobs_done, :now, NULL, :version, :interval, :job_types, :activity, :queues)
-    ON CONFLICT (id) DO UPDATE
-    SET busy = EXCLUDED.busy, jobs_done = EXCLUDED.jobs_done, last_seen = EXCLUDED.last_seen,
-        job_types = EXCLUDED.job_types, activity = EXCLUDED.activity, queues = EXCLUDED.queues
-    """
-).bindparams(
-    bindparam("job_types", type_=ARRAY(Text)),
-    bindparam("activity", type_=JSONB),
-    bindparam("queues", type_=ARRAY(Text)),
-)
-
-FORGET = text(
-    "DELETE FROM jobs_worker WHERE COALESCE(stopped_at, last_seen) < :before AND last_seen < :before"
-)
-STOP = text(
-    "UPDATE jobs_worker SET stopped_at = :now, last_seen = :now, busy = 0, jobs_done = :jobs_done, "
-    "activity = NULL WHERE id = :id"
-)
+BEAT = query("worker_beat")
+FORGET = query("worker_forget")
+STOP = query("worker_stop")
 # Only a row that is gone or stopped, with its audit row in the same statement.
-REMOVE = text(
-    """
-    WITH removed AS (
-        DELETE FROM jobs_worker
-        WHERE id = :id AND (stopped_at IS NOT NULL OR last_seen < :now - greatest(
-            make_interval(secs => :gone_seconds),
-            make_interval(secs => interval_seconds * :stale_beats * :gone_windows)))
-        RETURNING id, host, pid, started_at, last_seen, stopped_at
-    )
-    INSERT INTO jobs_audit (created_at, action, actor, worker_id, data)
-    SELECT :now, 'worker_removed', COALESCE(:event_data ->> 'actor', ''), id,
-           :event_data || jsonb_build_object('host', host, 'pid', pid, 'started_at', started_at,
-                                             'last_seen', last_seen, 'stopped_at', stopped_at)
-    FROM removed
-    RETURNING worker_id
-    """
-).bindparams(bindparam("event_data", type_=JSONB))
+REMOVE = query("worker_remove")
 
 
 @dataclass(frozen=True)
@@ -318,11 +276,8 @@ def cleanup_interval(activity: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-WORKERS_SQL = text("SELECT * FROM jobs_worker ORDER BY started_at DESC LIMIT 200")
-RUNNING_SQL = text(
-    "SELECT id, type, locked_by, locked_until FROM jobs_job WHERE status = 'running' "
-    "ORDER BY locked_until LIMIT 5000"
-)
+WORKERS_SQL = query("worker_rows")
+RUNNING_SQL = query("running_jobs")
 
 
 def board(now: datetime) -> WorkerBoard:
@@ -372,10 +327,7 @@ def board(now: datetime) -> WorkerBoard:
     return WorkerBoard(workers=workers, orphaned=orphaned[:HELD_SHOWN], orphaned_count=len(orphaned))
 
 
-LIVE_TYPES_SQL = text(
-    "SELECT job_types, interval_seconds, last_seen, stopped_at FROM jobs_worker "
-    "WHERE stopped_at IS NULL AND last_seen > :since"
-)
+LIVE_TYPES_SQL = query("worker_live_types")
 
 
 def live_job_types(now: datetime) -> tuple[int, set[str]]:

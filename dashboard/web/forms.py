@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
@@ -41,6 +42,7 @@ from ..limits import (
     type_problem,
     year_problem,
 )
+from ..store.lifecycle.create import JobSpec
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
 
@@ -200,6 +202,21 @@ class CreateJobForm(FlaskForm):
         if self.delay.data:
             return now + timedelta(seconds=self.delay.data)
         return None
+
+    def job_spec(self, now: datetime, type_queue: Callable[[str], str | None]) -> JobSpec:
+        """The validated form as the store's spec of the job. ``type_queue``: the queue of a
+        type's ``@handler``, for a blank ``queue``."""
+        job_type, priority, max_attempts = self.type.data, self.priority.data, self.max_attempts.data
+        assert job_type is not None and priority is not None and max_attempts is not None  # InputRequired
+        return JobSpec(
+            type=job_type,
+            payload=self.parsed_payload,
+            priority=priority,
+            available_at=self.available_at_for(now),
+            max_attempts=max_attempts,
+            idempotency_key=self.idempotency_key.data or None,
+            queue=self.queue.data or type_queue(job_type),
+        )
 
 
 class SignInForm(FlaskForm):

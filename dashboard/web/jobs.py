@@ -174,19 +174,9 @@ def _create_form() -> CreateJobForm:
 def job_new() -> str | Response | tuple[str, int]:
     form = _create_form()
     if form.validate_on_submit():
-        job_type, priority, max_attempts = form.type.data, form.priority.data, form.max_attempts.data
-        assert job_type is not None and priority is not None and max_attempts is not None  # InputRequired
         try:
-            outcome = enqueue.create_job(
-                job_type,
-                form.parsed_payload,
-                priority=priority,
-                available_at=form.available_at_for(now()),
-                max_attempts=max_attempts,
-                idempotency_key=form.idempotency_key.data or None,
-                queue=form.queue.data or handlers.handler_queue(form.type.data or ""),
-                event_data=audit_data(),
-            )
+            spec = form.job_spec(now(), handlers.handler_queue)
+            outcome = enqueue.create_job(spec, event_data=audit_data())
         except ValueError as exc:  # the service's own limits; the form checks them first
             form.form_errors.append(str(exc))
         else:

@@ -47,7 +47,7 @@ class Card:
     link: dict[str, str]  # the job list's filters for it
 
 
-def cards(queue: read_overview.QueueDetail | None, totals: read_health.FinishedTotals | None) -> list[Card]:
+def cards(queue: read_overview.QueueDetail | None, totals: read_stats.FinishedTotals | None) -> list[Card]:
     """The counts by status, cancelled apart from failed, and the total."""
     shown: list[Card] = []
     total, about = 0, False

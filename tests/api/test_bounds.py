@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from flask import Flask
 
-from dashboard.limits import API_OFFSET_MAX
+from dashboard.config import API_OFFSET_MAX
 from dashboard.state import state_of
 from tests.support.factories import make_job
 

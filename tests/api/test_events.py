@@ -48,8 +48,8 @@ def test_events_of_unknown_or_malformed_job_are_404(client):
 
 def test_feed_is_newest_first_with_default_page_of_50(client):
     for i in range(30):
-        enqueue.create_job("demo.success", payload={"i": i})
-        enqueue.create_job("demo.success")
+        enqueue.create_job(enqueue.JobSpec("demo.success", payload={"i": i}))
+        enqueue.create_job(enqueue.JobSpec("demo.success"))
     page = client.get("/api/job-events/").get_json()
     assert list(page) == ["next", "previous", "results"]
     assert [e["id"] for e in page["results"]] == list(range(60, 10, -1))
@@ -63,7 +63,7 @@ def test_feed_is_newest_first_with_default_page_of_50(client):
 
 def test_feed_limit_above_200_is_reduced_to_200(client):
     for _ in range(201):
-        enqueue.create_job("demo.success")
+        enqueue.create_job(enqueue.JobSpec("demo.success"))
     page = client.get("/api/job-events/?limit=1000").get_json()
     assert len(page["results"]) == 200
     assert parse_qs(urlsplit(page["next"]).query)["limit"] == ["200"]
@@ -84,14 +84,14 @@ def test_walking_next_while_events_arrive_visits_each_older_event_exactly_once(c
 
 def test_previous_leads_back_to_newer_events(client):
     for _ in range(7):
-        enqueue.create_job("demo.success")
+        enqueue.create_job(enqueue.JobSpec("demo.success"))
     first = client.get("/api/job-events/?limit=3").get_json()
     second = client.get(first["next"]).get_json()
     assert [e["id"] for e in second["results"]] == [4, 3, 2]
     back = client.get(second["previous"]).get_json()
     assert [e["id"] for e in back["results"]] == [7, 6, 5]
     assert back["previous"] is None  # nothing newer yet
-    enqueue.create_job("demo.success")
+    enqueue.create_job(enqueue.JobSpec("demo.success"))
     newer = client.get(client.get(second["previous"]).get_json()["next"]).get_json()
     assert [e["id"] for e in newer["results"]] == [4, 3, 2]
 
@@ -157,7 +157,7 @@ def test_invalid_type_lists_name_the_parameter(client, params):
 
 def test_cursors_are_opaque_and_round_trip(client):
     for _ in range(3):
-        enqueue.create_job("demo.success")
+        enqueue.create_job(enqueue.JobSpec("demo.success"))
     page = client.get("/api/job-events/?limit=1").get_json()
     token = cursor_of(page["next"])
     assert not token.isdigit()

@@ -173,7 +173,7 @@ HOSTILE = [
     ids=[case[0] for case in HOSTILE],
 )
 def test_hostile_requests_are_refused_cleanly(client, job_type, method, path, kwargs, expected):
-    enqueue.create_job(TEST_TYPE, payload={"existing": True}, idempotency_key="existing")
+    enqueue.create_job(enqueue.JobSpec(TEST_TYPE, payload={"existing": True}, idempotency_key="existing"))
     before = table_snapshot()
     response = getattr(client, method)(path, **kwargs)
     assert response.status_code == expected, response.get_data(as_text=True)[:500]

@@ -18,7 +18,9 @@ T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 def make_jobs(n: int, job_type: str = "demo.success") -> list[uuid.UUID]:
     """``n`` jobs, oldest first (one second apart)."""
-    return [enqueue.create_job(job_type, now=T0 + timedelta(seconds=i)).job.id for i in range(n)]
+    return [
+        enqueue.create_job(enqueue.JobSpec(job_type), now=T0 + timedelta(seconds=i)).job.id for i in range(n)
+    ]
 
 
 def query(url: str) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from dashboard.api.cursor import Cursor
 from dashboard.api.docs import prose
 from dashboard.api.inputs import BULK_MAX_JOBS
-from dashboard.limits import API_OFFSET_MAX
+from dashboard.config import API_OFFSET_MAX
 from dashboard.runtime.handlers import registered_types
 from dashboard.store.states import EVENT_TYPES, STATUSES
 from tests.support.factories import make_job

@@ -134,4 +134,4 @@ def _check_roles(client) -> None:
 
 def test_enqueue_ignores_nothing_the_store_refuses(app):
     with pytest.raises(ValueError, match="queue"):
-        enqueue.create_job("demo.success", queue="no way")
+        enqueue.create_job(enqueue.JobSpec("demo.success", queue="no way"))

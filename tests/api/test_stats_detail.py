@@ -50,7 +50,7 @@ def test_stats_detail_says_when_the_charts_read_only_the_newest_events(client, m
     from dashboard.store.reads import overview as read_overview
 
     for _ in range(3):
-        enqueue.create_job("demo.success", {})
+        enqueue.create_job(enqueue.JobSpec("demo.success", {}))
     monkeypatch.setattr(read_overview, "CHART_EVENTS_MAX", 2)
     assert client.get("/api/jobs/stats/detail/").get_json()["sampled"] is False  # no claim, no outcome
     for _ in range(3):

@@ -23,7 +23,7 @@ HX = {"HX-Request": "true"}
 
 def failed_job() -> JobRecord:
     """A job failed for good through the service, so the overview lists it among failures."""
-    job = enqueue.create_job("demo.fail", max_attempts=1).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=1)).job
     assert lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30).id == job.id
     lifecycle.fail_job(
         job.id, "host:1:thread-1:abcd", 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1
@@ -266,7 +266,9 @@ def test_sign_in_page_says_when_no_user_is_configured(app, database_url):
 
 
 def test_the_timeline_credits_only_the_events_an_actor_wrote(app, operator):
-    job = enqueue.create_job("demo.success", event_data={"actor": "olga", "source": "dashboard"}).job
+    job = enqueue.create_job(
+        enqueue.JobSpec("demo.success"), event_data={"actor": "olga", "source": "dashboard"}
+    ).job
     claimed = lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
     lifecycle.record_progress(job.id, "host:1:thread-1:abcd", claimed.attempts, data={"actor": "mallory"})
     html = operator.get(f"/jobs/{job.id}/").get_data(as_text=True)

@@ -26,7 +26,7 @@ class Seeded:
 
 
 def fail_for_good(type_: str, error: str) -> JobRecord:
-    job = enqueue.create_job(type_, {"n": 1}, max_attempts=1).job
+    job = enqueue.create_job(enqueue.JobSpec(type_, {"n": 1}, max_attempts=1)).job
     claimed = lifecycle.claim_jobs("seed-worker", lease_seconds=60)
     assert [c.id for c in claimed] == [job.id]
     failed = lifecycle.fail_job(
@@ -38,7 +38,7 @@ def fail_for_good(type_: str, error: str) -> JobRecord:
 
 def run_long(progress_events: int, *, payload: dict | None = None) -> JobRecord:
     """A running job whose worker has reported ``progress_events`` times (no worker runs it)."""
-    job = enqueue.create_job("demo.slow", payload or {"sleep_seconds": 240}).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.slow", payload or {"sleep_seconds": 240})).job
     claimed = lifecycle.claim_jobs("seed-worker", lease_seconds=3600)
     assert [c.id for c in claimed] == [job.id]
     add_progress(job, progress_events)
@@ -60,18 +60,18 @@ def seed_pages() -> Seeded:
     lifecycle.record_progress(running.id, "seed-worker", 1, message=LONG_WORD, data={"percent": 50})
     now = values.utcnow()
     ready_old = enqueue.create_job(
-        "demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2)
+        enqueue.JobSpec("demo.success", {"note": LONG_WORD}, available_at=now - timedelta(hours=2))
     ).job
-    enqueue.create_job("demo.success", {}, available_at=now + timedelta(hours=1))
-    cancelled = enqueue.create_job("mail.send", {"to": "x@example.org"}).job
+    enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=now + timedelta(hours=1)))
+    cancelled = enqueue.create_job(enqueue.JobSpec("mail.send", {"to": "x@example.org"})).job
     actions.run_one("cancel", cancelled.id, event_data={"actor": "olga", "role": "operator"})
-    deleted = enqueue.create_job("report.build", {}).job
+    deleted = enqueue.create_job(enqueue.JobSpec("report.build", {})).job
     actions.run_one("cancel", deleted.id, event_data={"actor": "olga"})
     actions.run_one(
         "delete", deleted.id, event_data={"actor": "olga", "role": "operator", "source": "dashboard"}
     )
     orphan = seed_workers(now)
-    held = enqueue.create_job("mail.send", {}, queue="mail:" + LONG_WORD[:50]).job
+    held = enqueue.create_job(enqueue.JobSpec("mail.send", {}, queue="mail:" + LONG_WORD[:50])).job
     queues.pause(held.queue, actor="olga")
     queues.set_limits(
         "reports", concurrency_limit=2, rate_limit={"count": 10, "period_seconds": 60}, actor="olga"

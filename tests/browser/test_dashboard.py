@@ -49,7 +49,7 @@ def test_create_watch_retry_and_screenshots(
     page.screenshot(path=str(ARTIFACTS / "job-detail.png"), full_page=True)
 
     # A job that fails for good, then a retry with the button.
-    failing = enqueue.create_job("demo.fail", {"error": "disk <full>"}, max_attempts=1).job
+    failing = enqueue.create_job(enqueue.JobSpec("demo.fail", {"error": "disk <full>"}, max_attempts=1)).job
     wait_until(
         lambda: worker.alive() and read_jobs.get_job(failing.id).status == "failed", 30, "demo.fail to fail"
     )
@@ -113,7 +113,9 @@ def test_long_names_never_widen_a_page(
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
     page.emulate_media(color_scheme=scheme)
-    job = enqueue.create_job(LONG_TYPE, max_attempts=1).job  # no handler: it fails, with a run time
+    job = enqueue.create_job(
+        enqueue.JobSpec(LONG_TYPE, max_attempts=1)
+    ).job  # no handler: it fails, with a run time
     wait_until(lambda: worker.alive() and read_jobs.get_job(job.id).status == "failed", 30, "the job to fail")
     for path in ("/", "/jobs/?status=failed", f"/jobs/{job.id}/", "/events/", "/workers/"):
         page.goto(dashboard_server + path)

@@ -34,7 +34,7 @@ def test_hung_handlers_and_a_killed_worker_are_told_plainly(
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
     # Worker A: two threads, each stuck in a handler that sleeps a minute past a 3 s lease.
-    hung = [enqueue.create_job("demo.timeout", {"sleep_seconds": 60}).job for _ in range(2)]
+    hung = [enqueue.create_job(enqueue.JobSpec("demo.timeout", {"sleep_seconds": 60})).job for _ in range(2)]
     stuck = _worker("stuck-worker", libpq_url, tmp_path)
     # Worker B: runs a long job that renews its lease (20 s), then is killed.
     slow_env = {"JOB_WORKER_LEASE_SECONDS": "20", "JOB_WORKER_THREADS": "1"}
@@ -46,7 +46,7 @@ def test_hung_handlers_and_a_killed_worker_are_told_plainly(
             "worker A to take both hanging jobs",
         )
         killed = _worker("killed-worker", libpq_url, tmp_path, **slow_env)
-        slow = enqueue.create_job("demo.slow", {"sleep_seconds": 240}).job
+        slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 240})).job
         wait_until(
             lambda: (
                 killed.alive()
@@ -55,7 +55,7 @@ def test_hung_handlers_and_a_killed_worker_are_told_plainly(
             30,
             "worker B to take the long job",
         )
-        ready = enqueue.create_job("demo.success", {}).job  # nobody free to run it
+        ready = enqueue.create_job(enqueue.JobSpec("demo.success", {})).job  # nobody free to run it
 
         # The Workers page: busy 2/2, each thread named with its job, stuck past its lease.
         page.goto(dashboard_server + "/workers/")

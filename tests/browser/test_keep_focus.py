@@ -41,7 +41,7 @@ def test_the_focus_comes_back_to_the_queue_control_pressed(
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
     queues.pause("hold")  # the page's worker claims nothing of it
-    enqueue.create_job("demo.success", {}, queue="hold")
+    enqueue.create_job(enqueue.JobSpec("demo.success", {}, queue="hold"))
     page.goto(dashboard_server + "/queues/")
     toggle = "#toggle-queue-hold"
     expect(page.locator(toggle)).to_have_attribute("data-action", "resume")

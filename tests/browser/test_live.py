@@ -97,17 +97,19 @@ def test_overview_split_matches_and_keeps_place(
     failed = fail_for_good("demo.fail", "disk full: keep this selected")
     now = values.utcnow()
     # retrying: tried once, backing off until later
-    retried = enqueue.create_job("demo.flaky", {}, max_attempts=3).job
+    retried = enqueue.create_job(enqueue.JobSpec("demo.flaky", {}, max_attempts=3)).job
     (claimed,) = lifecycle.claim_jobs("seed-worker", lease_seconds=60)
     assert claimed.id == retried.id
     lifecycle.fail_job(
         retried.id, "seed-worker", 1, "once", backoff_base_seconds=3600, backoff_max_seconds=3600
     )
-    oldest = enqueue.create_job("demo.success", {}, available_at=now - timedelta(minutes=90)).job
+    oldest = enqueue.create_job(
+        enqueue.JobSpec("demo.success", {}, available_at=now - timedelta(minutes=90))
+    ).job
     for minutes in (30, 5):
-        enqueue.create_job("demo.success", {}, available_at=now - timedelta(minutes=minutes))
+        enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=now - timedelta(minutes=minutes)))
     for hours in (1, 24):
-        enqueue.create_job("demo.slow", {}, available_at=now + timedelta(hours=hours))
+        enqueue.create_job(enqueue.JobSpec("demo.slow", {}, available_at=now + timedelta(hours=hours)))
 
     polls = _polls(page, "/")
     page.goto(dashboard_server + "/")
@@ -130,7 +132,9 @@ def test_overview_split_matches_and_keeps_place(
         page,
         polls,
         2,
-        between=lambda: enqueue.create_job("demo.success", {"n": next(added)}, available_at=now),
+        between=lambda: enqueue.create_job(
+            enqueue.JobSpec("demo.success", {"n": next(added)}, available_at=now)
+        ),
     )
     _wait_polls(page, polls, 1)
     assert stat("[data-stat=ready]").inner_text() == "5"  # the refreshes did change the page

@@ -91,14 +91,14 @@ def test_a_newest_first_list_says_new_jobs_instead_of_moving_rows(
     page.set_viewport_size(viewport)
     now = values.utcnow()
     for n in range(8):
-        enqueue.create_job("demo.success", {"n": n}, available_at=now + timedelta(hours=1))
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"n": n}, available_at=now + timedelta(hours=1)))
     _watch(page, dashboard_server + "/jobs/")
     rows = page.locator("#job-list tbody tr")
     before = rows.evaluate_all("rows => rows.map(r => r.dataset.job)")
     sixth = rows.nth(5).locator("a")
     sixth.focus()
     for n in range(3):
-        enqueue.create_job("demo.success", {"new": n}, available_at=now + timedelta(hours=1))
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"new": n}, available_at=now + timedelta(hours=1)))
     page.locator("[data-new-jobs='3']").wait_for(timeout=20_000)
     _wait_sent(page, 1)
     assert rows.evaluate_all("rows => rows.map(r => r.dataset.job)") == before  # nothing moved
@@ -109,7 +109,9 @@ def test_a_newest_first_list_says_new_jobs_instead_of_moving_rows(
 
     # A payload search reads the newest 10,000 jobs: it is not re-run while it is open.
     for _ in range(2):
-        enqueue.create_job("demo.success", {"group": "a"}, available_at=now + timedelta(hours=1))
+        enqueue.create_job(
+            enqueue.JobSpec("demo.success", {"group": "a"}, available_at=now + timedelta(hours=1))
+        )
     _watch(page, dashboard_server + "/jobs/?q=group=a")
     page.locator("[data-no-poll]").wait_for()
     wait_until(lambda: _polls(page)["sent"] >= 1, 30, "the banner's own poll")  # time passes

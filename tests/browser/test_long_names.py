@@ -28,7 +28,9 @@ def test_a_long_type_in_the_alarm_banner_does_not_widen_any_page(
     from playwright.sync_api import expect, sync_playwright
 
     assert len(LONG_TYPE) == TYPE_MAX_LENGTH
-    job = enqueue.create_job(LONG_TYPE, {"n": 1}, queue=LONG_QUEUE).job  # ready, and no worker runs
+    job = enqueue.create_job(
+        enqueue.JobSpec(LONG_TYPE, {"n": 1}, queue=LONG_QUEUE)
+    ).job  # ready, and no worker runs
     pages = {
         "overview": "/",
         "jobs": "/jobs/",

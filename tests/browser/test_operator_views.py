@@ -40,7 +40,7 @@ def test_the_banner_is_the_first_thing_on_every_page_and_in_the_title(
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
     for _ in range(3):
-        enqueue.create_job("mail.send", {})
+        enqueue.create_job(enqueue.JobSpec("mail.send", {}))
     for path in ("/", "/jobs/", "/events/", "/workers/"):
         page.goto(dashboard_server + path)
         banner = page.locator("[data-alarm=no_worker]")
@@ -96,7 +96,7 @@ def test_cancelled_apart_from_failed_retry_warns_and_delete_after_a_dry_run(
 
     page = browser_page
     page.set_viewport_size({"width": size[0], "height": size[1]})
-    cancelled = enqueue.create_job("email.send", {}).job
+    cancelled = enqueue.create_job(enqueue.JobSpec("email.send", {})).job
     actions.run_one("cancel", cancelled.id, event_data={"actor": "olga"})
     failed = make_job("failed", type="email.send", last_error="SMTP 451", finished_at=values.utcnow())
     _alive(4, ("demo.success",))  # a live worker that cannot run email.send
@@ -165,7 +165,7 @@ def test_layout_whole_type_names_compact_phone_rows_and_readable_times(
     assert "T10:00:00" not in last_error.inner_text()
     assert "2026-12-01 10:00:00 UTC" in last_error.inner_text()
     assert page.title().startswith(f"Job {str(jobs[0].id)[:8]} · email.send")
-    enqueue.create_job("email.send", {})  # an event of the feed
+    enqueue.create_job(enqueue.JobSpec("email.send", {}))  # an event of the feed
     page.goto(dashboard_server + "/events/")
     assert page.locator("td[data-label='job type']").first.inner_text() == "email.send"
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")

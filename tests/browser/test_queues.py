@@ -28,7 +28,7 @@ def test_pause_and_resume_from_the_queues_page(
     page.set_viewport_size({"width": size[0], "height": size[1]})
     page.emulate_media(color_scheme=scheme)
     queues.pause("hold")  # the page's worker claims nothing of it
-    enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="hold")
+    enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, queue="hold"))
     page.goto(dashboard_server + "/")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Queues").click()
     row = page.locator("tr[data-queue=hold]")
@@ -44,7 +44,7 @@ def test_pause_and_resume_from_the_queues_page(
     expect(paused.locator("[data-field=state]")).to_contain_text("paused by")
     box = paused.locator("[data-action=resume]").bounding_box()
     assert box is not None and box["x"] + box["width"] <= size[0], box  # reachable on the screen
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="hold").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, queue="hold")).job
     page.goto(f"{dashboard_server}/jobs/{job.id}/")
     expect(page.locator("[data-why=paused]")).to_contain_text("is paused")
     assert page.console_errors == []

@@ -121,7 +121,7 @@ def test_late_and_failing_schedules_and_a_queue_nobody_serves_are_shown_and_pass
         make_job("failed", idempotency_key=key, now=at, last_error="CRMDown: 503 from crm.example.com")
     mail_only = workers.Identity("h:1:x", "h", 1, now, "one-job", 2, "1", 600.0, ("demo.success",), ("mail",))
     workers.beat(mail_only, jobs_done=0, now=now)  # alive for half an hour: serves mail only
-    enqueue.create_job("demo.success", {"sleep_seconds": 0})  # ready in default
+    enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}))  # ready in default
     problems: list[str] = []
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:

@@ -62,11 +62,15 @@ def seed_tour() -> dict[str, Any]:
     """The tour's jobs; returns the retried one (its page is the job page shown)."""
     now = values.utcnow()
     for n in range(6):
-        enqueue.create_job("demo.success", {"sleep_seconds": 0, "order": 1000 + n})
-    flaky = enqueue.create_job("demo.flaky", {"fail_until_attempt": 2}, max_attempts=3).job
-    failed = enqueue.create_job("demo.fail", {"error": "SMTP 550: mailbox unavailable"}, max_attempts=1).job
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 600}, priority=5).job
-    enqueue.create_job("demo.success", {"sleep_seconds": 0}, available_at=now + timedelta(hours=3))
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0, "order": 1000 + n}))
+    flaky = enqueue.create_job(enqueue.JobSpec("demo.flaky", {"fail_until_attempt": 2}, max_attempts=3)).job
+    failed = enqueue.create_job(
+        enqueue.JobSpec("demo.fail", {"error": "SMTP 550: mailbox unavailable"}, max_attempts=1)
+    ).job
+    slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 600}, priority=5)).job
+    enqueue.create_job(
+        enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, available_at=now + timedelta(hours=3))
+    )
     return {"flaky": flaky, "failed": failed, "slow": slow}
 
 

@@ -110,6 +110,36 @@ def test_demo_handlers_default_to_debug(env, demo):
     assert Settings.from_env(env).worker.demo_handlers is demo
 
 
+def test_the_defaults_written_on_the_fields_are_what_an_empty_environment_reads():
+    """A derived default (``derived=``) is read from its sources; the field's own default is
+    the same value, so settings built in code agree with those read from nothing."""
+    assert Settings.from_env({}) == Settings()
+
+
+@pytest.mark.parametrize(
+    ("env", "toolbar", "pooled"),
+    [
+        ({}, True, False),
+        ({"DEBUG": "false"}, False, False),
+        ({"DEBUG": "false", "ENABLE_DEBUG_TOOLBAR": "true"}, True, False),
+        ({"DATABASE_DIRECT_URL": "postgresql://db/x"}, True, True),
+        ({"DATABASE_DIRECT_URL": "postgresql://db/x", "DATABASE_POOLED": "false"}, True, False),
+        ({"DATABASE_POOLED": "true"}, True, True),
+    ],
+)
+def test_derived_defaults_follow_their_sources_unless_set(env, toolbar, pooled):
+    settings = Settings.from_env(env)
+    assert (settings.enable_debug_toolbar, settings.ops.database_pooled) == (toolbar, pooled)
+
+
+def test_a_derived_default_names_a_malformed_source():
+    from dashboard.config import OpsSettings
+
+    with pytest.raises(ConfigError, match="DEBUG must be true or false"):
+        WorkerSettings.from_env({"DEBUG": "maybe"})  # JOB_DEMO_HANDLERS follows DEBUG
+    assert OpsSettings.from_env({"DATABASE_DIRECT_URL": " "}).database_pooled is False  # blank: unset
+
+
 def test_secret_key_strength_needs_variety_not_only_length():
     import secrets
 
@@ -190,19 +220,27 @@ def test_the_worker_options_are_generated_from_the_settings_fields():
     assert (options["worker_metrics_port"].type.min, options["worker_metrics_port"].type.max) == (0, 65535)
     assert options["listen"].opts == ["--listen"] and options["listen"].secondary_opts == ["--no-listen"]
     assert list(options["log_level"].type.choices) == ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+    # the help is the setting's one description (the docs page's), as plain text
+    assert options["processes"].help == (
+        "Worker processes flask worker runs, each with JOB_WORKER_THREADS threads; auto: one per CPU it "
+        "may run on. More than 1 starts a supervisor that runs them, restarts one that dies and stops "
+        "them all on SIGINT/SIGTERM; the first of them alone runs the rescuer, the scheduler and "
+        "retention. [JOB_WORKER_PROCESSES]"
+    )
+    assert not [name for name, option in options.items() if "`" in (option.help or "")]
 
 
 def test_the_worker_processes_are_a_count_or_auto_and_a_bad_value_names_its_source(monkeypatch):
     from click.testing import CliRunner
 
-    from dashboard import config_parsers
     from dashboard.cli import worker_command
+    from dashboard.config import parsers
 
     assert WorkerSettings.from_env({}).processes == 1
     assert WorkerSettings.from_env({"JOB_WORKER_PROCESSES": " 3 "}).processes == 3
-    monkeypatch.setattr(config_parsers.os, "process_cpu_count", lambda: 6, raising=False)
+    monkeypatch.setattr(parsers.os, "process_cpu_count", lambda: 6, raising=False)
     assert WorkerSettings.from_env({"JOB_WORKER_PROCESSES": "AUTO"}).processes == 6
-    monkeypatch.setattr(config_parsers.os, "process_cpu_count", lambda: None, raising=False)
+    monkeypatch.setattr(parsers.os, "process_cpu_count", lambda: None, raising=False)
     assert WorkerSettings.from_env({"JOB_WORKER_PROCESSES": "auto"}).processes == 1  # unknown: one
     for bad in ("0", "-2", "two", "1.5"):
         with pytest.raises(ConfigError, match="JOB_WORKER_PROCESSES must be a whole number >= 1 or auto"):

@@ -141,8 +141,8 @@ def test_a_workers_counters_label_only_the_types_it_handles(app):
 
     started_other = sample("jobqueue_worker_jobs_started_total", "other")
     failed_other = sample("jobqueue_worker_jobs_failed_total", "other")
-    enqueue.create_job("client.sent-this-type", max_attempts=1)
-    enqueue.create_job("demo.success", {"sleep_seconds": 0})
+    enqueue.create_job(enqueue.JobSpec("client.sent-this-type", max_attempts=1))
+    enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}))
     loop = one_job_loop(app, SETTINGS, "testhost:1:thread-1:5ca1ab1e")
     assert loop.step() and loop.step()
     assert sample("jobqueue_worker_jobs_started_total", "other") == started_other + 1

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.process
 
 
 def test_worker_metrics_and_json_logs_match_the_work_done(app, start_worker):
-    ok = [enqueue.create_job("demo.success", {"sleep_seconds": 0}).job for _ in range(3)]
-    flaky = enqueue.create_job("demo.fail", {"error": "nope"}, max_attempts=2).job
+    ok = [enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job for _ in range(3)]
+    flaky = enqueue.create_job(enqueue.JobSpec("demo.fail", {"error": "nope"}, max_attempts=2)).job
     # a dead worker's attempt whose lease expired: recovered, requeued, then run
     lost = make_job("running", locked_until=utcnow() - timedelta(seconds=5), payload={"sleep_seconds": 0})
     port = free_port()

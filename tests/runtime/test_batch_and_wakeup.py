@@ -50,7 +50,7 @@ def test_batch_mode_settles_every_job_under_the_worker_id_that_claimed_it(app, s
 
 
 def test_batch_mode_recovers_expired_leases(app, start_worker):
-    job = enqueue.create_job("demo.timeout", {"sleep_seconds": 3}, max_attempts=1).job
+    job = enqueue.create_job(JobSpec("demo.timeout", {"sleep_seconds": 3}, max_attempts=1)).job
     start_worker(JOB_WORKER_THREADS="2", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="1")
 
     def failed():
@@ -71,7 +71,7 @@ def test_an_idle_worker_is_woken_by_notify_not_by_polling(app, start_worker, bat
     )
     worker.wait_for_output("listening for new jobs")
     worker.wait_for_output("nothing to claim" if batch == "1" else "started (batch mode)")
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    job = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0})).job
 
     def succeeded() -> bool:
         return read_jobs.get_job(job.id).status == "succeeded"
@@ -84,7 +84,7 @@ def test_the_rescuer_recovers_expired_leases_while_every_thread_is_busy(app, sta
 
     from tests.support.factories import make_job
 
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 6}).job
+    slow = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 6})).job
     worker = start_worker(JOB_WORKER_THREADS="1")  # its only thread will sit in demo.slow
     wait_until(lambda: read_jobs.get_job(slow.id).status == "running", 15, "the slow job running")
     dead = make_job(  # a job whose worker died: running, lease long over
@@ -120,8 +120,8 @@ def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(ap
     Once that attempt is past its lease the dispatcher no longer renews the job claimed ahead
     of it, so that job is not held by a stuck process: its lease lapses, the rescue
     requeues it, and it runs on a later attempt."""
-    stuck = enqueue.create_job("demo.timeout", {}, priority=90, max_attempts=1).job
-    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    stuck = enqueue.create_job(JobSpec("demo.timeout", {}, priority=90, max_attempts=1)).job
+    ahead = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0})).job
     _one_thread_short_leases(start_worker)
     wait_for_status(ahead.id, "succeeded", timeout=30)
     kinds = event_types(ahead.id)
@@ -133,8 +133,8 @@ def test_a_process_stuck_past_a_lease_stops_keeping_the_jobs_it_claimed_ahead(ap
 def test_batch_mode_claims_a_job_ahead_on_a_lane_of_its_own(app, start_worker):
     """The process holds a job claimed ahead while its one thread runs another: the
     job waited past half its lease, so the lease is renewed before its handler starts."""
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 2.5}, priority=90).job
-    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    slow = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 2.5}, priority=90)).job
+    ahead = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0})).job
     start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_LEASE_SECONDS="4")
     wait_for_status(ahead.id, "running")
     assert job(slow.id).status == "running"  # both held by the process, one thread
@@ -153,7 +153,7 @@ def test_batch_mode_holds_at_most_twice_the_batch_claimed_ahead_of_busy_threads(
     """A process has threads + CLAIM_AHEAD (2) x batch size lanes, one attempt each.
     With its one thread in a long handler it claims two batches ahead (each claim statement
     at most a batch), then nothing more: the other jobs stay queued for other workers."""
-    ids = [enqueue.create_job("demo.slow", {"sleep_seconds": 60}).job.id for _ in range(9)]
+    ids = [enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 60})).job.id for _ in range(9)]
     start_worker(JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2")
 
     def held() -> int:
@@ -171,8 +171,8 @@ def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_leas
     """The one thread runs a 4 s handler while a job claimed ahead waits, twice as
     long as the 2 s lease. The dispatcher keeps that lease, so the job is never recovered: it
     runs once, on its first attempt, with renewals on its timeline before it starts."""
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 4}, priority=90).job
-    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    slow = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 4}, priority=90)).job
+    ahead = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0})).job
     _one_thread_short_leases(start_worker)
     wait_for_status(ahead.id, "running")
     wait_for_status(ahead.id, "succeeded", timeout=30)
@@ -188,8 +188,8 @@ def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_the_leas
 
 
 def test_shutdown_timeout_hands_back_a_job_claimed_ahead_with_the_running_one(app, start_worker):
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 60}, priority=90).job
-    ahead = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    slow = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 60}, priority=90)).job
+    ahead = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0})).job
     worker = start_worker(
         JOB_WORKER_THREADS="1", JOB_WORKER_BATCH_SIZE="2", JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5"
     )

@@ -17,7 +17,7 @@ def test_a_job_whose_lease_keeps_expiring_holds_one_thread_and_other_jobs_still_
     # priority makes it the first pick of every free thread whenever it is queued, so without
     # the rule the second thread is captured too and the later job never runs.
     poison = enqueue.create_job(
-        "demo.timeout", {"sleep_seconds": 3600}, max_attempts=INT_MAX, priority=PRIORITY_MAX
+        enqueue.JobSpec("demo.timeout", {"sleep_seconds": 3600}, max_attempts=INT_MAX, priority=PRIORITY_MAX)
     ).job
     worker = start_worker(
         JOB_WORKER_THREADS="2",
@@ -27,7 +27,7 @@ def test_a_job_whose_lease_keeps_expiring_holds_one_thread_and_other_jobs_still_
         JOB_WORKER_BACKOFF_MAX_SECONDS="0",
     )
     wait_until(lambda: "timeout_requeued" in event_types(poison.id), 15, "the first lease to expire")
-    after = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    after = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
 
     wait_for_status(after.id, "succeeded", timeout=10)
     assert worker.proc.poll() is None

@@ -127,7 +127,9 @@ def _wait_terminal(job_id: Any) -> Any:
 
 @pytest.mark.parametrize("window", WINDOWS, ids=[f"{w.point}-{w.job_type}-{w.final_status}" for w in WINDOWS])
 def test_a_worker_killed_mid_attempt_is_recovered_by_lease_expiry(app, workers, window):
-    created = enqueue.create_job(window.job_type, window.payload, max_attempts=window.max_attempts).job
+    created = enqueue.create_job(
+        enqueue.JobSpec(window.job_type, window.payload, max_attempts=window.max_attempts)
+    ).job
 
     doomed = _crash(workers, window.point)
 
@@ -159,7 +161,7 @@ def test_a_worker_killed_mid_attempt_is_recovered_by_lease_expiry(app, workers, 
 
 
 def test_a_crash_on_the_last_attempt_fails_the_job_naming_the_dead_workers_lease(app, workers):
-    created = enqueue.create_job("demo.success", {"sleep_seconds": 0.2}, max_attempts=1).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0.2}, max_attempts=1)).job
     doomed = _crash(workers, "in_handler")
     stranded = job(created.id)
     dead_worker = stranded.locked_by

@@ -91,10 +91,10 @@ def test_worker_survives_a_database_restart_and_finishes_the_queue(
 ):
     worker = start_worker(database_url=private_database.libpq_url, JOB_WORKER_LEASE_SECONDS="1")
     with private_app.app_context():
-        before = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+        before = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
         wait_for_status(before.id, "succeeded")
         # a job in the middle of its run when the database goes away
-        slow = enqueue.create_job("demo.slow", {"sleep_seconds": 3}).job
+        slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 3})).job
         wait_for_status(slow.id, "running")
         db.engine.dispose()
 
@@ -103,7 +103,9 @@ def test_worker_survives_a_database_restart_and_finishes_the_queue(
     private_database.start()
 
     with private_app.app_context():
-        after = [enqueue.create_job("demo.success", {"sleep_seconds": 0.1}).job for _ in range(5)]
+        after = [
+            enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0.1})).job for _ in range(5)
+        ]
         for created in after:
             assert wait_for_status(created.id, "succeeded", "failed", timeout=30).status == "succeeded"
         # at least once: the interrupted attempt is retried (or its result recorded after all)

@@ -60,7 +60,7 @@ def test_a_worker_serving_a_quiet_queue_takes_its_job_beside_a_backlog(app, star
     worker = start_worker("--queues", "mail", "--log-level", "debug", JOB_WORKER_POLL_INTERVAL_MS="600000")
     worker.wait_for_output("listening for new jobs")
     worker.wait_for_output("nothing to claim")
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="mail").job
+    job = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0}, queue="mail")).job
     wait_until(lambda: status(job.id) == "succeeded", 30, "the quiet queue's job to run")
     assert count("SELECT count(*) FROM jobs_job WHERE queue = 'reports' AND status <> 'queued'") == 0
 
@@ -74,7 +74,7 @@ def test_a_worker_serving_every_queue_takes_a_quiet_queue_s_job_while_it_drains_
         conn.execute(text("UPDATE jobs_job SET priority = 90 WHERE queue = 'reports'"))
     worker = start_worker()  # two threads
     wait_until(lambda: count("SELECT count(*) FROM jobs_job WHERE status = 'succeeded'") > 0, 30, "the drain")
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="mail", priority=0).job
+    job = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0}, queue="mail", priority=0)).job
     wait_until(lambda: status(job.id) == "succeeded", 30, "the quiet queue's job to run")
     left = count("SELECT count(*) FROM jobs_job WHERE queue = 'reports' AND status = 'queued'")
     assert left > 10_000, f"the mail job ran only after {20_000 - left} of the backlog's jobs"
@@ -85,14 +85,14 @@ def test_a_worker_serving_every_queue_takes_a_quiet_queue_s_job_while_it_drains_
 def test_an_unset_queues_serves_a_queue_that_appears_after_the_start(app, start_worker):
     worker = start_worker()
     worker.wait_for_output("listening for new jobs")
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="brand-new").job
+    job = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0}, queue="brand-new")).job
     wait_until(lambda: status(job.id) == "succeeded", 10, "the new queue's job to run")
 
 
 def test_a_pause_holds_across_a_worker_restart_and_resume_wakes_the_worker(app, start_worker):
     queues.pause("mail", actor="ops")
-    held = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="mail").job
-    other = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="other").job
+    held = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0}, queue="mail")).job
+    other = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0}, queue="other")).job
     first = start_worker(JOB_WORKER_POLL_INTERVAL_MS="100")
     wait_until(lambda: status(other.id) == "succeeded", 10, "the other queue's job")
     assert status(held.id) == "queued"  # claimed within a few claims, had it not been paused
@@ -214,11 +214,11 @@ def test_a_rate_limit_holds_across_processes_and_workers_wait_for_the_window(app
 
 def test_a_lease_recovery_frees_the_slot_of_a_worker_that_died(app, start_worker):
     queues.set_limits("lim", concurrency_limit=1)
-    stuck = enqueue.create_job("demo.slow", {"sleep_seconds": 30}, queue="lim").job
+    stuck = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 30}, queue="lim")).job
     victim = start_worker(JOB_WORKER_THREADS="1")
     wait_until(lambda: status(stuck.id) == "running", 10, "the slow job to start")
     victim.proc.kill()
-    nxt = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="lim").job
+    nxt = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0}, queue="lim")).job
     start_worker(JOB_WORKER_THREADS="2")
     wait_until(
         lambda: status(nxt.id) == "succeeded", 20, "the next job, once the dead worker's slot is freed"

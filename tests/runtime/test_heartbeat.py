@@ -51,9 +51,12 @@ def test_busy_counts_threads_in_handlers_and_names_their_attempts(app, start_wor
     """Two threads hang past their lease: both are busy and stuck, whatever the rescue does
     with their jobs; in batch mode the jobs claimed ahead for lanes are not counted as threads."""
 
-    hung = {str(enqueue.create_job("demo.timeout", {"sleep_seconds": 30}).job.id) for _ in range(2)}
+    hung = {
+        str(enqueue.create_job(enqueue.JobSpec("demo.timeout", {"sleep_seconds": 30})).job.id)
+        for _ in range(2)
+    }
     for _ in range(6):
-        enqueue.create_job("demo.slow", {"sleep_seconds": 30})  # claimed ahead in batch mode
+        enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 30}))  # claimed ahead in batch mode
     worker = start_worker(JOB_WORKER_HEARTBEAT_SECONDS="0.2", JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5")
 
     def stuck() -> list[workers.ThreadView]:
@@ -72,8 +75,8 @@ def test_busy_counts_threads_in_handlers_and_names_their_attempts(app, start_wor
 def test_a_worker_records_its_queues_and_the_queue_it_does_not_serve_is_named(app, start_worker, client):
     """With only a ``--queues mail`` worker alive, a job in ``default`` waits for nobody: the job
     page, the banner and the Queues page say no live worker serves that queue."""
-    waiting = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job  # in default
-    mail = enqueue.create_job("demo.success", {"sleep_seconds": 0}, queue="mail").job
+    waiting = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job  # in default
+    mail = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, queue="mail")).job
     start_worker("--queues", "mail", JOB_WORKER_HEARTBEAT_SECONDS="0.2")
     wait_until(lambda: _state() == ["alive"], 20, "the worker's heartbeat")
     assert _rows()[0]["queues"] == ["mail"]

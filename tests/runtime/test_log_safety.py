@@ -35,7 +35,9 @@ def test_safe_formatter_escapes_the_message_but_keeps_the_traceback():
 
 @pytest.mark.process
 def test_a_job_error_with_a_newline_stays_on_its_log_line(app, start_worker):
-    created = enqueue.create_job("demo.fail", {"error": f"boom\n{FORGED}"}, max_attempts=1).job
+    created = enqueue.create_job(
+        enqueue.JobSpec("demo.fail", {"error": f"boom\n{FORGED}"}, max_attempts=1)
+    ).job
     worker = start_worker()
 
     failed = wait_for_status(created.id, "failed")

@@ -51,7 +51,7 @@ def make_loop(app: Flask, handlers: dict[str, Handler] | None = None, **settings
 
 
 def run_one(app: Flask, job_type: str, payload: Any = None, handlers=None, **create: Any):
-    created = enqueue.create_job(job_type, payload, **create).job
+    created = enqueue.create_job(enqueue.JobSpec(job_type, payload, **create)).job
     loop = make_loop(app, handlers)
     assert loop.step() is True
     return job(created.id), loop
@@ -81,7 +81,7 @@ def test_unknown_job_type_fails_the_attempt_and_the_loop_goes_on(app):
         == "UnknownJobType: job type 'no.such.type': no handler is registered in this worker"
     )
     assert event_types(failed.id) == ["created", "claimed", "retry_scheduled"]
-    following = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    following = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
     assert loop.step() is True
     assert job(following.id).status == "succeeded"
 
@@ -225,7 +225,7 @@ def test_stale_attempt_learns_it_lost_the_job_and_changes_nothing(app):
         outcome["lost"] = ctx.lost
         return "stale result"
 
-    created = enqueue.create_job("test.stale").job
+    created = enqueue.create_job(enqueue.JobSpec("test.stale")).job
     loop = make_loop(app, {"test.stale": hang_then_finish})
     claimed = loop.claim()[0]
     result = loop.runner.run(claimed)
@@ -254,7 +254,7 @@ def test_cleanup_tick_recovers_expired_leases_once_per_interval(app):
 
 
 def test_a_stopping_loop_claims_nothing(app):
-    created = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
     loop = make_loop(app)
     loop.runtime.stopping.set()
     assert loop.step() is False
@@ -269,7 +269,7 @@ def test_backoff_doubles_up_to_its_cap():
 
 
 def test_worker_threads_share_the_queue_and_stop_on_request(app):
-    jobs = [enqueue.create_job("demo.success", {"sleep_seconds": 0}).job for _ in range(12)]
+    jobs = [enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job for _ in range(12)]
     worker = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 3}))
     assert len({loop.worker_id for loop in worker.loops}) == 3
     worker.start()
@@ -341,8 +341,8 @@ def test_bad_worker_options_are_refused_with_a_usage_error(app, args, message):
 
 
 def test_a_running_loop_claims_its_next_job_with_each_success(app):
-    first = enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=90).job
-    second = enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=10).job
+    first = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, priority=90)).job
+    second = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, priority=10)).job
     loop = make_loop(app)
     thread = threading.Thread(target=loop.run)
     thread.start()
@@ -362,7 +362,7 @@ def test_a_running_loop_claims_its_next_job_with_each_success(app):
 
 def test_a_job_claimed_with_a_success_still_runs_when_the_worker_stops(app, monkeypatch):
     jobs = [
-        enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=priority).job
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, priority=priority)).job
         for priority in (90, 50, 10)
     ]
     loop = make_loop(app)

@@ -67,7 +67,7 @@ def test_a_renewal_after_the_worker_connection_was_cut_connects_again(app, libpq
         seen["renewed"] = ctx.renew()
         return "done"
 
-    created = enqueue.create_job("test.long").job
+    created = enqueue.create_job(enqueue.JobSpec("test.long")).job
     loop = make_loop(app, {"test.long": long_job})
     assert loop.step() is True
     assert seen["renewed"] is True
@@ -85,7 +85,7 @@ def test_a_progress_report_whose_flush_met_a_cut_connection_is_written_later(app
         )
         return "done"
 
-    created = enqueue.create_job("test.report").job
+    created = enqueue.create_job(enqueue.JobSpec("test.report")).job
     loop = make_loop(app, {"test.report": reporting_job}, flusher, progress_flush_ms=0)
     assert loop.step() is True
     assert job(created.id).status == "succeeded"
@@ -102,7 +102,7 @@ def test_the_handlers_own_database_error_still_fails_the_attempt(app, libpq_url)
             cut(libpq_url, mine)
             mine.exec_driver_sql("SELECT 1")
 
-    created = enqueue.create_job("test.own").job
+    created = enqueue.create_job(enqueue.JobSpec("test.own")).job
     loop = make_loop(app, {"test.own": own_query})
     assert loop.step() is True
     failed = job(created.id)
@@ -133,7 +133,7 @@ def test_a_refused_renewal_that_ends_the_handler_is_not_its_failure(app, refusin
         ctx.renew()  # raises the refusal; the handler lets it through
         return "unreachable"
 
-    created = enqueue.create_job("test.refused").job
+    created = enqueue.create_job(enqueue.JobSpec("test.refused")).job
     loop = make_loop(app, {"test.refused": renewing})
     claimed = loop.claim()
     assert [j.id for j in claimed] == [created.id]
@@ -162,7 +162,7 @@ def test_a_reset_connection_under_a_renewal_is_retried_through_the_proxy(app, th
         seen["renewed"] = ctx.renew()
         return "done"
 
-    created = enqueue.create_job("test.reset").job
+    created = enqueue.create_job(enqueue.JobSpec("test.reset")).job
     loop = make_loop(proxied, {"test.reset": long_job})
     with proxied.app_context():
         assert loop.step() is True
@@ -186,7 +186,7 @@ def test_a_renewal_that_cannot_reach_the_database_before_the_lease_ends_says_so(
         seen["renewed"] = ctx.renew()
         return "done"
 
-    created = enqueue.create_job("test.unreachable").job
+    created = enqueue.create_job(enqueue.JobSpec("test.unreachable")).job
     loop = make_loop(proxied, {"test.unreachable": long_job})
     caplog.set_level(logging.WARNING, logger="dashboard")
     with proxied.app_context():

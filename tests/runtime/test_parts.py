@@ -61,7 +61,7 @@ def test_the_worker_starts_and_stops_every_service_in_one_place(app):
         "retention",
         "heartbeat",
     ]
-    created = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
     worker.start()
     try:
         assert alive(SERVICE_THREADS) == set(SERVICE_THREADS)
@@ -95,7 +95,7 @@ def test_an_attempts_end_is_an_enum_the_metrics_count_by_its_value(app):
     def boom(ctx: JobContext) -> None:
         raise RuntimeError("boom")
 
-    failing = enqueue.create_job("test.boom", max_attempts=2).job
+    failing = enqueue.create_job(enqueue.JobSpec("test.boom", max_attempts=2)).job
     loop = one_job_loop(app, SETTINGS, "testhost:1:thread-1:e0de0001", lookup={"test.boom": boom}.get)
     claimed = loop.claim()
     assert [c.id for c in claimed] == [failing.id]
@@ -113,7 +113,7 @@ def test_an_attempts_end_is_an_enum_the_metrics_count_by_its_value(app):
 def test_the_batch_completer_records_many_successes_in_one_statement_and_hands_the_lanes_back(
     app, database_url
 ):
-    first, second = (enqueue.create_job("test.batch").job for _ in range(2))
+    first, second = (enqueue.create_job(enqueue.JobSpec("test.batch")).job for _ in range(2))
     lanes = ["testhost:1:thread-9:aaaa0001", "testhost:1:thread-10:aaaa0002"]
     claimed = lifecycle.claim_batch(lanes, lease_seconds=30)
     assert {c.id for c in claimed} == {first.id, second.id}
@@ -142,8 +142,8 @@ def test_the_batch_completer_records_many_successes_in_one_statement_and_hands_t
 
 
 def test_a_carried_claim_waits_in_its_completer_until_the_loop_takes_it(app):
-    first = enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=90).job
-    second = enqueue.create_job("demo.success", {"sleep_seconds": 0}, priority=10).job
+    first = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, priority=90)).job
+    second = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}, priority=10)).job
     loop = one_job_loop(app, SETTINGS, "testhost:1:thread-1:ca551ed0")
     with app.app_context(), loop.runtime.holding_connection():
         outcome = loop.runner.run(loop.claim()[0])  # inside the loop's life: settle and claim

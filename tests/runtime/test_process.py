@@ -15,7 +15,7 @@ pytestmark = pytest.mark.process
 
 
 def test_success_runs_the_handler_and_writes_its_events_in_order(app, start_worker):
-    created = enqueue.create_job("demo.success", {"sleep_seconds": 0.2}).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0.2})).job
     worker = start_worker()
 
     done = wait_for_status(created.id, "succeeded")
@@ -38,7 +38,7 @@ def test_success_runs_the_handler_and_writes_its_events_in_order(app, start_work
 
 
 def test_failure_is_retried_with_the_exact_backoff_then_fails_for_good(app, start_worker):
-    created = enqueue.create_job("demo.fail", {"error": "boom"}, max_attempts=3).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.fail", {"error": "boom"}, max_attempts=3)).job
     worker = start_worker()
 
     failed = wait_for_status(created.id, "failed")
@@ -70,7 +70,7 @@ def test_failure_is_retried_with_the_exact_backoff_then_fails_for_good(app, star
 
 
 def test_flaky_job_succeeds_on_the_configured_attempt(app, start_worker):
-    created = enqueue.create_job("demo.flaky", {"fail_until_attempt": 3}, max_attempts=3).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.flaky", {"fail_until_attempt": 3}, max_attempts=3)).job
     start_worker()
 
     done = wait_for_status(created.id, "succeeded", "failed")
@@ -90,7 +90,7 @@ def test_timeout_is_requeued_by_cleanup_and_the_stale_attempt_cannot_complete(ap
     # Lease 1 s, handler sleeps 2.5 s without renewing: cleanup (another thread) requeues
     # attempt 1, attempt 2 runs and expires too; when each sleeper wakes, its completion
     # must match nothing.
-    created = enqueue.create_job("demo.timeout", {"sleep_seconds": 2.5}, max_attempts=2).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.timeout", {"sleep_seconds": 2.5}, max_attempts=2)).job
     worker = start_worker(JOB_WORKER_LEASE_SECONDS="1", JOB_WORKER_BACKOFF_BASE_SECONDS="0.1")
 
     failed = wait_for_status(created.id, "failed")
@@ -117,7 +117,7 @@ def test_timeout_is_requeued_by_cleanup_and_the_stale_attempt_cannot_complete(ap
 
 
 def test_slow_job_renews_its_lease_and_outlives_it(app, start_worker):
-    created = enqueue.create_job("demo.slow", {"sleep_seconds": 2.5}).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 2.5})).job
     start_worker(JOB_WORKER_LEASE_SECONDS="1")
 
     done = wait_for_status(created.id, "succeeded", "failed")
@@ -132,7 +132,7 @@ def test_slow_job_renews_its_lease_and_outlives_it(app, start_worker):
 
 
 def test_user_handler_module_is_loaded_through_job_handler_modules(app, start_worker):
-    created = enqueue.create_job("sample.echo", {"x": [1, 2]}).job
+    created = enqueue.create_job(enqueue.JobSpec("sample.echo", {"x": [1, 2]})).job
     worker = start_worker(JOB_HANDLER_MODULES="tests.runtime.sample_handlers")
 
     done = wait_for_status(created.id, "succeeded", "failed")
@@ -154,7 +154,7 @@ def test_command_line_options_override_the_environment(app, start_worker):
     assert "JOB_WORKER_LOG_LEVEL=DEBUG" in output
     assert "database: postgresql+psycopg://" in output
     worker.wait_for_output("nothing to claim")
-    created = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
     wait_for_status(created.id, "succeeded")
     claimed = events(created.id)[1]
     assert claimed.data["locked_until"]  # lease set from the option
@@ -173,7 +173,7 @@ def test_more_threads_than_the_pool_can_serve_is_refused_with_advice(app, start_
 def test_a_worker_needs_no_sign_in_settings_in_production(app, start_worker):
     """``DEBUG=false`` without a secret key or credentials refuses to serve, but a
     worker host serves nothing: the worker runs jobs and only logs the refusal."""
-    created = enqueue.create_job("demo.success").job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success")).job
     worker = start_worker(SECRET_KEY="")
     wait_for_status(created.id, "succeeded")
     assert "Refusing to serve with DEBUG=false" in worker.output

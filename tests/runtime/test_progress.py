@@ -59,7 +59,7 @@ def test_fast_handler_reports_are_coalesced_into_the_settle_statement(app, datab
         assert all(ctx.progress(percent, f"step {percent}") for percent in range(0, 101, 10))
         return "done"
 
-    created = enqueue.create_job("test.chatty").job
+    created = enqueue.create_job(enqueue.JobSpec("test.chatty")).job
     loop = make_loop(app, {"test.chatty": chatty}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
 
@@ -82,7 +82,7 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app, flusher):
         seen["ctx"] = ctx
         return "done"
 
-    created = enqueue.create_job("test.report").job
+    created = enqueue.create_job(enqueue.JobSpec("test.report")).job
     loop = make_loop(app, {"test.report": report}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
     assert not flusher.is_waiting(seen["ctx"])  # settled: the flusher holds nothing of it
@@ -92,8 +92,8 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app, flusher):
 @pytest.mark.parametrize("queue_known", [False, True], ids=["visit", "only queue"])
 def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app, queue_known):
     claim_form.forget()
-    first = enqueue.create_job("test.one").job
-    second = enqueue.create_job("test.two").job
+    first = enqueue.create_job(enqueue.JobSpec("test.one")).job
+    second = enqueue.create_job(enqueue.JobSpec("test.two")).job
     claimed = lifecycle.claim_next_job("w1", lease_seconds=30)  # answers: `default` is the only queue
     assert claimed is not None and claimed.id == first.id
     report = lifecycle.progress_report("half", {"percent": 50})
@@ -123,7 +123,7 @@ def test_failure_writes_pending_progress_before_the_retry(app, flusher):
         ctx.progress(50, "half")
         raise RuntimeError("boom")
 
-    created = enqueue.create_job("test.half").job
+    created = enqueue.create_job(enqueue.JobSpec("test.half")).job
     loop = make_loop(app, {"test.half": half_then_fail}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
     timeline = events(created.id)
@@ -142,7 +142,7 @@ def test_slow_handler_report_is_flushed_on_the_timer(app, flusher):
         )[0]
         return "done"
 
-    created = enqueue.create_job("test.slow").job
+    created = enqueue.create_job(enqueue.JobSpec("test.slow")).job
     loop = make_loop(app, {"test.slow": slow}, flusher, progress_flush_ms=20)
     assert loop.step() is True
     assert seen["event"].data == {"percent": 25} and seen["event"].message == "quarter"
@@ -158,7 +158,7 @@ def test_reports_after_a_flush_are_flushed_again_in_order(app, flusher):
         wait_until(lambda: event_types(ctx.job_id).count("progress") == 2, 15, "the second flush")
         return "done"
 
-    created = enqueue.create_job("test.twice").job
+    created = enqueue.create_job(enqueue.JobSpec("test.twice")).job
     loop = make_loop(app, {"test.twice": two_reports}, flusher, progress_flush_ms=20)
     assert loop.step() is True
     timeline = events(created.id)
@@ -169,8 +169,8 @@ def test_reports_after_a_flush_are_flushed_again_in_order(app, flusher):
 def test_a_report_due_sooner_wakes_the_flusher_sleeping_on_a_later_one(app, flusher):
     """A context due in a minute puts the flusher to sleep for a minute; one due at once
     must still be written without waiting for it."""
-    first = enqueue.create_job("test.later").job
-    second = enqueue.create_job("test.sooner").job
+    first = enqueue.create_job(enqueue.JobSpec("test.later")).job
+    second = enqueue.create_job(enqueue.JobSpec("test.sooner")).job
     later = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     sooner = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     assert later is not None and sooner is not None and {later.id, sooner.id} == {first.id, second.id}
@@ -194,7 +194,7 @@ def test_a_lost_attempt_writes_no_progress_at_settle(app, flusher):
         outcome["other"] = lose_to_another_worker(ctx)
         return "stale"
 
-    created = enqueue.create_job("test.lose").job
+    created = enqueue.create_job(enqueue.JobSpec("test.lose")).job
     loop = make_loop(app, {"test.lose": report_then_lose}, flusher, progress_flush_ms=60_000)
     assert loop.step() is True
     assert outcome["progress"] is True  # nothing was known lost when it was called
@@ -213,7 +213,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app, flush
         outcome["progress"] = ctx.progress(20)
         return "stale"
 
-    created = enqueue.create_job("test.late").job
+    created = enqueue.create_job(enqueue.JobSpec("test.late")).job
     loop = make_loop(app, {"test.late": lose_then_report}, flusher, progress_flush_ms=20)
     assert loop.step() is True
     assert outcome["progress"] is False
@@ -221,7 +221,7 @@ def test_a_lost_attempt_writes_no_progress_on_the_timer_and_learns_it(app, flush
 
 
 def test_renewal_is_sent_only_with_half_the_lease_or_less_left(app):
-    created = enqueue.create_job("test.renew").job
+    created = enqueue.create_job(enqueue.JobSpec("test.renew")).job
     claimed = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     assert claimed is not None and claimed.id == created.id
     ctx = JobContext(claimed, worker_id=WORKER_ID, lease_seconds=30)
@@ -237,7 +237,7 @@ def test_renewal_is_sent_only_with_half_the_lease_or_less_left(app):
 
 
 def test_a_sent_renewal_writes_the_pending_report_first(app):
-    created = enqueue.create_job("test.order").job
+    created = enqueue.create_job(enqueue.JobSpec("test.order")).job
     claimed = lifecycle.claim_next_job(WORKER_ID, lease_seconds=30)
     assert claimed is not None
     ctx = JobContext(claimed, worker_id=WORKER_ID, lease_seconds=30, progress_flush_ms=60_000)

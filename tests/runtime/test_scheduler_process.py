@@ -145,7 +145,7 @@ def test_a_worker_with_no_schedules_neither_syncs_nor_fires(app, start_worker):
     # "one" (the module's is {}) and retire "other" (the module does not declare it).
     sync([declaration("one", {"from": "test"}), declaration("other", {})])
     start = rewind(["one"], 3)
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
     worker = start_worker("--no-schedules", JOB_HANDLER_MODULES="tests.runtime.schedules_one")
     wait_until(lambda: read_jobs.get_job(job.id).status == "succeeded", 30, "the worker to run a job")
     assert "JOB_WORKER_SCHEDULES=False" in worker.output

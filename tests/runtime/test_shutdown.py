@@ -14,13 +14,13 @@ pytestmark = pytest.mark.process
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_during_a_slow_job_lets_it_finish_claims_nothing_new_and_exits_0(app, start_worker, sig):
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 1.5}).job
+    slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 1.5})).job
     worker = start_worker(JOB_WORKER_LEASE_SECONDS="1")
     wait_for_status(slow.id, "running")
 
     worker.send(sig)
     worker.wait_for_output(f"{sig.name} received: no new claims")
-    waiting = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    waiting = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
 
     assert worker.wait(timeout=30) == 0
     finished = job(slow.id)
@@ -33,7 +33,7 @@ def test_signal_during_a_slow_job_lets_it_finish_claims_nothing_new_and_exits_0(
 
 
 def test_second_signal_exits_at_once_leaving_the_job_to_lease_recovery(app, start_worker):
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 60}).job
+    slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 60})).job
     worker = start_worker(JOB_WORKER_LEASE_SECONDS="1")
     wait_for_status(slow.id, "running")
 
@@ -50,7 +50,7 @@ def test_second_signal_exits_at_once_leaving_the_job_to_lease_recovery(app, star
 def test_shutdown_timeout_hands_the_running_job_back_at_once(app, start_worker):
     """Past JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS the worker requeues its running attempts (fenced,
     with their event) and exits 0, instead of waiting to be killed."""
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 60}).job
+    slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 60})).job
     worker = start_worker(JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS="0.5")
     wait_for_status(slow.id, "running")
 

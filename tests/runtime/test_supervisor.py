@@ -76,13 +76,13 @@ def test_a_signal_stops_every_child_as_a_single_worker_and_the_supervisor_exits_
     assert (
         f"p0 of 2, supervisor {worker.proc.pid}" in page and f"p1 of 2, supervisor {worker.proc.pid}" in page
     )
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 1.5}).job
+    slow = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 1.5})).job
     wait_for_status(slow.id, "running")
     assert locked_pid(slow.id) in pids.values()  # a child's worker id, with the child's pid
 
     worker.send(sig)
     worker.wait_for_output(f"{sig.name} received: no new claims", count=2)  # each child once
-    waiting = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    waiting = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 0})).job
 
     assert worker.wait(timeout=30) == 0
     assert not any(running(pid) for pid in pids.values())
@@ -109,7 +109,7 @@ def test_no_child_outlives_a_supervisor_killed_with_sigkill(app, start_worker):
 def test_a_child_that_dies_is_started_again_and_its_job_recovered_by_its_lease(app, start_worker):
     worker = start_worker("--processes", "2")
     pids = started(worker)
-    slow = enqueue.create_job("demo.slow", {"sleep_seconds": 3}).job
+    slow = enqueue.create_job(JobSpec("demo.slow", {"sleep_seconds": 3})).job
     wait_for_status(slow.id, "running")
     victim = locked_pid(slow.id)
 

@@ -100,7 +100,7 @@ def make_loop(app: Any) -> OneJobLoop:
 
 def assert_goes_on(loop: OneJobLoop) -> None:
     """The same loop claims and runs the next job to success."""
-    following = enqueue.create_job("demo.success", {"sleep_seconds": 0}).job
+    following = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0})).job
     assert loop.step() is True
     assert job(following.id).status == "succeeded"
 
@@ -112,7 +112,7 @@ def assert_goes_on(loop: OneJobLoop) -> None:
 def test_a_rejected_payload_fails_the_attempt_with_a_payload_error(
     app, job_type, payload, error, max_attempts, end
 ):
-    created = enqueue.create_job(job_type, payload, max_attempts=max_attempts).job
+    created = enqueue.create_job(enqueue.JobSpec(job_type, payload, max_attempts=max_attempts)).job
     loop = make_loop(app)
 
     assert loop.step() is True
@@ -130,7 +130,7 @@ def test_a_rejected_payload_fails_the_attempt_with_a_payload_error(
 
 def test_numbers_too_big_for_a_float_are_refused_by_the_handler(app):
     """``1e400`` written by another client (psql) is valid jsonb; it reads back as a 401-digit int."""
-    created = enqueue.create_job("demo.success", {}, max_attempts=1).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {}, max_attempts=1)).job
     with db.engine.begin() as conn:
         conn.execute(
             text("UPDATE jobs_job SET payload = '{\"sleep_seconds\": 1e400}'::jsonb WHERE id = :id"),
@@ -147,7 +147,9 @@ def test_numbers_too_big_for_a_float_are_refused_by_the_handler(app):
 
 def test_markup_in_an_error_payload_is_recorded_as_it_was_raised(app):
     """``demo.fail`` raises the payload's own text; it is stored as is (pages escape it)."""
-    created = enqueue.create_job("demo.fail", {"error": "<script>x</script> \u202e"}, max_attempts=1).job
+    created = enqueue.create_job(
+        enqueue.JobSpec("demo.fail", {"error": "<script>x</script> \u202e"}, max_attempts=1)
+    ).job
     loop = make_loop(app)
     assert loop.step() is True
     failed = job(created.id)
@@ -167,7 +169,7 @@ def _nest_beyond_the_parser(job_id: Any) -> None:
 
 def test_a_payload_nested_beyond_the_json_parser_fails_the_attempt_clearly(app):
     """The claim reads it as a stand-in (``jsonb.UnreadableJson``); no handler is given that."""
-    created = enqueue.create_job("demo.success", {}, max_attempts=1).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {}, max_attempts=1)).job
     _nest_beyond_the_parser(created.id)
     loop = make_loop(app)
     assert loop.step() is True
@@ -179,7 +181,7 @@ def test_a_payload_nested_beyond_the_json_parser_fails_the_attempt_clearly(app):
 
 
 def test_pages_listing_a_payload_nested_beyond_the_json_parser_still_render(app, client):
-    created = enqueue.create_job("demo.success", {}).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {})).job
     _nest_beyond_the_parser(created.id)
     assert client.get("/jobs/").status_code == 200
     page = client.get(f"/jobs/{created.id}/")

@@ -43,7 +43,7 @@ def test_bulk_create_keeps_order_fields_and_events(app):
 
 
 def test_bulk_create_honours_idempotency_keys_per_job(app):
-    old = enqueue.create_job("demo.success", idempotency_key="taken", now=T0).job
+    old = enqueue.create_job(JobSpec("demo.success", idempotency_key="taken"), now=T0).job
     results = enqueue.create_jobs(
         [
             JobSpec("demo.success", idempotency_key="taken"),

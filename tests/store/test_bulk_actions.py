@@ -38,8 +38,11 @@ def moving_clock(step: timedelta, between: Callable[[int], None] = lambda _: Non
 def test_run_now_ends_when_jobs_fall_due_while_it_runs(app):
     """Jobs that fall due between chunks were picked again and again, never changed: the
     selection used the action's start time and the change a later clock reading."""
-    jobs = [enqueue.create_job("demo.success", available_at=at(0.5 + i), now=T0).job for i in range(6)]
-    late = enqueue.create_job("demo.success", available_at=at(3600), now=T0).job
+    jobs = [
+        enqueue.create_job(enqueue.JobSpec("demo.success", available_at=at(0.5 + i)), now=T0).job
+        for i in range(6)
+    ]
+    late = enqueue.create_job(enqueue.JobSpec("demo.success", available_at=at(3600)), now=T0).job
     clock = moving_clock(timedelta(seconds=1))
     outcome = actions.run("run_now", actions.Selection(), event_data={}, chunk=2, now=clock)
     assert outcome.chunks <= 4
@@ -52,7 +55,10 @@ def test_run_now_ends_when_jobs_fall_due_while_it_runs(app):
 
 def test_run_now_ends_when_the_clock_goes_back(app):
     """A job made due at one reading is waiting again by an earlier one: it is not picked twice."""
-    jobs = [enqueue.create_job("demo.success", available_at=at(3600), now=T0).job for _ in range(3)]
+    jobs = [
+        enqueue.create_job(enqueue.JobSpec("demo.success", available_at=at(3600)), now=T0).job
+        for _ in range(3)
+    ]
     outcome = actions.run(
         "run_now", actions.Selection(), event_data={}, chunk=1, now=moving_clock(timedelta(seconds=-10))
     )
@@ -67,7 +73,7 @@ def test_retry_ends_when_workers_fail_the_retried_jobs_again_with_a_clock_steppe
     ``updated_at`` before the action began. The same action does not retry it twice."""
     jobs = []
     for i in range(4):
-        enqueue.create_job("demo.fail", max_attempts=1, now=T0)
+        enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=1), now=T0)
         jobs.append(fail(claim(f"w{i}"), f"w{i}"))
     assert all(job is not None and job.status == "failed" for job in jobs)
 
@@ -86,7 +92,7 @@ def test_retry_ends_when_workers_fail_the_retried_jobs_again_with_a_clock_steppe
 def test_cancel_ends_when_an_operator_queues_the_cancelled_jobs_again(app):
     """Another operator, on a host whose clock is behind, retries each cancelled job before the
     next chunk: it is queued again, but this action does not cancel it a second time."""
-    jobs = [enqueue.create_job("demo.success", now=T0).job for _ in range(4)]
+    jobs = [enqueue.create_job(enqueue.JobSpec("demo.success"), now=T0).job for _ in range(4)]
 
     def operator_behind(_: int) -> None:
         for job in find_jobs.list_jobs(limit=10, offset=0, status="failed").results:
@@ -101,7 +107,9 @@ def test_cancel_ends_when_an_operator_queues_the_cancelled_jobs_again(app):
 
 def test_a_fixed_now_still_changes_every_waiting_job_once(app):
     """``now=`` a time (not a clock) is the time of every chunk, as before."""
-    jobs = [enqueue.create_job("demo.success", available_at=at(60), now=T0).job for _ in range(5)]
+    jobs = [
+        enqueue.create_job(enqueue.JobSpec("demo.success", available_at=at(60)), now=T0).job for _ in range(5)
+    ]
     outcome = actions.run("run_now", actions.Selection(), event_data={"actor": "olga"}, chunk=2, now=T0)
     assert (outcome.changed, outcome.chunks) == (5, 3)
     for job in jobs:

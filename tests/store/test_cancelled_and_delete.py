@@ -30,7 +30,7 @@ ACTOR = {"actor": "olga", "role": "operator", "source": "dashboard"}
 
 
 def _cancelled() -> tuple:
-    job = enqueue.create_job("mail.send", {}, now=T0).job
+    job = enqueue.create_job(enqueue.JobSpec("mail.send", {}), now=T0).job
     outcome = actions.run_one("cancel", job.id, event_data=ACTOR)
     assert outcome.changed and outcome.status == "failed"
     return job, read_jobs.get_job(job.id)
@@ -61,7 +61,7 @@ def test_counts_figures_and_failures_leave_cancels_out(app):
     assert (totals.failed, totals.cancelled, totals.counted_at) == (1, 1, None)
     row = next(r for r in read_overview.queue_detail(now).types if r.type == "mail.send")
     assert row.failed_24h.value == 1  # "failed, 24 h": the failure, not the cancel
-    enqueue.create_job("demo.fail", {}, now=now)
+    enqueue.create_job(enqueue.JobSpec("demo.fail", {}), now=now)
     assert [f.job.id for f in read_stats.latest_failures()] == []  # no failed event: no failure
     assert failure.cancelled_at is None
 
@@ -102,7 +102,7 @@ def test_bulk_retry_leaves_cancelled_jobs_out_unless_asked(app):
 
 
 def test_delete_takes_finished_jobs_with_their_events_and_audits_each(app):
-    done = enqueue.create_job("demo.success", {}, now=T0).job
+    done = enqueue.create_job(enqueue.JobSpec("demo.success", {}), now=T0).job
     (claimed,) = lifecycle.claim_jobs("w:1:thread-1:a", lease_seconds=30, now=T0)
     lifecycle.complete_job(claimed.id, "w:1:thread-1:a", 1, {"ok": True}, now=T0 + timedelta(seconds=1))
     queued = make_job("queued")

@@ -16,7 +16,7 @@ from .helpers import LEASE, T0, at, claim, event_types, fresh
 
 
 def test_successful_claim_sets_owner_lease_attempt_and_event(app):
-    created = enqueue.create_job("demo.success", {"n": 1}, now=T0).job
+    created = enqueue.create_job(enqueue.JobSpec("demo.success", {"n": 1}), now=T0).job
     job = claim("w1", now=at(1))
     assert job is not None and job.id == created.id
     assert job.status == "running"
@@ -50,7 +50,7 @@ def test_priority_then_available_at_then_created_at_order(app):
 
 
 def test_future_jobs_are_not_claimed_until_available(app):
-    delayed = enqueue.create_job("demo.success", available_at=at(60), now=T0).job
+    delayed = enqueue.create_job(enqueue.JobSpec("demo.success", available_at=at(60)), now=T0).job
     assert claim("w", now=at(59)) is None
     job = claim("w", now=at(60))
     assert job is not None and job.id == delayed.id
@@ -78,7 +78,7 @@ def test_many_threads_claim_each_job_exactly_once(app: Flask):
     jobs = 600
     threads = 10
     for i in range(jobs):
-        enqueue.create_job("demo.success", {"i": i}, now=T0)
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"i": i}), now=T0)
     claimed: list[tuple[str, object]] = []
     lock = threading.Lock()
     errors: list[BaseException] = []

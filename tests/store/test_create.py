@@ -20,7 +20,7 @@ from .helpers import T0, at, event_types
 
 
 def test_create_sets_defaults_and_emits_created(app):
-    result = enqueue.create_job("demo.success", {"sleep_seconds": 1}, now=T0)
+    result = enqueue.create_job(JobSpec("demo.success", {"sleep_seconds": 1}), now=T0)
     job = result.job
     assert result.created is True
     assert (job.status, job.priority, job.attempts, job.max_attempts) == ("queued", 50, 0, 3)
@@ -34,12 +34,12 @@ def test_create_sets_defaults_and_emits_created(app):
 
 
 def test_create_without_payload_stores_an_empty_object(app):
-    assert enqueue.create_job("demo.success", now=T0).job.payload == {}
+    assert enqueue.create_job(JobSpec("demo.success"), now=T0).job.payload == {}
 
 
 def test_idempotency_key_returns_the_existing_job(app):
-    first = enqueue.create_job("demo.success", {"a": 1}, idempotency_key="k-1", now=T0)
-    second = enqueue.create_job("demo.fail", {"b": 2}, idempotency_key="k-1", now=at(5))
+    first = enqueue.create_job(JobSpec("demo.success", {"a": 1}, idempotency_key="k-1"), now=T0)
+    second = enqueue.create_job(JobSpec("demo.fail", {"b": 2}, idempotency_key="k-1"), now=at(5))
     assert first.created is True and second.created is False
     assert second.job == first.job
     assert find_jobs.list_jobs(limit=10, offset=0).count == 1
@@ -55,7 +55,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
     def run(n: int) -> None:
         with app.app_context():
             barrier.wait()
-            result = enqueue.create_job("demo.success", {"n": n}, idempotency_key="race")
+            result = enqueue.create_job(JobSpec("demo.success", {"n": n}, idempotency_key="race"))
             with lock:
                 results.append(result)
 
@@ -84,7 +84,7 @@ def test_threads_racing_on_one_key_leave_one_row(app: Flask):
 )
 def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
     with pytest.raises(ValueError):
-        enqueue.create_job(**kwargs)
+        enqueue.create_job(JobSpec(**kwargs))
     assert find_jobs.list_jobs(limit=10, offset=0).count == 0
 
 
@@ -93,7 +93,7 @@ def test_engine_refuses_invalid_input_and_writes_nothing(app, kwargs):
 )
 def test_a_type_with_a_control_or_format_character_is_refused_naming_it(app, job_type):
     with pytest.raises(ValueError, match=r"^type must not contain control or invisible formatting"):
-        enqueue.create_job(job_type)
+        enqueue.create_job(JobSpec(job_type))
     with pytest.raises(ValueError, match="job 1: type must not contain"):
         enqueue.create_jobs([JobSpec("ok"), JobSpec(job_type)])
     with pytest.raises(ValueError, match="a job type must not contain"):

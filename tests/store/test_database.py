@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent(
     app = create_app({"ENABLE_DEBUG_TOOLBAR": "false"})
     with app.app_context():
         if sys.argv[1] == "create":
-            job = enqueue.create_job("demo.success", idempotency_key="shared").job
+            job = enqueue.create_job(enqueue.JobSpec("demo.success", idempotency_key="shared")).job
         else:
             job = read_jobs.get_job(find_jobs.list_jobs(limit=1, offset=0).results[0].id)
         print(json.dumps({"id": str(job.id), "embedded": app.config["EMBEDDED_DATABASE"]}))

@@ -42,7 +42,9 @@ def worker_clock(monkeypatch):
 
 def due_job(**payload: int):
     """A job due two minutes ago, so a claim finds it whatever the worker's clock says."""
-    return enqueue.create_job("demo.success", payload, available_at=database_now() - 2 * LATE).job
+    return enqueue.create_job(
+        enqueue.JobSpec("demo.success", payload, available_at=database_now() - 2 * LATE)
+    ).job
 
 
 def test_a_claim_holds_a_full_lease_from_when_it_runs(app, worker_clock):
@@ -109,7 +111,9 @@ def test_a_failed_attempts_backoff_counts_from_the_database_clock(app, worker_cl
 
 def test_a_given_now_still_sets_the_time(app):
     """Tests move the clock with ``now=``: it wins over the database's."""
-    enqueue.create_job("demo.success", now=datetime(2026, 1, 1, tzinfo=database_now().tzinfo))
+    enqueue.create_job(
+        enqueue.JobSpec("demo.success"), now=datetime(2026, 1, 1, tzinfo=database_now().tzinfo)
+    )
     at = datetime(2026, 1, 1, 0, 1, tzinfo=database_now().tzinfo)
     job = lifecycle.claim_next_job("w1", lease_seconds=LEASE, now=at)
     assert job is not None and job.locked_until == at + timedelta(seconds=LEASE)

@@ -30,12 +30,12 @@ def received(conn: psycopg.Connection) -> int:
 
 
 def test_create_announces_a_job_available_now(listener):
-    enqueue.create_job("demo.success")
+    enqueue.create_job(enqueue.JobSpec("demo.success"))
     assert received(listener) == 1
 
 
 def test_a_delayed_job_is_not_announced(listener):
-    enqueue.create_job("demo.success", available_at=utcnow() + timedelta(hours=1))
+    enqueue.create_job(enqueue.JobSpec("demo.success", available_at=utcnow() + timedelta(hours=1)))
     assert received(listener) == 0
 
 
@@ -46,15 +46,15 @@ def test_bulk_create_announces_once(listener, count):
 
 
 def test_idempotent_repeat_announces_nothing(listener):
-    enqueue.create_job("demo.success", idempotency_key="k")
+    enqueue.create_job(enqueue.JobSpec("demo.success", idempotency_key="k"))
     assert received(listener) == 1
-    enqueue.create_job("demo.success", idempotency_key="k")
+    enqueue.create_job(enqueue.JobSpec("demo.success", idempotency_key="k"))
     assert received(listener) == 0
 
 
 def test_manual_retry_announces_and_backoff_requeue_does_not(listener):
     now = utcnow()
-    enqueue.create_job("demo.fail", max_attempts=2, now=now)
+    enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=2), now=now)
     assert received(listener) == 1
     job = claim("w", now=now)
     fail(job, "w", now=now)  # requeued 5 s later: nothing to wake for yet

@@ -27,7 +27,7 @@ CHANGING = ("status", "attempts", "available_at", "last_error", "finished_at", "
 
 def _job(action: str, type: str):
     if action == "run_now":
-        return enqueue.create_job(type, {}, available_at=LATER, now=T0).job
+        return enqueue.create_job(enqueue.JobSpec(type, {}, available_at=LATER), now=T0).job
     return make_job(STARTS[action], type=type, now=T0)
 
 
@@ -45,7 +45,7 @@ def test_one_job_and_a_bulk_action_change_a_job_the_same_way(app, action):
     one, many = _job(action, "one.kind"), _job(action, "many.kind")
     single = actions.run_one(action, one.id, event_data=ACTOR, now=T0)
     bulk = actions.run(action, actions.Selection(type="many.kind"), event_data=ACTOR, now=T0)
-    assert isinstance(single, actions.Outcome) and isinstance(bulk, actions.Outcome)
+    assert isinstance(single, actions.ActionResult) and isinstance(bulk, actions.ActionResult)
     assert (single.action, single.changed, bulk.action, bulk.changed) == (action, 1, action, 1)
     assert _shape(one.id) == _shape(many.id)
     if action != "delete":
@@ -70,8 +70,8 @@ def test_an_unknown_action_is_refused_by_name(app):
 def test_run_now_leaves_alone_a_job_claimed_while_it_waits_for_the_row(app, libpq_url):
     """The statement reads the waiting job, then waits on the row a claim holds; once the claim
     commits the job is running, and run now must not touch it (its UPDATE repeats the fence)."""
-    job = enqueue.create_job("demo.success", {}, available_at=LATER, now=T0).job
-    outcome: list[actions.Outcome] = []
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=LATER), now=T0).job
+    outcome: list[actions.ActionResult] = []
     with psycopg.connect(libpq_url) as claimer:
         claimer.execute(
             "UPDATE jobs_job SET status = 'running', attempts = 1, locked_by = 'w', "
@@ -89,7 +89,7 @@ def test_run_now_leaves_alone_a_job_claimed_while_it_waits_for_the_row(app, libp
     assert after.available_at == LATER and [e.type for e in read_jobs.job_events(job.id)] == ["created"]
 
 
-def _run_now(app, job_id) -> actions.Outcome:
+def _run_now(app, job_id) -> actions.ActionResult:
     with app.app_context():
         return actions.run_one("run_now", job_id, event_data=ACTOR, now=T0)
 

@@ -42,7 +42,7 @@ def test_a_capped_count_says_more_than():
 
 def test_claims_record_the_wait_and_outcomes_the_run_time(app):
     now = values.utcnow()
-    job = enqueue.create_job("demo.success", {}, available_at=now - timedelta(seconds=2)).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=now - timedelta(seconds=2))).job
     claimed = lifecycle.claim_next_job("w1", lease_seconds=30, now=now + timedelta(seconds=1))
     assert claimed is not None and claimed.id == job.id
     lifecycle.complete_job(job.id, "w1", claimed.attempts, {"ok": True}, now=now + timedelta(seconds=4))
@@ -66,7 +66,7 @@ def test_the_charts_read_at_most_the_newest_cap_claims_and_outcomes_and_say_so(a
     start = values.utcnow().replace(second=0, microsecond=0) - timedelta(minutes=10)
     for i in range(3):
         at = start + timedelta(minutes=i)
-        job = enqueue.create_job("demo.success", {}, now=at).job
+        job = enqueue.create_job(enqueue.JobSpec("demo.success", {}), now=at).job
         claimed = lifecycle.claim_next_job("w1", lease_seconds=30, now=at + timedelta(seconds=1))
         assert claimed is not None and claimed.id == job.id
         lifecycle.complete_job(job.id, "w1", 1, {}, now=at + timedelta(seconds=3))
@@ -111,7 +111,9 @@ BURST = 50_000
 
 
 def _settle(at, *, fail: bool = False) -> None:
-    job = enqueue.create_job("demo.fail" if fail else "demo.success", {}, max_attempts=1, now=at).job
+    job = enqueue.create_job(
+        enqueue.JobSpec("demo.fail" if fail else "demo.success", {}, max_attempts=1), now=at
+    ).job
     claimed = lifecycle.claim_next_job("w1", lease_seconds=30, now=at)
     assert claimed is not None and claimed.id == job.id
     if fail:
@@ -197,7 +199,10 @@ def test_every_settle_records_type_and_run_time_with_and_without_progress(app):
     fail (retry and for good), each with and without pending progress, progress first."""
     t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
-    ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=2).job.id for _ in range(6)]
+    ids = [
+        enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=t0, max_attempts=2)).job.id
+        for _ in range(6)
+    ]
     report = lifecycle.progress_report("half", {"percent": 50}, now=later[1])
 
     first = _claim("w1", later[1])
@@ -247,7 +252,10 @@ def test_a_settle_given_the_start_computes_run_time_from_it(app):
     each statement's figure shows which one it used."""
     t0 = values.utcnow()
     later = [t0 + timedelta(seconds=s) for s in range(12)]
-    ids = [enqueue.create_job("demo.success", {}, available_at=t0, max_attempts=1).job.id for _ in range(4)]
+    ids = [
+        enqueue.create_job(enqueue.JobSpec("demo.success", {}, available_at=t0, max_attempts=1)).job.id
+        for _ in range(4)
+    ]
     first = _claim("w1", later[1])
     lifecycle.complete_job(first.id, "w1", 1, None, started_at=later[0], now=later[2])  # COMPLETE
     second = _claim("w1", later[2])
@@ -265,3 +273,14 @@ def test_a_settle_given_the_start_computes_run_time_from_it(app):
         [outcome] = [e for e in read_jobs.job_events(job_id) if e.type in {"succeeded", "failed"}]
         runs[job_id] = outcome.data["run_ms"]
     assert runs == {ids[0]: 2000, ids[1]: 2000, ids[2]: 2000, ids[3]: 3000}
+
+
+def test_the_chart_read_names_exactly_the_kinds_the_index_holds():
+    """``hour_figures`` writes the kinds out (so every plan can prove the partial index's
+    predicate): they are states.CHART_EVENTS, no more and no less."""
+    from dashboard.store.sql import STATEMENTS
+    from dashboard.store.states import CHART_EVENTS
+
+    sql = STATEMENTS["hour_figures"].sql
+    written = sql.split("WHERE type IN (", 1)[1].split(")", 1)[0]
+    assert [kind.strip().strip("'") for kind in written.split(",")] == list(CHART_EVENTS)

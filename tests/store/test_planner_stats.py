@@ -130,7 +130,7 @@ def plan_on_a_tiny_table(conn: Connection) -> None:
     """Single creates on ``conn`` while ``jobs_job`` is a page: its foreign-key check's cached
     plan is a sequential scan."""
     for n in range(10):
-        enqueue.create_job("demo.success", {"n": n}, conn=conn)
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"n": n}), conn=conn)
 
 
 def test_a_bulk_create_into_a_small_table_plans_the_check_afresh(app, no_check_yet):
@@ -168,7 +168,7 @@ def test_the_check_runs_once_per_so_many_jobs(app, no_check_yet, monkeypatch):
     monkeypatch.setattr(planner_stats, "analyze_grown", lambda conn=None: calls.append(1) or [])
     create(planner_stats.CHECK_EVERY_JOBS - 1, "almost")
     assert calls == []
-    enqueue.create_job("demo.success")
+    enqueue.create_job(enqueue.JobSpec("demo.success"))
     assert calls == [1]
     create(10, "again")
     assert calls == [1]

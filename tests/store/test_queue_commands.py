@@ -13,7 +13,7 @@ from dashboard.store.reads import queues as read_queues
 def test_queues_list_pause_and_resume(app):
     runner = app.test_cli_runner()
     assert "No queues yet" in runner.invoke(args=["queues"]).output
-    enqueue.create_job("demo.success", queue="mail")
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
     queues.set_limits("mail", concurrency_limit=2)
     paused = runner.invoke(args=["queues", "pause", "mail"])
     assert paused.exit_code == 0 and "mail: paused" in paused.output

@@ -19,7 +19,8 @@ from tests.store.helpers import LEASE, T0, at, cleanup, event_types, record_stat
 
 def make(queue: str | None, n: int = 1, now=T0, **fields) -> list:
     return [
-        enqueue.create_job("demo.success", {"i": i}, queue=queue, now=now, **fields).job for i in range(n)
+        enqueue.create_job(JobSpec("demo.success", {"i": i}, queue=queue, **fields), now=now).job
+        for i in range(n)
     ]
 
 
@@ -54,7 +55,7 @@ def test_a_job_is_in_default_unless_it_names_a_queue(app):
 @pytest.mark.parametrize("bad", ["", "a b", "x" * 65, "é", "a/b", "\x00"])
 def test_an_invalid_queue_name_is_refused_naming_queue_and_writes_nothing(app, bad):
     with pytest.raises(ValueError, match="queue"):
-        enqueue.create_job("demo.success", queue=bad)
+        enqueue.create_job(JobSpec("demo.success", queue=bad))
     with pytest.raises(ValueError, match="queue"):
         enqueue.create_jobs([JobSpec("demo.success")], queue=bad)
     with pytest.raises(ValueError, match="queue"):

@@ -59,7 +59,7 @@ def test_shrinking_a_used_ring_of_the_largest_count_to_one_is_quick_and_holds_at
     assert ring("r") == [newest]  # the newest claim of the window stays counted
 
     for i in range(3):
-        enqueue.create_job("demo.success", {"i": i}, queue="r", now=T0)
+        enqueue.create_job(enqueue.JobSpec("demo.success", {"i": i}, queue="r"), now=T0)
     assert claim(at(11)) == []  # the window's one claim is taken
     free_at = newest[1] + timedelta(seconds=PERIOD)
     assert len(claim(free_at)) == 1

@@ -15,7 +15,7 @@ from .helpers import T0, at, claim
 
 
 def test_job_list_limit_offset_newest_first(app):
-    ids = [enqueue.create_job("demo.success", now=at(i)).job.id for i in range(7)]
+    ids = [enqueue.create_job(enqueue.JobSpec("demo.success"), now=at(i)).job.id for i in range(7)]
     page1 = find_jobs.list_jobs(limit=3, offset=0)
     page3 = find_jobs.list_jobs(limit=3, offset=6)
     assert page1.count == 7
@@ -24,9 +24,9 @@ def test_job_list_limit_offset_newest_first(app):
 
 
 def test_job_list_filters_status_exactly_and_type_by_substring(app):
-    enqueue.create_job("demo.success", now=T0)
-    enqueue.create_job("Demo.Slow", now=T0)
-    enqueue.create_job("mail.send", now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.success"), now=T0)
+    enqueue.create_job(enqueue.JobSpec("Demo.Slow"), now=T0)
+    enqueue.create_job(enqueue.JobSpec("mail.send"), now=T0)
     make_job("failed", type="demo.fail")
     assert find_jobs.list_jobs(limit=10, offset=0, type="DEMO").count == 3
     assert find_jobs.list_jobs(limit=10, offset=0, status="queued", type="demo").count == 2
@@ -38,12 +38,12 @@ def test_job_list_filters_status_exactly_and_type_by_substring(app):
 
 def test_event_feed_walk_visits_each_older_event_once_while_new_ones_arrive(app):
     for i in range(10):
-        enqueue.create_job("demo.success", now=at(i))
+        enqueue.create_job(enqueue.JobSpec("demo.success"), now=at(i))
     seen: list[int] = []
     page = read_jobs.list_events(limit=3)
     while True:
         seen.extend(e.id for e in page.results)
-        enqueue.create_job("demo.success", now=at(100))  # new events between pages
+        enqueue.create_job(enqueue.JobSpec("demo.success"), now=at(100))  # new events between pages
         if not page.has_older:
             break
         page = read_jobs.list_events(limit=3, before=page.results[-1].id)
@@ -51,7 +51,7 @@ def test_event_feed_walk_visits_each_older_event_once_while_new_ones_arrive(app)
 
 
 def test_event_feed_previous_page_and_filters(app):
-    jobs = [enqueue.create_job("demo.success", now=T0).job for _ in range(3)]
+    jobs = [enqueue.create_job(enqueue.JobSpec("demo.success"), now=T0).job for _ in range(3)]
     claim("w", now=at(1))
     newer = read_jobs.list_events(limit=2, after=1)
     assert [e.id for e in newer.results] == [3, 2] and newer.has_newer is True

@@ -107,7 +107,9 @@ def test_missed_all_enqueues_each_slot_at_most_a_hundred(app):
 def test_a_slot_whose_run_exists_is_not_enqueued_again(app):
     sync([every_minute()], now=T0)
     slot = datetime(2026, 6, 1, 12, 1, tzinfo=UTC)
-    existing = enqueue.create_job("demo.success", {}, idempotency_key=run_key("tick", slot), now=T0).job
+    existing = enqueue.create_job(
+        enqueue.JobSpec("demo.success", {}, idempotency_key=run_key("tick", slot)), now=T0
+    ).job
     fired = fire_due(now=slot)
     assert [(r.job_id, r.created) for r in fired[0].runs] == [(existing.id, False)]
     assert len(schedule_jobs("tick")) == 1
@@ -193,7 +195,9 @@ def test_the_runs_read_newest_first_by_key_prefix_with_no_other_schedule_mixed_i
     sync([every_minute("tick", missed="all"), every_minute("tick2", missed="all")], now=T0)
     fire_due(now=T0 + 7 * MINUTE)
     schedules.run_now("tick", now=T0 + 7 * MINUTE)
-    enqueue.create_job("demo.success", {}, idempotency_key="schedule:tick", now=T0)  # not a run
+    enqueue.create_job(
+        enqueue.JobSpec("demo.success", {}, idempotency_key="schedule:tick"), now=T0
+    )  # not a run
     found = read_schedules.get_schedule("tick", runs=5)
     assert found is not None
     keys = [r.idempotency_key for r in found.runs]

@@ -65,14 +65,18 @@ def test_a_paused_full_or_rate_limited_queue_is_the_only_reason_given(app):
     assert _kinds(later) == ["scheduled", "paused"]  # its own time, then its queue
 
     queues.set_limits("full", concurrency_limit=1)
-    enqueue.create_job("demo.success", queue="full", now=NOW - timedelta(seconds=9))
-    full = enqueue.create_job("demo.success", queue="full", now=NOW - timedelta(seconds=5)).job
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="full"), now=NOW - timedelta(seconds=9))
+    full = enqueue.create_job(
+        enqueue.JobSpec("demo.success", queue="full"), now=NOW - timedelta(seconds=5)
+    ).job
     assert len(lifecycle.claim_jobs(WORKER, lease_seconds=30, limit=2, queues=["full"], now=NOW)) == 1
     assert _kinds(full) == ["queue_full"]
 
     queues.set_limits("rated", rate_limit={"count": 1, "period_seconds": 3600})
-    enqueue.create_job("demo.success", queue="rated", now=NOW - timedelta(seconds=9))
-    rated = enqueue.create_job("demo.success", queue="rated", now=NOW - timedelta(seconds=5)).job
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="rated"), now=NOW - timedelta(seconds=9))
+    rated = enqueue.create_job(
+        enqueue.JobSpec("demo.success", queue="rated"), now=NOW - timedelta(seconds=5)
+    ).job
     assert len(lifecycle.claim_jobs(WORKER, lease_seconds=30, limit=2, queues=["rated"], now=NOW)) == 1
     assert _kinds(rated) == ["rate_limited"]
 

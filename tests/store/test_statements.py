@@ -108,3 +108,17 @@ def test_a_statement_is_sent_with_numbered_placeholders_converted_once(app):
         assert row == {"a": 1, "b": "two", "again": 1, "pct": "x%", "channel": sql.NOTIFY_CHANNEL}
         with pytest.raises(KeyError, match="'b'"):
             connection.fetch_rows(conn, statement.clause, {"a": 1})
+
+
+def test_values_written_out_in_statements_are_their_constants():
+    """A statement (or a predicate that must match an index's) writes a few of the store's
+    constants out whole instead of assembling them: each still says what the constant does."""
+    from dashboard.limits import DEFAULT_QUEUE
+    from dashboard.store import planner_stats
+    from dashboard.store.reads import lists
+
+    below = planner_stats.CUSTOM_PLANS_BELOW_PAGES
+    assert f"< {below} * current_setting('block_size')" in planner_stats.CUSTOM_PLANS_WHILE_SMALL
+    assert lists.IN_NAMED_QUEUE.text == f"queue <> '{DEFAULT_QUEUE}'"
+    assert set(planner_stats.ANALYZE) == set(planner_stats.TABLES)
+    assert all(command.endswith(f" {table}") for table, command in planner_stats.ANALYZE.items())

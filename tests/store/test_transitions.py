@@ -16,7 +16,7 @@ from .helpers import BACKOFF, LEASE, T0, at, claim, cleanup, event_types, fail, 
 
 @pytest.fixture
 def running(app):
-    enqueue.create_job("demo.success", {"x": 1}, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.success", {"x": 1}), now=T0)
     job = claim("owner", now=T0)
     assert job is not None
     return job
@@ -33,7 +33,7 @@ def test_complete_by_owner(running):
 
 
 def test_failure_schedules_retry_with_exponential_backoff(app):
-    enqueue.create_job("demo.fail", max_attempts=4, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=4), now=T0)
     now = T0
     expected_delays = [5, 10, 20]
     for attempt, delay in enumerate(expected_delays, start=1):
@@ -54,7 +54,7 @@ def test_failure_schedules_retry_with_exponential_backoff(app):
 
 
 def test_exhausted_attempts_become_failed(app):
-    enqueue.create_job("demo.fail", max_attempts=2, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=2), now=T0)
     job = claim("w", now=T0)
     fail(job, "w", "first", now=T0)
     job = claim("w", now=at(5))
@@ -136,7 +136,7 @@ def test_finished_job_cannot_be_touched_by_its_former_owner(running):
 
 
 def test_stale_worker_scenario_step_by_step(app):
-    enqueue.create_job("demo.success", max_attempts=3, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.success", max_attempts=3), now=T0)
     # 1. Worker A claims job attempt 1.
     a = claim("worker-A", now=T0)
     assert a is not None and a.attempts == 1
@@ -163,7 +163,7 @@ def test_stale_worker_scenario_step_by_step(app):
 
 
 def test_cleanup_fails_a_job_whose_attempts_are_exhausted(app):
-    enqueue.create_job("demo.timeout", max_attempts=1, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.timeout", max_attempts=1), now=T0)
     job = claim("w", now=T0)
     result = cleanup(now=at(LEASE + 1))
     assert result.failed == [job.id] and result.requeued == []
@@ -175,7 +175,7 @@ def test_cleanup_fails_a_job_whose_attempts_are_exhausted(app):
 
 
 def test_cleanup_uses_each_jobs_own_attempt_for_backoff(app):
-    enqueue.create_job("demo.timeout", max_attempts=5, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.timeout", max_attempts=5), now=T0)
     job = claim("w", now=T0)
     cleanup(now=at(31))
     job = claim("w", now=at(40))  # attempt 2
@@ -186,10 +186,10 @@ def test_cleanup_uses_each_jobs_own_attempt_for_backoff(app):
 
 def test_cleanup_is_batch_limited_and_leaves_live_leases_alone(app):
     for _ in range(5):
-        enqueue.create_job("demo.timeout", now=T0)
+        enqueue.create_job(enqueue.JobSpec("demo.timeout"), now=T0)
     for _ in range(5):
         claim("w", now=T0)
-    enqueue.create_job("demo.success", now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.success"), now=T0)
     live = claim("w2", now=at(20))
     first = cleanup(now=at(31), batch=3)
     second = cleanup(now=at(31), batch=3)
@@ -210,7 +210,7 @@ def test_expired_but_unrecovered_lease_still_belongs_to_its_worker(running):
 
 
 def test_manual_retry_of_a_failed_job(app):
-    enqueue.create_job("demo.fail", max_attempts=1, now=T0)
+    enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=1), now=T0)
     job = claim("w", now=T0)
     fail(job, "w", "fatal", now=at(1))
     result = actions.run_one("retry", job.id, event_data={"actor": "test"}, now=at(10))

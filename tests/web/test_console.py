@@ -225,7 +225,7 @@ def test_why_not_running_texts(app, client):
 
 
 def test_failed_job_lists_each_attempts_error_with_traceback_lines(app, client):
-    job = enqueue.create_job("demo.fail", {}, max_attempts=2).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.fail", {}, max_attempts=2)).job
     for attempt in (1, 2):
         claimed = lifecycle.claim_next_job("w:1:thread-1:a", lease_seconds=30)
         trace = (

@@ -29,7 +29,9 @@ HX = {"HX-Request": "true"}
 @pytest.fixture
 def hostile_jobs(app) -> dict[str, uuid.UUID]:
     """A failed job and a succeeded job carrying markup in every user-controlled field."""
-    created = enqueue.create_job(SCRIPT, {SCRIPT: [HOSTILE, {"k": BREAKOUT}]}, idempotency_key=HOSTILE).job
+    created = enqueue.create_job(
+        enqueue.JobSpec(SCRIPT, {SCRIPT: [HOSTILE, {"k": BREAKOUT}]}, idempotency_key=HOSTILE)
+    ).job
     running = make_job(
         "running",
         type=SCRIPT,

@@ -15,7 +15,7 @@ def _ids(html: str) -> list[int]:
 
 
 def _jobs(n: int) -> list[uuid.UUID]:
-    return [enqueue.create_job("demo.success").job.id for _ in range(n)]  # one event each
+    return [enqueue.create_job(enqueue.JobSpec("demo.success")).job.id for _ in range(n)]  # one event each
 
 
 def test_feed_page_newest_first_with_cursor_links(app, client):
@@ -123,7 +123,7 @@ def test_older_pages_have_no_live_notice(app, client):
 
 
 def test_event_data_is_escaped(app, client):
-    enqueue.create_job("<img src=x onerror=alert(1)>")
+    enqueue.create_job(enqueue.JobSpec("<img src=x onerror=alert(1)>"))
     html = client.get("/events/").get_data(as_text=True)
     assert "<img src=x" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -47,7 +47,7 @@ def assert_clean(response: Any, expected: int) -> str:
 @pytest.fixture
 def existing(app) -> dict[str, Any]:
     """One job of each end state, so 'unchanged' means something; the snapshot before the request."""
-    enqueue.create_job("demo.success", {"existing": True}, idempotency_key="existing")
+    enqueue.create_job(enqueue.JobSpec("demo.success", {"existing": True}, idempotency_key="existing"))
     failed = make_job("failed", last_error="boom")
     return {"failed": failed, "before": table_snapshot()}
 

@@ -171,7 +171,7 @@ def test_job_type_is_escaped_in_the_list(app, client):
 
 
 def test_detail_shows_fields_payload_result_and_timeline(app, client):
-    job = enqueue.create_job("demo.success", {"sleep_seconds": 1}, idempotency_key="k-1").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 1}, idempotency_key="k-1")).job
     claimed = lifecycle.claim_next_job("w:1:thread-1:aaaa", lease_seconds=30)
     assert claimed is not None
     lifecycle.complete_job(job.id, "w:1:thread-1:aaaa", 1, {"answer": 42})
@@ -187,7 +187,7 @@ def test_detail_shows_fields_payload_result_and_timeline(app, client):
 
 
 def test_detail_of_a_running_job_shows_owner_lease_and_progress_and_polls(app, client):
-    job = enqueue.create_job("demo.slow").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.slow")).job
     claimed = lifecycle.claim_next_job("w:1:thread-2:bbbb", lease_seconds=30)
     assert claimed is not None
     lifecycle.record_progress(job.id, "w:1:thread-2:bbbb", 1, message="halfway", data={"percent": 40})
@@ -222,7 +222,7 @@ def test_a_queued_job_polls_and_a_failed_one_offers_retry(app, client):
 
 
 def test_payload_with_script_is_shown_as_text(app, client):
-    job = enqueue.create_job("demo.success", {"html": "<script>alert(1)</script>"}).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", {"html": "<script>alert(1)</script>"})).job
     html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -197,7 +197,7 @@ def test_a_payload_search_is_not_re_run_by_polls(app, client):
 
 
 def test_the_feed_shows_each_events_job_type_and_links_its_worker(app, client):
-    job = enqueue.create_job("mail.send", {}).job
+    job = enqueue.create_job(enqueue.JobSpec("mail.send", {})).job
     lifecycle.claim_next_job("hostA:11:thread-1:ab", lease_seconds=30)
     html = client.get("/events/").get_data(as_text=True)
     assert 'data-label="job type"' in html and "mail.<wbr>send" in html

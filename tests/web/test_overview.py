@@ -63,7 +63,7 @@ def test_oldest_ready_wait_and_empty_queue(app, client):
 
 
 def _finish(job_type: str, error: str | None = None) -> None:
-    job = enqueue.create_job(job_type, max_attempts=1).job
+    job = enqueue.create_job(enqueue.JobSpec(job_type, max_attempts=1)).job
     claimed = lifecycle.claim_next_job("host:1:thread-1:abcd", lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     if error is None:

@@ -26,7 +26,9 @@ FINISHED_SQL = """
 
 
 def _settle(at, *, fail: bool = False) -> None:
-    job = enqueue.create_job("demo.fail" if fail else "demo.success", max_attempts=1, now=at).job
+    job = enqueue.create_job(
+        enqueue.JobSpec("demo.fail" if fail else "demo.success", max_attempts=1), now=at
+    ).job
     claimed = lifecycle.claim_next_job(WORKER, lease_seconds=30, now=at)
     assert claimed is not None and claimed.id == job.id
     if fail:

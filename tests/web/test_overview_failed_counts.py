@@ -12,14 +12,14 @@ WORKER = "host:1:thread-1:abcd"
 
 
 def _fail() -> None:
-    job = enqueue.create_job("demo.fail", max_attempts=1).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.fail", max_attempts=1)).job
     claimed = lifecycle.claim_next_job(WORKER, lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     lifecycle.fail_job(job.id, WORKER, 1, "boom", backoff_base_seconds=1, backoff_max_seconds=1)
 
 
 def _cancel() -> None:
-    job = enqueue.create_job("demo.success").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success")).job
     assert actions.run_one("cancel", job.id).changed == 1
 
 

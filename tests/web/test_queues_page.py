@@ -12,14 +12,14 @@ from tests.support.forms import csrf_token
 
 
 def test_the_page_lists_each_queue_with_its_figures_and_is_linked_from_the_header(app, client):
-    enqueue.create_job("demo.success", queue="mail")
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
     page = client.get("/queues/").get_data(as_text=True)
     assert 'data-queue="mail"' in page and 'data-paused="false"' in page
     assert 'href="/queues/"' in client.get("/").get_data(as_text=True)
 
 
 def test_an_operator_pauses_and_resumes_with_the_csrf_token_and_it_is_shown(app, client):
-    enqueue.create_job("demo.success", queue="mail")
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
     assert client.post("/queues/mail/pause/", data={}).status_code == 400  # no CSRF token
     assert not read_queues.get_queue("mail").paused
     token = csrf_token(client, "/queues/")
@@ -34,7 +34,7 @@ def test_an_operator_pauses_and_resumes_with_the_csrf_token_and_it_is_shown(app,
 
 
 def test_the_limits_form_sets_and_clears_and_refuses_bad_values(app, client):
-    enqueue.create_job("demo.success", queue="mail")
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
     token = csrf_token(client, "/queues/")
     form = {"csrf_token": token, "concurrency_limit": "2", "rate_count": "5", "rate_period_seconds": "60"}
     saved = client.post("/queues/mail/limits/", data=form, follow_redirects=True).get_data(as_text=True)
@@ -49,7 +49,7 @@ def test_the_limits_form_sets_and_clears_and_refuses_bad_values(app, client):
 
 
 def test_the_job_page_and_the_overview_say_a_paused_queue_holds_the_job_back(app, client):
-    job = enqueue.create_job("demo.success", queue="mail").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail")).job
     queues.pause("mail", actor="olga")
     html = client.get(f"/jobs/{job.id}/").get_data(as_text=True)
     assert 'data-why="paused"' in html and "is paused" in html and "olga" in html
@@ -61,8 +61,8 @@ def test_the_job_page_and_the_overview_say_a_paused_queue_holds_the_job_back(app
 
 def test_the_job_page_says_the_queue_is_full(app, client):
     queues.set_limits("mail", concurrency_limit=1)
-    enqueue.create_job("demo.success", queue="mail")
-    waiting = enqueue.create_job("demo.success", queue="mail").job
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
+    waiting = enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail")).job
     assert len(lifecycle.claim_jobs("w", lease_seconds=30, limit=2, queues=["mail"])) == 1
     html = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
     assert 'data-why="queue_full"' in html and "1 of at most 1 attempts are running" in html
@@ -71,8 +71,8 @@ def test_the_job_page_says_the_queue_is_full(app, client):
 
 def test_the_rate_limited_reason(app, client):
     queues.set_limits("r", rate_limit={"count": 1, "period_seconds": 3600})
-    enqueue.create_job("demo.success", queue="r")
-    waiting = enqueue.create_job("demo.success", queue="r").job
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="r"))
+    waiting = enqueue.create_job(enqueue.JobSpec("demo.success", queue="r")).job
     assert len(lifecycle.claim_jobs("w", lease_seconds=30, limit=2, queues=["r"])) == 1
     html = client.get(f"/jobs/{waiting.id}/").get_data(as_text=True)
     assert 'data-why="rate_limited"' in html and "the next may start at" in html
@@ -83,8 +83,8 @@ def test_a_queue_no_live_worker_serves_is_named_by_the_queues_page_the_banner_an
     now = utcnow()
     mail_only = workers.Identity("h:1:x", "h", 1, now, "one-job", 2, "1", 5.0, ("demo.success",), ("mail",))
     workers.beat(mail_only, jobs_done=0, now=now)
-    job = enqueue.create_job("demo.success").job  # in default
-    enqueue.create_job("demo.success", queue="mail")
+    job = enqueue.create_job(enqueue.JobSpec("demo.success")).job  # in default
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
     page = client.get("/queues/").get_data(as_text=True)
     default_row = page.split('id="queue-default"')[1].split("</tr>")[0]
     mail_row = page.split('id="queue-mail"')[1].split("</tr>")[0]
@@ -106,7 +106,7 @@ def test_a_queue_no_live_worker_serves_is_named_by_the_queues_page_the_banner_an
 def test_a_viewer_reads_the_page_but_cannot_pause(app, database_url):
     from tests.support.secured import build, form_token, sign_in
 
-    enqueue.create_job("demo.success", queue="mail")
+    enqueue.create_job(enqueue.JobSpec("demo.success", queue="mail"))
     with build(database_url) as secured:
         anonymous = secured.test_client()
         assert anonymous.get("/queues/").status_code in (302, 303)  # to the sign-in page

@@ -19,7 +19,7 @@ BACKOFF = {"backoff_base_seconds": 1.0, "backoff_max_seconds": 1.0}
 
 
 def _run(job_type: str, worker: str, at: datetime, error: str | None = None, max_attempts: int = 1):
-    job = enqueue.create_job(job_type, max_attempts=max_attempts, now=at).job
+    job = enqueue.create_job(enqueue.JobSpec(job_type, max_attempts=max_attempts), now=at).job
     assert lifecycle.claim_next_job(worker, lease_seconds=30, now=at) is not None
     if error is None:
         return lifecycle.complete_job(job.id, worker, 1, {}, now=at)
@@ -54,7 +54,7 @@ def test_latest_failures_lists_still_failed_jobs_once_newest_first(app):
 
 
 def test_count_events_after_is_filtered_and_capped(app):
-    jobs = [enqueue.create_job("a", now=T0).job for _ in range(5)]
+    jobs = [enqueue.create_job(enqueue.JobSpec("a"), now=T0).job for _ in range(5)]
     assert read_jobs.count_events_after(2) == 3
     assert read_jobs.count_events_after(0, cap=4) == 4
     assert read_jobs.count_events_after(0, type="claimed") == 0
@@ -67,10 +67,10 @@ def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, 
     from dashboard.extensions import db
 
     big = {"blob": "x" * 1_000_000}
-    job = enqueue.create_job("demo.success", big).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", big)).job
     assert lifecycle.claim_next_job("w", lease_seconds=30) is not None
     lifecycle.complete_job(job.id, "w", 1, big)
-    failed = enqueue.create_job("demo.fail", big, max_attempts=1).job
+    failed = enqueue.create_job(enqueue.JobSpec("demo.fail", big, max_attempts=1)).job
     assert lifecycle.claim_next_job("w", lease_seconds=30) is not None
     lifecycle.fail_job(failed.id, "w", 1, "boom", **BACKOFF)
 

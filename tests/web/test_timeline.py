@@ -23,7 +23,7 @@ WORKER = "w:1:thread-1:aaaa"
 
 
 def _long_running_job():
-    job = enqueue.create_job("demo.slow").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.slow")).job
     claimed = lifecycle.claim_next_job(WORKER, lease_seconds=30)
     assert claimed is not None and claimed.id == job.id
     for percent in range(0, 100, 1):
@@ -52,7 +52,7 @@ def test_progress_and_renewals_fold_into_one_line_and_the_poll_sends_only_what_c
 
 def test_new_lifecycle_events_are_appended_after_the_last_shown(app, client):
     later = datetime.now(UTC) + timedelta(hours=1)
-    job = enqueue.create_job("demo.success", available_at=later).job
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", available_at=later)).job
     created = read_jobs.job_events(job.id)[0].id
     response = client.get(f"/jobs/{job.id}/live/?after={created}&status=queued", headers=HX)
     assert b"beforeend:#timeline" not in response.get_data()  # nothing new yet
@@ -101,7 +101,7 @@ def event_rows_read() -> Iterator[list[int]]:
 def test_a_job_with_many_events_is_read_as_a_window_on_its_page_and_in_its_poll(app, client):
     """3,000 progress reports: the page and each poll read at most TIMELINE_EVENTS_MAX + 1 of
     them (they read all 3,000 before); the page says where the older ones are."""
-    job = enqueue.create_job("demo.slow").job
+    job = enqueue.create_job(enqueue.JobSpec("demo.slow")).job
     assert lifecycle.claim_next_job(WORKER, lease_seconds=30).id == job.id
     _flood(job.id, 3 * TIMELINE_EVENTS_MAX)
     with event_rows_read() as counts:

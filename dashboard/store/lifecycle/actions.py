@@ -1,7 +1,7 @@
 """Operator actions on one job or on many at once: retry, cancel, run now, delete.
 
 Each action is one statement (``actions.sql``), the same for one job (:func:`run_one`) and for
-each chunk of a bulk action (:func:`run`), and both answer with one :class:`Outcome`.
+each chunk of a bulk action (:func:`run`), and both answer with one :class:`ActionResult`.
 
 - *retry*: failed -> queued, attempts reset, available now (event ``manual_retry``);
 - *cancel*: queued -> failed, ``last_error`` "Cancelled by <actor>" (event ``cancelled``);
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, func, select, text
+from sqlalchemy import ColumnElement, Connection, func, select
 
 from ...extensions import engine
 from ..models import JobEvent
@@ -68,6 +68,7 @@ STATEMENTS = {
     "run_now": query("run_now"),
     "delete": query("delete"),
 }
+TYPES_WITH_SQL = query("types_with_status")
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ActionResult:
     """What an action changed: ``changed`` jobs, in ``chunks`` transactions.
 
     An action on one job (:func:`run_one`) also says what became of it: ``status``, its status
@@ -116,6 +117,8 @@ def _message(action: str, event_data: dict[str, Any]) -> str:
 
 
 def _where(conn: Connection, action: str, selection: Selection, now: datetime) -> list[ColumnElement[bool]]:
+    # The job list's builders (reads/lists.py, SQLAlchemy Core), keyed by the selection the doors
+    # built from a bulk form or request (web/bulk.py, api/bulk.py) and by the action's status.
     status = ACTION_STATUS[action] or (selection.status if selection.status in FINISHED else None)
     types = types_matching(conn, selection.type) if selection.type else None
     where = filters(status, types, selection.queue)
@@ -168,7 +171,7 @@ def run(
     event_data: dict[str, Any],
     chunk: int = CHUNK,
     now: datetime | Clock | None = None,
-) -> Outcome:
+) -> ActionResult:
     """Apply ``action`` to every selected job, ``chunk`` jobs per transaction.
 
     ``now``: the time of every chunk, or a clock read once per chunk (default: the system's).
@@ -200,7 +203,7 @@ def run(
         changed += done
         if not done:
             break
-    return Outcome(action=action, changed=changed, chunks=chunks)
+    return ActionResult(action=action, changed=changed, chunks=chunks)
 
 
 def run_one(
@@ -209,7 +212,7 @@ def run_one(
     *,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
-) -> Outcome:
+) -> ActionResult:
     """``action`` on one job, in one transaction with its event (a delete: its audit row),
     fenced by the status the action takes: a job in another status is left as it is
     (``changed`` 0, ``status`` saying which). ``ValueError`` for an unknown ``action``."""
@@ -227,16 +230,7 @@ def run_one(
             row = conn.execute(the_job).mappings().first()
     job = JobRecord.from_row(row) if row is not None else None
     status = job.status if job is not None else None
-    return Outcome(action, changed, status=status, job=None if action == "delete" and changed else job)
-
-
-TYPES_WITH_SQL = text(
-    """
-    SELECT t FROM unnest(CAST(:types AS text[])) AS t
-    WHERE EXISTS (SELECT 1 FROM jobs_job WHERE type = t AND status = :status)
-    ORDER BY t
-    """
-)
+    return ActionResult(action, changed, status=status, job=None if action == "delete" and changed else job)
 
 
 def types_with(status: str, selection: Selection, *, limit: int = 50) -> list[str]:

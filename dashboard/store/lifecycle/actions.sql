@@ -76,3 +76,10 @@ WITH changed AS (
     FROM changed
 )
 SELECT id FROM changed
+
+-- name: types_with_status
+-- Of the job types :types, those that have jobs in :status, by name (a bulk retry's types).
+-- One probe of job_type_created_idx (type, status, ...) per type.
+SELECT t FROM unnest(CAST(:types AS text[])) AS t
+WHERE EXISTS (SELECT 1 FROM jobs_job WHERE type = t AND status = :status)
+ORDER BY t

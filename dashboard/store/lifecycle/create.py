@@ -1,8 +1,10 @@
 """Enqueueing: one job (``create_job``) or many in one transaction (``create_jobs``), each
-with its ``created`` event, deduplicated by idempotency key.
+described by a :class:`JobSpec` and written with its ``created`` event, deduplicated by
+idempotency key.
 
-The doors and the Python API call them here; the worker's transitions are in
-:mod:`.service`, the operator's in :mod:`.actions`.
+The doors and the Python API call them here, each with the specs it built from its
+validated input; the worker's transitions are in :mod:`.claim`, :mod:`.settle` and
+:mod:`.attempt`, the operator's in :mod:`.actions`.
 """
 
 from __future__ import annotations
@@ -42,24 +44,36 @@ FIND_BY_IDEMPOTENCY_KEY, FIND_BY_IDEMPOTENCY_KEYS = (
 )
 
 
+class JobSpec(NamedTuple):
+    """One job to create: what :func:`create_job` and :func:`create_jobs` take, built by each
+    door from its validated input. Immutable; a named tuple rather than a frozen dataclass
+    because a bulk create builds up to 1,000 of them per request, and a frozen dataclass
+    costs several times as much to build (docs/benchmarks.md, "Bulk create, set 5"). Its
+    values are checked when the job is created, not when the spec is built."""
+
+    type: str
+    payload: Any = None  # None: {}
+    priority: int = DEFAULT_PRIORITY
+    available_at: datetime | None = None  # None: now
+    max_attempts: int = 3
+    idempotency_key: str | None = None
+    queue: str | None = None  # None: the default queue
+
+
 def create_job(
-    type: str,
-    payload: Any = None,
+    spec: JobSpec,
     *,
-    priority: int = DEFAULT_PRIORITY,
-    available_at: datetime | None = None,
-    max_attempts: int = 3,
-    idempotency_key: str | None = None,
-    queue: str | None = None,
     event_data: dict[str, Any] | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
     within: Connection | None = None,
 ) -> CreateResult:
-    """Queue a job, or return the job that already holds ``idempotency_key``.
+    """Queue the job ``spec`` describes, or return the job that already holds its
+    ``idempotency_key``.
 
-    ``available_at`` defaults to ``now``. ``queue``: its named queue, ``default`` when
-    ``None`` (``ValueError`` naming ``queue`` for a name outside ``limits.QUEUE_NAME_PATTERN``).
+    ``spec.available_at`` defaults to ``now``; ``spec.queue`` ``None``: ``default``
+    (``ValueError`` naming ``queue`` for a name outside ``limits.QUEUE_NAME_PATTERN``, and
+    naming the field for any other value out of its range).
     ``event_data`` is merged into the ``created`` event (who created it, through which door).
     ``conn``: an autocommit connection (``connection.connect()``), the job committed at once.
     ``within``: instead, the caller's connection in its open transaction: the job, its event
@@ -67,18 +81,17 @@ def create_job(
     (:func:`connection.fetch_rows_within`).
     """
     now = _aware(now or utcnow(), "now")
-    spec = JobSpec(type, payload, priority, available_at, max_attempts, idempotency_key, queue)
     _check(spec)
     params = {
         "id": uuid.uuid4(),
-        "type": type,
-        "payload": {} if payload is None else payload,
-        "priority": priority,
-        "available_at": available_at or now,
-        "max_attempts": max_attempts,
-        "idempotency_key": idempotency_key,
+        "type": spec.type,
+        "payload": {} if spec.payload is None else spec.payload,
+        "priority": spec.priority,
+        "available_at": spec.available_at or now,
+        "max_attempts": spec.max_attempts,
+        "idempotency_key": spec.idempotency_key,
         "queue": spec.queue or DEFAULT_QUEUE,
-        "event_data": {"type": type, **(event_data or {})},
+        "event_data": {"type": spec.type, **(event_data or {})},
         "now": now,
     }
     if within is not None:
@@ -88,7 +101,7 @@ def create_job(
         if job is not None:
             planner_stats.after_insert(1, conn)
             return CreateResult(job=job, created=True)
-        existing = fetch_job(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": idempotency_key})
+        existing = fetch_job(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": spec.idempotency_key})
     if existing is None:  # the conflicting row vanished between the two statements
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
     return CreateResult(job=existing, created=False)
@@ -107,19 +120,6 @@ def _create_within(conn: Connection, params: dict[str, Any]) -> CreateResult:
 
 
 CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, "Bulk create in chunks")
-
-
-class JobSpec(NamedTuple):
-    """One job of a bulk create; the fields and defaults of :func:`create_job`. A named tuple:
-    a bulk create builds 1,000 of them per request, each a quarter of a frozen dataclass's cost."""
-
-    type: str
-    payload: Any = None
-    priority: int = DEFAULT_PRIORITY
-    available_at: datetime | None = None
-    max_attempts: int = 3
-    idempotency_key: str | None = None
-    queue: str | None = None  # None: the default queue
 
 
 def _check(spec: JobSpec) -> None:

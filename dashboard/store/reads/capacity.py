@@ -18,15 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
-
 from ..reading import reading
+from ..sql import query
 from ..workers import ThreadView, cleanup_interval, state_of, thread_views
 
-LIVE_SQL = text(
-    "SELECT job_types, queues, interval_seconds, last_seen, stopped_at, threads, busy, activity "
-    "FROM jobs_worker WHERE stopped_at IS NULL AND last_seen > :since"
-)
+LIVE_SQL = query("live_workers")
+OWNER_SQL = query("worker_of_pid")
 
 
 def serves(row: Any, queue: str) -> bool:
@@ -79,11 +76,6 @@ def capacity(now: datetime, job_type: str | None = None, queue: str | None = Non
         queues=frozenset(q for r in alive for q in (r["queues"] or [])),
         every_queue=any(not r["queues"] for r in alive),
     )
-
-
-OWNER_SQL = text(
-    "SELECT * FROM jobs_worker WHERE host = :host AND pid = :pid ORDER BY started_at DESC LIMIT 1"
-)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ class Walked:
     complete: bool
 
 
+# The builders below assemble SQLAlchemy Core: their keys are ``terms.error_query`` (the error
+# words of ``q``, search.parse_q, bound as a parameter) and the job list's filters (lists.filters).
 def matches(terms: Terms) -> ColumnElement[bool]:
     """The index's expression against ``terms.error_query`` (``to_tsquery('simple', ...)``)."""
     tsquery = func.to_tsquery(literal_column("'simple'::regconfig"), terms.error_query)

@@ -18,110 +18,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import text
-
 from ..reading import in_index_order, reading
+from ..sql import query
 from .capacity import capacity
-from .stats import DEFAULT_POLICY, StatsPolicy, is_large
+from .stats import DEFAULT_POLICY, FinishedTotals, StatsPolicy
+from .stats import finished_totals as stats_finished_totals
 
 TYPES_CHECKED = 50
 QUEUES_CHECKED = 500  # queues with queued jobs looked at (read_queues.QUEUES_SHOWN)
 TYPE_PROBE = 1000  # due jobs of a type looked at for one outside the paused queues
 
 
-@dataclass(frozen=True)
-class FinishedTotals:
-    succeeded: int
-    failed: int  # failed for good, not cancelled
-    cancelled: int  # failed because an operator cancelled them
-    counted_at: datetime | None = None  # None: counted now, exactly
+READY_TYPES_SQL = query("ready_types")
+READY_QUEUES_SQL = query("ready_queues")
+OPEN_TYPES_SQL = query("open_types")
 
 
-# Small tables: one pass over the finished rows (job_finished_idx).
-EXACT_SQL = text(
-    """
-    SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-           count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NULL) AS failed,
-           count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled
-    FROM jobs_job WHERE status IN ('succeeded', 'failed')
-    """
-)
-CACHED_SQL = text("SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts")
-
-
-def finished_totals(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> FinishedTotals:
-    """The finished totals; on a large table the cached ones, recounted in the background
-    (``policy.on_stale``) once older than ``policy.refresh_seconds``."""
+def finished_totals(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> FinishedTotals | None:
+    """The finished totals (``stats.finished_totals``): exact on a small table; on a large one
+    the cached ones with the time they were counted (the overview shows their age), recounted
+    in the background (``policy.on_stale``) once older than ``policy.refresh_seconds``."""
     with reading() as conn:
-        if not is_large(conn, policy):
-            row = conn.execute(EXACT_SQL).mappings().one()
-            return FinishedTotals(row["succeeded"], row["failed"], row["cancelled"])
-        row = conn.execute(CACHED_SQL).mappings().one()
-    if (now - row["counted_at"]).total_seconds() > policy.refresh_seconds and policy.on_stale:
-        policy.on_stale()
-    return FinishedTotals(row["succeeded"], row["failed"], row["cancelled"], row["counted_at"])
-
-
-# The distinct types of queued jobs, one descent of job_queued_type_idx each, keeping those
-# with a job due now (first run or retry: two probes of the same index).
-READY_TYPES_SQL = text(
-    """
-    WITH RECURSIVE queued AS (
-        (SELECT type FROM jobs_job WHERE status = 'queued' ORDER BY type LIMIT 1)
-        UNION ALL
-        SELECT (SELECT j.type FROM jobs_job AS j
-                WHERE j.status = 'queued' AND j.type > queued.type ORDER BY j.type LIMIT 1)
-        FROM queued WHERE queued.type IS NOT NULL
-    )
-    SELECT type FROM (SELECT type FROM queued WHERE type IS NOT NULL LIMIT :types) AS t
-    WHERE EXISTS (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
-                  AND least(attempts, 1) = 0 AND available_at <= :now)
-       OR EXISTS (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
-                  AND least(attempts, 1) = 1 AND available_at <= :now)
-    ORDER BY type
-    """
-)
-
-
-# The distinct queues of queued jobs, one descent of job_queued_queue_idx each, keeping those
-# with a job due now (first run or retry: two probes of the same index), each with its pause.
-READY_QUEUES_SQL = text(
-    """
-    WITH RECURSIVE queued AS (
-        (SELECT queue FROM jobs_job WHERE status = 'queued' ORDER BY queue LIMIT 1)
-        UNION ALL
-        SELECT (SELECT j.queue FROM jobs_job AS j
-                WHERE j.status = 'queued' AND j.queue > queued.queue ORDER BY j.queue LIMIT 1)
-        FROM queued WHERE queued.queue IS NOT NULL
-    )
-    SELECT n.queue AS name, COALESCE(q.paused, false) AS paused
-    FROM (SELECT queue FROM queued WHERE queue IS NOT NULL LIMIT :queues) AS n
-    LEFT JOIN jobs_queue AS q ON q.name = n.queue
-    WHERE EXISTS (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = n.queue
-                  AND least(attempts, 1) = 0 AND available_at <= :now)
-       OR EXISTS (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = n.queue
-                  AND least(attempts, 1) = 1 AND available_at <= :now)
-    ORDER BY n.queue
-    """
-)
-
-# Of :types, those with a due job outside the :paused queues, among each type's oldest :probe
-# due jobs of each range of job_queued_type_idx: bounded, however many jobs a paused queue holds
-# (a type whose oldest :probe due jobs all wait in paused queues counts as held by the pause).
-OPEN_TYPES_SQL = text(
-    """
-    SELECT t.type FROM unnest(CAST(:types AS text[])) AS t(type)
-    WHERE EXISTS (SELECT 1 FROM (SELECT queue FROM jobs_job WHERE status = 'queued' AND type = t.type
-                                 AND least(attempts, 1) = 0 AND available_at <= :now
-                                 ORDER BY available_at LIMIT :probe) AS j
-                  WHERE j.queue <> ALL (CAST(:paused AS text[])))
-       OR EXISTS (SELECT 1 FROM (SELECT queue FROM jobs_job WHERE status = 'queued' AND type = t.type
-                                 AND least(attempts, 1) = 1 AND available_at <= :now
-                                 ORDER BY available_at LIMIT :probe) AS j
-                  WHERE j.queue <> ALL (CAST(:paused AS text[])))
-    ORDER BY t.type
-    """
-)
+        return stats_finished_totals(conn, now, policy)
 
 
 @dataclass(frozen=True)

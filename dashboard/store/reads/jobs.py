@@ -118,6 +118,8 @@ def types_of(job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
 def _event_where(
     type: str | None, job_id: uuid.UUID | None, types: Sequence[str], exclude: Sequence[str]
 ) -> list[Any]:
+    # The feed's filters, from the query strings of web/events.py and api/jobs.py (event types,
+    # a job id, each checked there), as SQLAlchemy Core with bound values: never strings.
     wanted = sorted({*types, *([type] if type else [])})
     where: list[ColumnElement[bool]] = []
     if wanted:

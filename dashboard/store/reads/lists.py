@@ -63,8 +63,9 @@ ARM_CAP = 10_000  # matches one kind of search contributes at most
 IS_SCHEDULE_RUN = text("idempotency_key LIKE 'schedule:%'")
 # That index's byte order, backwards (schedules.sql's schedule_runs reads it the same way).
 NEWEST_KEY_FIRST = text("idempotency_key USING ~>~")
-# job_queue_created_idx's predicate, as SQL text for the same reason.
-IN_NAMED_QUEUE = text(f"queue <> '{DEFAULT_QUEUE}'")
+# job_queue_created_idx's predicate (models.py), as SQL text for the same reason: 'default' is
+# limits.DEFAULT_QUEUE (tests/store/test_statements.py).
+IN_NAMED_QUEUE = text("queue <> 'default'")
 
 
 def cancelled_clause(cancelled: bool) -> Any:
@@ -78,6 +79,12 @@ def types_matching(conn: Connection, fragment: str) -> list[str]:
     return [name for name in conn.execute(JOB_TYPES_SQL).scalars() if wanted in name.lower()]
 
 
+# The dynamic builders below (filters, list_jobs, search_jobs, matching, merged_ranges,
+# next_to_run) assemble SQLAlchemy Core, never strings. Their keys come from the doors' job-list
+# query strings and bulk selections, each checked there: status one of states.STATUSES
+# (web/params.py, api/inputs.py), queue a queue name (limits.queue_problem), type resolved to
+# stored type names by types_matching, q parsed into search.Terms (search.parse_q), keyset
+# positions (created_at, id) from columns.Keyset; the values go as bound parameters.
 def filters(
     status: str | None, types: list[str] | None, queue: str | None = None
 ) -> list[ColumnElement[bool]]:

@@ -28,50 +28,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from ...extensions import engine
 from .. import workers
 from ..sql import query
 from .overview import RUNNING_SQL
-from .stats import StatsPolicy, is_large
+from .stats import StatsPolicy
+from .stats import finished_totals as stats_finished_totals
 
 SCHEDULE_FIGURES = query("schedule_figures")
 SCHEDULES_MAX = 500  # series per schedule figure at most
 
 COUNT_CAP = 100_000
 
-# Index: job_claim_idx (partial, status = 'queued'), walked in its own order, at most :cap.
-QUEUED_SQL = text(
-    """
-    SELECT type, queue,
-           count(*) FILTER (WHERE available_at <= :now) AS ready,
-           count(*) FILTER (WHERE available_at > :now) AS scheduled,
-           min(available_at) FILTER (WHERE available_at <= :now) AS oldest_ready
-    FROM (SELECT type, queue, available_at FROM jobs_job WHERE status = 'queued'
-          ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q
-    GROUP BY type, queue
-    """
-)
-# Running jobs per queue: job_timeout_idx (running rows only), at most :cap; and which queues
-# are paused (the small jobs_queue table).
-RUNNING_BY_QUEUE_SQL = text(
-    """
-    SELECT queue, count(*) AS running
-    FROM (SELECT queue FROM jobs_job WHERE status = 'running' ORDER BY locked_until LIMIT :cap) AS r
-    GROUP BY queue
-    """
-)
-PAUSED_SQL = text("SELECT name FROM jobs_queue WHERE paused LIMIT 1000")
-# failed: failed for good; cancelled: failed because an operator cancelled them (apart, so a
-# failure alert never counts a cancel).
-FINISHED_SQL = text("SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts")
-# A small table (below the stats' exact-count size): its finished jobs counted now.
-FINISHED_EXACT_SQL = text(
-    "SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded, "
-    "count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NULL) AS failed, "
-    "count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled FROM jobs_job"
-)
+QUEUED_SQL = query("queued_by_type_and_queue")
+RUNNING_BY_QUEUE_SQL = query("running_by_queue")
+PAUSED_SQL = query("paused_queues")
 FINISHED = ("succeeded", "failed", "cancelled")
 
 
@@ -133,22 +106,17 @@ def finished_totals(
 ) -> tuple[dict[str, int], datetime | None]:
     """The succeeded, failed and cancelled totals a scrape may publish, and when they were counted.
 
-    Below ``policy.exact_below_rows`` (the planner's estimate, as for the stats): counted now.
-    Above: the cached ``jobs_finished_counts``; once older than ``policy.refresh_seconds`` a
-    recount starts in the background (``policy.on_stale``), and once older than twice that they
-    are not returned (an empty dict): such a scrape leaves those series out instead of
-    publishing what was counted before an idle spell. The time is returned either way, so the
-    age gauge says how old the cached totals are.
+    By the stats' policy (``stats.finished_totals``): below ``policy.exact_below_rows`` counted
+    now; above, the cached ``jobs_finished_counts``, recounted in the background once older than
+    ``policy.refresh_seconds`` and not returned (an empty dict) once older than twice that: such
+    a scrape leaves those series out instead of publishing what was counted before an idle
+    spell. The time is returned either way, so the age gauge says how old the cached totals are.
     """
-    if not is_large(conn, policy):
-        row = conn.execute(FINISHED_EXACT_SQL).mappings().one()
-        return {status: row[status] for status in FINISHED}, now
-    cached = conn.execute(FINISHED_SQL).mappings().one_or_none()
-    if cached is None:
+    totals = stats_finished_totals(conn, now, policy)
+    if totals is None:
         return {}, None
-    age = (now - cached["counted_at"]).total_seconds()
-    if age > policy.refresh_seconds and policy.on_stale is not None:
-        policy.on_stale()
-    if age > 2 * policy.refresh_seconds:
-        return {}, cached["counted_at"]
-    return {status: cached[status] for status in FINISHED}, cached["counted_at"]
+    if totals.counted_at is None:
+        return totals.as_dict(), now
+    if (now - totals.counted_at).total_seconds() > 2 * policy.refresh_seconds:
+        return {}, totals.counted_at
+    return totals.as_dict(), totals.counted_at

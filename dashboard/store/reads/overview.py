@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from ...limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
 from ..reading import in_index_order, reading
-from ..states import CHART_EVENTS
+from ..sql import query
 from .stats import JOB_TYPES_SQL, estimate
 
 
@@ -54,77 +54,16 @@ def _capped(count: int, cap: int) -> Capped:
     return Capped(min(count, cap + 1), cap)
 
 
-# ``least(attempts, 1)``: 0 for a job never run, 1 for one that failed before (a retry).
-# Each capped count walks its index range in order (ORDER BY available_at), so it stops at
-# the cap: a bitmap scan would read the whole range first (500,000 entries for a burst). Ready
-# jobs are two ranges (first runs, due retries) counted as one: the second is read only while
-# the first held fewer than the cap (an Append under the outer LIMIT).
-READY_COUNT = """
-      (SELECT count(*) FROM (
-          (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
-              AND least(attempts, 1) = 0 AND available_at <= :now ORDER BY available_at LIMIT :cap)
-          UNION ALL
-          (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
-              AND least(attempts, 1) = 1 AND available_at <= :now ORDER BY available_at LIMIT :cap)
-          LIMIT :cap) AS r) AS ready"""
-QUEUED_SPLIT_SQL = (
-    "SELECT"
-    + READY_COUNT
-    + """,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
-          AND least(attempts, 1) = 0 AND available_at > :now
-          ORDER BY available_at LIMIT :cap) AS r) AS scheduled,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' {type}
-          AND least(attempts, 1) = 1 AND available_at > :now
-          ORDER BY available_at LIMIT :cap) AS r) AS retrying,
-      LEAST(
-        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' {type}
-            AND least(attempts, 1) = 0 AND available_at <= :now),
-        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' {type}
-            AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at
-"""
-)
-GLOBAL_SPLIT = text(QUEUED_SPLIT_SQL.format(type=""))
-# One row per job type of :types, in their order, in one statement (planned once, one round
-# trip): ready (first runs and retries), retrying, the oldest ready job, failures of the last
-# 24 hours (cancels left out). job_queued_type_idx and job_failure_type_idx, one bounded range each.
-TYPE_ROWS_SQL = text(
-    "SELECT t.type,"
-    + READY_COUNT.format(type="AND type = t.type")
-    + """,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
-          AND least(attempts, 1) = 1 AND available_at > :now
-          ORDER BY available_at LIMIT :cap) AS r) AS retrying,
-      LEAST(
-        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND type = t.type
-            AND least(attempts, 1) = 0 AND available_at <= :now),
-        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND type = t.type
-            AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job
-          WHERE status = 'failed' AND cancelled_at IS NULL AND type = t.type
-            AND finished_at >= :since LIMIT :cap) AS f) AS failed
-    FROM unnest(CAST(:types AS text[])) WITH ORDINALITY AS t(type, n)
-    ORDER BY t.n
-    """
-)
+GLOBAL_SPLIT = query("queued_split")
+TYPE_ROWS_SQL = query("type_rows")
+RUNNING_SQL = query("running_by_type")  # also /metrics' (reads/metrics.py)
 # The planner's estimates of the global figures, asked only for a figure past its cap.
-_QUEUED = "SELECT 1 FROM jobs_job WHERE status = 'queued'"
 SPLIT_ESTIMATES = {
-    "queued": _QUEUED,
-    "ready": _QUEUED + " AND available_at <= now()",
-    "scheduled": _QUEUED + " AND least(attempts, 1) = 0 AND available_at > now()",
-    "retrying": _QUEUED + " AND least(attempts, 1) = 1 AND available_at > now()",
+    "queued": query("estimate_queued"),
+    "ready": query("estimate_ready"),
+    "scheduled": query("estimate_scheduled"),
+    "retrying": query("estimate_retrying"),
 }
-# Running and overdue per type, at most :cap running rows, the oldest leases first (so the
-# overdue ones are always among them): job_timeout_idx in order. Also /metrics' (reads/metrics.py).
-RUNNING_SQL = text(
-    """
-    SELECT type, count(*) AS running, count(*) FILTER (WHERE locked_until < :now) AS overdue
-    FROM (SELECT type, locked_until FROM jobs_job WHERE status = 'running'
-          ORDER BY locked_until LIMIT :cap) AS r
-    GROUP BY type
-    """
-)
 
 
 @dataclass(frozen=True)
@@ -263,57 +202,7 @@ class Sampled(Generic[T]):
     counted_from: datetime | None = None
 
 
-# One read of the window's newest :cap claims and outcomes (states.CHART_EVENTS), newest first:
-# jobs_jobevent_created_at_idx, which holds those kinds only (migration 0017), read backwards and
-# stopped by the LIMIT, so a busy hour costs at most :cap index entries and rows, and no other
-# kind of event (a bulk enqueue's `created` events, progress reports) is read or can crowd them
-# out (the type filters after the limit only split them). The kinds are written into the
-# statement, not bound, so every plan can prove the index's predicate. Two figures come out of
-# it: per minute from :minutes_since, the outcomes and the waits the claims recorded (claim.sql:
-# ``wait_ms``); per job type, the run times the outcomes recorded (settle.sql: ``run_ms`` and
-# ``type``). Each row is one or the other (``minute`` or ``run_type`` set); ``events_read`` and
-# ``oldest_read`` come back on every row, and alone when nothing matched.
-FIGURES_SQL = text(
-    """
-    WITH recent AS MATERIALIZED (
-        SELECT created_at, type, data FROM jobs_jobevent
-        WHERE type IN ({kinds}) AND created_at >= :since AND created_at < :until
-        ORDER BY created_at DESC
-        LIMIT :cap
-    ), minutes AS (
-        SELECT date_trunc('minute', created_at) AS minute,
-               count(*) FILTER (WHERE type = 'succeeded') AS succeeded,
-               count(*) FILTER (WHERE type = 'failed') AS failed,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
-                   FILTER (WHERE type = 'claimed') AS wait_p50,
-               percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'wait_ms')::float8)
-                   FILTER (WHERE type = 'claimed') AS wait_p95
-        FROM recent
-        WHERE created_at >= :minutes_since AND type IN ('succeeded', 'failed', 'claimed')
-        GROUP BY 1
-    ), runs AS (
-        SELECT data->>'type' AS run_type, count(*) AS runs,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p50,
-               percentile_cont(0.95) WITHIN GROUP (ORDER BY (data->>'run_ms')::float8) AS p95
-        FROM recent
-        WHERE type IN ('succeeded', 'failed', 'retry_scheduled')
-          AND jsonb_typeof(data->'run_ms') = 'number' AND jsonb_typeof(data->'type') = 'string'
-        GROUP BY 1 ORDER BY 1
-        LIMIT :types
-    ), figures AS (
-        SELECT minute, NULL AS run_type, succeeded, failed, wait_p50 AS p50, wait_p95 AS p95,
-               NULL::bigint AS runs
-        FROM minutes
-        UNION ALL
-        SELECT NULL, run_type, NULL, NULL, p50, p95, runs FROM runs
-    )
-    SELECT (SELECT count(*) FROM recent) AS events_read,
-           (SELECT min(created_at) FROM recent) AS oldest_read,
-           figures.*
-    FROM (VALUES (1)) AS one LEFT JOIN figures ON true
-    ORDER BY figures.minute, figures.run_type
-    """.format(kinds=", ".join(f"'{kind}'" for kind in CHART_EVENTS))
-)
+FIGURES_SQL = query("hour_figures")
 
 MINUTES = 60  # the overview's charts: the last hour, minute by minute
 

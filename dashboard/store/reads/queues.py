@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
-
 from ...limits import CHART_EVENTS_MAX, DEFAULT_QUEUE, LIVE_COUNT_CAP, QUEUE_COUNT_CAP
 from ..flow.queues import RateLimit, check_name
 from ..reading import in_index_order, reading
+from ..sql import query
 from ..values import aware, utcnow
 
 
@@ -71,66 +70,11 @@ class QueueInfo:
         }
 
 
-# Per queue: the overview's split (read_overview.QUEUED_SPLIT_SQL) over one queue's ranges of
-# job_queued_queue_idx, each read to :cap (the caller's cap + 1: past the cap, "more than");
-# running through job_timeout_idx, the same; the slots held,
-# the ring entries taken within the period and the earliest that frees. One statement for
-# every queue of :names, in their order.
-QUEUE_ROWS_SQL = text(
-    """
-    SELECT names.name, q.paused, q.paused_at, q.paused_by, q.concurrency_limit, q.rate_count,
-           q.rate_period_seconds, q.changed_at, q.changed_by,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
-          AND least(attempts, 1) = 0 AND available_at <= :now ORDER BY available_at LIMIT :cap) AS r)
-      + (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
-          AND least(attempts, 1) = 1 AND available_at <= :now ORDER BY available_at LIMIT :cap) AS r)
-          AS ready,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
-          AND least(attempts, 1) = 0 AND available_at > :now ORDER BY available_at LIMIT :cap) AS r)
-          AS scheduled,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
-          AND least(attempts, 1) = 1 AND available_at > :now ORDER BY available_at LIMIT :cap) AS r)
-          AS retrying,
-      (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running' AND queue = names.name
-          LIMIT :cap) AS r) AS running,
-      LEAST(
-        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND queue = names.name
-            AND least(attempts, 1) = 0 AND available_at <= :now),
-        (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND queue = names.name
-            AND least(attempts, 1) = 1 AND available_at <= :now)) AS oldest_ready_at,
-      (SELECT count(*) FROM jobs_queue_slot AS s WHERE s.queue = names.name AND s.job_id IS NOT NULL)
-          AS slots_held,
-      (SELECT count(*) FROM jobs_queue_rate AS r WHERE r.queue = names.name
-          AND r.taken_at > :now - make_interval(secs => q.rate_period_seconds)) AS rate_used,
-      (SELECT min(r.taken_at) + make_interval(secs => q.rate_period_seconds) FROM jobs_queue_rate AS r
-          WHERE r.queue = names.name AND r.taken_at > :now - make_interval(secs => q.rate_period_seconds))
-          AS rate_free_at
-    FROM unnest(CAST(:names AS text[])) WITH ORDINALITY AS names(name, n)
-    LEFT JOIN jobs_queue AS q ON q.name = names.name
-    ORDER BY names.n
-    """
-)
-# Every queue with a row, and `default` if it has jobs but no row (a table emptied by hand),
-# how many there are in all, and the :shown that a list shows: the paused ones first, so that
-# no paused queue drops out of sight, then the rest by name. The queues table is small, one row
-# per queue ever named.
-NAMES_SQL = text(
-    """
-    SELECT name, total FROM (
-        SELECT name, count(*) OVER () AS total FROM (
-            SELECT name, paused FROM jobs_queue
-            UNION ALL
-            SELECT CAST(:default AS varchar), false
-            WHERE NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = CAST(:default AS varchar))
-              AND EXISTS (SELECT 1 FROM jobs_job WHERE queue = CAST(:default AS varchar)
-                          AND status IN ('queued', 'running'))
-        ) AS q
-        ORDER BY paused DESC, name
-        LIMIT :shown
-    ) AS shown
-    ORDER BY name
-    """
-)
+QUEUE_ROWS_SQL = query("queue_rows")
+NAMES_SQL = query("queue_names")
+HAS_JOBS_SQL = query("queue_has_jobs")
+CLAIMS_HOUR_SQL = query("claims_last_hour")
+SET_SQL = query("queues_holding_back")
 QUEUES_SHOWN = 500  # queues a list shows at most (the table holds one row per queue ever named)
 
 
@@ -199,26 +143,10 @@ def get_queue(name: str, *, now: datetime | None = None, cap: int = LIVE_COUNT_C
         with in_index_order(conn):
             row = conn.execute(QUEUE_ROWS_SQL, {"names": [name], "now": now, "cap": cap + 1}).mappings().one()
         if row["paused"] is None:  # no row: a queue only if it has jobs
-            found = conn.execute(text("SELECT 1 FROM jobs_job WHERE queue = :name LIMIT 1"), {"name": name})
+            found = conn.execute(HAS_JOBS_SQL, {"name": name})
             if found.first() is None:
                 return None
     return _info(row, now, cap)
-
-
-# Claims per queue in the last hour, from at most the newest CHART_EVENTS_MAX claims of it
-# (jobs_jobevent_created_at_idx, which holds claims and outcomes only, as the overview's charts
-# read them; no other kind of event is read): each `claimed` event's data names its queue. Past
-# the cap the figure is a lower bound (``sampled``).
-CLAIMS_HOUR_SQL = text(
-    """
-    SELECT COALESCE(data ->> 'queue', :default) AS queue, count(*) AS claims, max(total) AS read
-    FROM (SELECT data, count(*) OVER () AS total
-          FROM (SELECT data FROM jobs_jobevent
-                WHERE type = 'claimed' AND created_at > :since AND created_at <= :now
-                ORDER BY created_at DESC LIMIT :cap) AS newest) AS e
-    GROUP BY 1
-    """
-)
 
 
 @dataclass(frozen=True)
@@ -240,13 +168,6 @@ def claims_last_hour(*, now: datetime | None = None) -> Throughput:
         rows = conn.execute(CLAIMS_HOUR_SQL, params).mappings().all()
     sampled = any(row["read"] >= CHART_EVENTS_MAX for row in rows)
     return Throughput({row["queue"]: row["claims"] for row in rows}, sampled)
-
-
-# The queues whose settings can hold a job back: paused, or with a limit.
-SET_SQL = text(
-    "SELECT name FROM jobs_queue WHERE paused OR concurrency_limit IS NOT NULL OR rate_count IS NOT NULL "
-    "ORDER BY name LIMIT :shown"
-)
 
 
 def held_back(*, now: datetime | None = None) -> list[QueueInfo]:

@@ -1,4 +1,5 @@
-"""What the overview and ``/api/jobs/stats/`` read: status counts and the latest failures.
+"""What the overview and ``/api/jobs/stats/`` read: status counts, the finished totals (also
+``/metrics``'), the job types and the latest failures; their statements are ``stats.sql``.
 
 Each function names the index it relies on. Counting policy (exact below a size, cached
 finished totals above it) comes in as an argument, :class:`StatsPolicy`.
@@ -12,12 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, TextClause
 
 from ...config import Settings
 from ...limits import LIVE_COUNT_CAP, PREVIEW_CHARS
 from ..reading import reading
 from ..records import JobRecord
+from ..sql import query
 from ..states import STATUSES
 
 
@@ -71,80 +73,28 @@ class StatsPolicy:
 DEFAULT_POLICY = StatsPolicy.from_settings(Settings())  # the defaults, written once in config.py
 
 
-# Exact, in one pass over jobs_job: cheap on a small table, O(rows) on a large one.
-STATS_SQL = text(
-    """
-    SELECT
-        count(*) AS total,
-        count(*) FILTER (WHERE status = 'queued') AS queued,
-        count(*) FILTER (WHERE status = 'running') AS running,
-        count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-        count(*) FILTER (WHERE status = 'failed') AS failed,
-        count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled,
-        count(*) FILTER (WHERE status = 'running' AND locked_until < :now) AS overdue_running,
-        count(*) FILTER (WHERE status = 'queued' AND attempts > 0) AS retries_pending,
-        min(created_at) FILTER (WHERE status = 'queued') AS oldest_queued_at
-    FROM jobs_job
-    """
-)
-
-# The distinct job types, by a skip scan of job_type_created_idx: one index descent per type
-# instead of reading every row (cost: docs/benchmarks.md). Statements that need the types start
-# with it.
-TYPES_CTE = """
-    WITH RECURSIVE types AS (
-        (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
-        UNION ALL
-        SELECT (SELECT j.type FROM jobs_job j WHERE j.type > types.type ORDER BY j.type LIMIT 1)
-        FROM types WHERE types.type IS NOT NULL
-    )
-"""
-JOB_TYPES_SQL = text(TYPES_CTE + "SELECT type FROM types WHERE type IS NOT NULL")
-
-# Large tables: live figures counted up to a cap (then the planner's estimate), finished
-# totals from jobs_finished_counts. Indexes: job_claim_idx (queued), job_queued_idx
-# (``least(attempts, 1) = 1``: retries), job_timeout_idx (running, overdue), and a skip scan of
-# job_type_created_idx for the oldest queued job (one descent per type, not per queued row).
-# Each capped count walks its index in the index's own order, so it stops at the cap: a bitmap
-# scan would first read every entry of the range, then up to the cap's heap pages (queued rows
-# spread through a large table: 93 ms for the queued count of a 100,000-job backlog, against
-# about 4 ms walked in order; docs/benchmarks.md).
-LIVE_STATS_SQL = text(
-    TYPES_CTE
-    + """
-    SELECT
-        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
-            ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q) AS queued,
-        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running'
-            ORDER BY locked_until LIMIT :cap) AS r) AS running,
-        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running' AND locked_until < :now
-            ORDER BY locked_until LIMIT :cap) AS o) AS overdue_running,
-        (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
-            AND least(attempts, 1) = 1 ORDER BY available_at LIMIT :cap) AS p) AS retries_pending,
-        (SELECT min(first.created_at) FROM types CROSS JOIN LATERAL (
-            SELECT created_at FROM jobs_job
-            WHERE jobs_job.type = types.type AND status = 'queued'
-            ORDER BY created_at LIMIT 1) AS first) AS oldest_queued_at,
-        f.succeeded, f.failed + f.cancelled AS failed, f.cancelled, f.counted_at
-    FROM jobs_finished_counts AS f
-    """
-)
+STATS_SQL = query("stats_exact")
+JOB_TYPES_SQL = query("job_types")
+LIVE_STATS_SQL = query("live_stats")
 # Past the cap, the planner's estimate of the same predicate (from the column statistics).
 ESTIMATES = {
-    "queued": "SELECT 1 FROM jobs_job WHERE status = 'queued'",
-    "running": "SELECT 1 FROM jobs_job WHERE status = 'running'",
-    "overdue_running": "SELECT 1 FROM jobs_job WHERE status = 'running' AND locked_until < now()",
-    "retries_pending": "SELECT 1 FROM jobs_job WHERE status = 'queued' AND least(attempts, 1) = 1",
+    "queued": query("estimate_queued"),
+    "running": query("estimate_running"),
+    "overdue_running": query("estimate_overdue_running"),
+    "retries_pending": query("estimate_retries_pending"),
 }
+ESTIMATED_ROWS_SQL = query("estimated_rows")
+FINISHED_EXACT_SQL = query("finished_exact")
+FINISHED_CACHED_SQL = query("finished_cached")
+DATABASE_OK_SQL = query("database_ok")
+LATEST_FAILURES_SQL = query("latest_failures")
 
 
-def estimate(conn: Connection, probe: str) -> int:
-    plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {probe}").scalar_one()
+def estimate(conn: Connection, probe: TextClause) -> int:
+    """The planner's estimate of the rows ``probe`` (an ``estimate_*`` statement: no
+    parameters) would return, asked with EXPLAIN: no row is read."""
+    plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {probe.text}").scalar_one()
     return int(plan[0]["Plan"]["Plan Rows"])
-
-
-# The planner's row estimate (kept by autovacuum's ANALYZE): free, and plenty to choose by.
-ESTIMATED_ROWS_SQL = text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs_job'::regclass")
 
 
 def stats(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> Stats:
@@ -181,8 +131,7 @@ def large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> S
     for name, probe in ESTIMATES.items():
         if row[name] > LIVE_COUNT_CAP:
             row[name] = max(estimate(conn, probe), row[name])
-    if (now - row["counted_at"]).total_seconds() > policy.refresh_seconds and policy.on_stale:
-        policy.on_stale()
+    recount_if_stale(row["counted_at"], now, policy)
     by_status = {status: row[status] for status in STATUSES}
     return Stats(
         total=sum(by_status.values()),
@@ -196,28 +145,44 @@ def large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> S
     )
 
 
+@dataclass(frozen=True)
+class FinishedTotals:
+    succeeded: int
+    failed: int  # failed for good, not cancelled
+    cancelled: int  # failed because an operator cancelled them
+    counted_at: datetime | None = None  # None: counted now, exactly
+
+    def as_dict(self) -> dict[str, int]:
+        return {"succeeded": self.succeeded, "failed": self.failed, "cancelled": self.cancelled}
+
+
+def finished_totals(conn: Connection, now: datetime, policy: StatsPolicy) -> FinishedTotals | None:
+    """The succeeded, failed and cancelled totals, by ``policy``: below
+    ``policy.exact_below_rows`` (the planner's estimate, :func:`is_large`) counted now; above,
+    the cached ``jobs_finished_counts`` (``None`` if it has no row), recounted in the background
+    once older than ``policy.refresh_seconds`` (:func:`recount_if_stale`). The overview shows
+    their age (``reads/health.py``); a scrape leaves out totals too old (``reads/metrics.py``)."""
+    if not is_large(conn, policy):
+        row = conn.execute(FINISHED_EXACT_SQL).mappings().one()
+        return FinishedTotals(row["succeeded"], row["failed"], row["cancelled"])
+    cached = conn.execute(FINISHED_CACHED_SQL).mappings().one_or_none()
+    if cached is None:
+        return None
+    recount_if_stale(cached["counted_at"], now, policy)
+    return FinishedTotals(cached["succeeded"], cached["failed"], cached["cancelled"], cached["counted_at"])
+
+
+def recount_if_stale(counted_at: datetime, now: datetime, policy: StatsPolicy) -> None:
+    """Start a recount (``policy.on_stale``) of cached totals counted at ``counted_at`` once
+    they are older than ``policy.refresh_seconds``; reads never write."""
+    if (now - counted_at).total_seconds() > policy.refresh_seconds and policy.on_stale is not None:
+        policy.on_stale()
+
+
 def database_ok() -> None:
     """Raise if the database cannot answer a trivial query."""
     with reading() as conn:
-        conn.execute(text("SELECT 1"))
-
-
-LATEST_FAILURES_SQL = text(
-    """
-    SELECT j.id, j.type, left(j.payload::text, :preview) AS payload, j.status, j.priority,
-           j.available_at, j.attempts, j.max_attempts, j.idempotency_key, j.locked_by,
-           j.locked_until, j.last_error, left(j.result::text, :preview) AS result, j.created_at,
-           j.updated_at, j.finished_at, e.id AS failed_event_id, e.created_at AS failed_at
-    FROM (
-        SELECT id, job_id, created_at FROM jobs_jobevent
-        WHERE type = 'failed'
-        ORDER BY id DESC
-        LIMIT :scan
-    ) AS e
-    JOIN jobs_job AS j ON j.id = e.job_id AND j.status = 'failed' AND j.cancelled_at IS NULL
-    ORDER BY e.id DESC
-    """
-)
+        conn.execute(DATABASE_OK_SQL)
 
 
 @dataclass(frozen=True)

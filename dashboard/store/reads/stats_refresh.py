@@ -8,11 +8,13 @@ runs no threads). Retention (``retention.py``) and the benchmarks call the recou
 
 from __future__ import annotations
 
-from sqlalchemy import text
-
 from ...extensions import engine
+from ..sql import query
 
 REFRESH_LOCK_KEY = 0x6A6F6273  # one refresh at a time across every process
+TRY_LOCK = query("recount_try_lock")
+# A utility command, not a statement of the .sql files (those begin WITH or SELECT).
+REFRESH = "REFRESH MATERIALIZED VIEW CONCURRENTLY jobs_finished_counts"
 
 
 def refresh_finished_counts() -> bool:
@@ -25,7 +27,7 @@ def refresh_finished_counts() -> bool:
     would stay on a server connection.
     """
     with engine().begin() as conn:
-        if not conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": REFRESH_LOCK_KEY}).scalar():
+        if not conn.execute(TRY_LOCK, {"key": REFRESH_LOCK_KEY}).scalar():
             return False
-        conn.execute(text("REFRESH MATERIALIZED VIEW CONCURRENTLY jobs_finished_counts"))
+        conn.exec_driver_sql(REFRESH)
         return True

@@ -29,31 +29,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
-
 from ..reading import reading
 from ..records import JobRecord
+from ..sql import query
 from . import queues as read_queues
 from .capacity import capacity
 
 AHEAD_CAP = 1000
 
-AHEAD_SQL = text(
-    """
-    SELECT
-      (SELECT count(*) FROM (
-          SELECT 1 FROM jobs_job
-          WHERE queue = :queue AND status = 'queued' AND priority > :priority AND available_at <= :now
-            AND attempts < max_attempts
-          LIMIT :cap) AS higher)
-    + (SELECT count(*) FROM (
-          SELECT 1 FROM jobs_job
-          WHERE queue = :queue AND status = 'queued' AND priority = :priority
-            AND (available_at, created_at, id) < (:available_at, :created_at, :id)
-            AND attempts < max_attempts
-          LIMIT :cap) AS same)
-    """
-)
+AHEAD_SQL = query("jobs_ahead")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""How a setting is read: the parsers, the field metadata (:func:`env`) and :func:`values_from_env`.
+"""The parsers: how one variable's text becomes a setting's value, or an error naming it.
 
 A parser is ``parser(env, name, default, **options)``: the value of variable ``name`` in
-``env``, ``default`` when unset, a :class:`ConfigError` naming ``name`` when malformed. The
-settings classes (:mod:`.config`, :mod:`.config_ops`) declare one field per setting with
-``metadata=env("NAME", parser, ...)``.
+``env``, ``default`` when unset, a :class:`ConfigError` naming ``name`` when malformed. A
+settings field names its parser and the parser's options in its metadata (:func:`.fields.env`).
+The ``parse_*`` functions read one value whoever gives it (``flask worker --queues`` too).
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import math
 import os
 import re
 import zoneinfo
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from .config_docs import SETTING_DOCS
-from .limits import queue_problem
+from ..limits import queue_problem
 
 TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -26,14 +24,6 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 class ConfigError(ValueError):
     """A setting has a value the application cannot use."""
-
-
-def read_optional_bool(env: Mapping[str, str], name: str, default: bool | None) -> bool | None:
-    """A boolean, or ``default`` (``None``: unset, decided elsewhere) when blank or unset."""
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return read_bool(env, name, False)
 
 
 def read_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -206,59 +196,6 @@ def read_entries(env: Mapping[str, str], name: str, default: tuple[Entry, ...]) 
     return tuple(found) or default
 
 
-def env(
-    name: str,
-    parser: Callable[..., Any],
-    *,
-    shown: bool = True,
-    doc: str | None = None,
-    option: str | None = None,
-    flag: str | None = None,
-    **options: Any,
-) -> dict[str, Any]:
-    """A field's metadata: read ``name`` with ``parser(env, name, default, **options)``.
-
-    ``doc``: what the setting does; unset, the sentence :data:`.config_docs.SETTING_DOCS` keeps
-    under ``name`` (the documentation's configuration page is generated from this metadata).
-
-    ``default_from="other_field"`` makes the default the value read for that earlier field.
-    ``shown=False`` leaves the setting out of ``WorkerSettings.as_dict`` (``/api/config/``).
-    ``option``: the help of the command-line option that overrides it (``flask worker``
-    generates its options from the fields that have one: ``cli.py``); ``flag``: the option's
-    name when it is not the field's (``--metrics-port`` for ``worker_metrics_port``).
-    """
-    return {
-        "env": name,
-        "parser": parser,
-        "options": options,
-        "shown": shown,
-        "doc": doc if doc is not None else SETTING_DOCS.get(name),
-        "option": option,
-        "flag": flag,
-    }
-
-
-def values_from_env(cls: type[Any], source: Mapping[str, str]) -> dict[str, Any]:
-    """The keyword arguments of ``cls`` read from ``source``, each field by its metadata."""
-    values: dict[str, Any] = {}
-    for spec in fields(cls):
-        meta = spec.metadata
-        if "env" not in meta:
-            continue
-        options = dict(meta["options"])
-        default_from = options.pop("default_from", None)
-        if default_from is not None:
-            default = values[default_from]
-        elif spec.default is not MISSING:
-            default = spec.default
-        elif spec.default_factory is not MISSING:
-            default = spec.default_factory()
-        else:
-            raise TypeError(f"{cls.__name__}.{spec.name} is read from {meta['env']} and needs a default")
-        values[spec.name] = meta["parser"](source, meta["env"], default, **options)
-    return values
-
-
 # --- Durations in days (retention) --------------------------------------------------
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
@@ -308,8 +245,3 @@ def read_token(env: Mapping[str, str], name: str, default: str | None, *, min_le
     if token is not None and len(token) < min_length:
         raise ConfigError(f"{name} must be at least {min_length} characters")
     return token
-
-
-def read_bool_if_set(env: Mapping[str, str], name: str, default: object) -> bool:
-    """A boolean whose default is whether the field named by ``default_from`` is set."""
-    return read_bool(env, name, default is not None)

@@ -1,0 +1,116 @@
+-- What the overview and /api/jobs/stats/ read (stats.py): status counts, the finished totals,
+-- the job types, the latest failures; and the planner's estimates past a count's cap.
+
+-- name: stats_exact
+-- Every figure of the stats, exact, in one pass over jobs_job: cheap on a small table, O(rows) on a large one.
+SELECT
+    count(*) AS total,
+    count(*) FILTER (WHERE status = 'queued') AS queued,
+    count(*) FILTER (WHERE status = 'running') AS running,
+    count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+    count(*) FILTER (WHERE status = 'failed') AS failed,
+    count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled,
+    count(*) FILTER (WHERE status = 'running' AND locked_until < :now) AS overdue_running,
+    count(*) FILTER (WHERE status = 'queued' AND attempts > 0) AS retries_pending,
+    min(created_at) FILTER (WHERE status = 'queued') AS oldest_queued_at
+FROM jobs_job
+
+-- name: job_types
+-- The distinct job types, by a skip scan of job_type_created_idx.
+-- One index descent per type instead of reading every row (cost: docs/benchmarks.md); the
+-- statements that need the types start with the same `types` CTE.
+WITH RECURSIVE types AS (
+    (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.type FROM jobs_job j WHERE j.type > types.type ORDER BY j.type LIMIT 1)
+    FROM types WHERE types.type IS NOT NULL
+)
+SELECT type FROM types WHERE type IS NOT NULL
+
+-- name: live_stats
+-- A large table's stats: live figures counted up to :cap, finished totals from jobs_finished_counts.
+-- Indexes: job_claim_idx (queued), job_queued_idx (`least(attempts, 1) = 1`: retries),
+-- job_timeout_idx (running, overdue), and a skip scan of job_type_created_idx for the oldest
+-- queued job (one descent per type, not per queued row). Each capped count walks its index in
+-- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
+-- the range, then up to the cap's heap pages (queued rows spread through a large table: 93 ms
+-- for the queued count of a 100,000-job backlog, against about 4 ms walked in order;
+-- docs/benchmarks.md).
+WITH RECURSIVE types AS (
+    (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.type FROM jobs_job j WHERE j.type > types.type ORDER BY j.type LIMIT 1)
+    FROM types WHERE types.type IS NOT NULL
+)
+SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
+        ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q) AS queued,
+    (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running'
+        ORDER BY locked_until LIMIT :cap) AS r) AS running,
+    (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running' AND locked_until < :now
+        ORDER BY locked_until LIMIT :cap) AS o) AS overdue_running,
+    (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
+        AND least(attempts, 1) = 1 ORDER BY available_at LIMIT :cap) AS p) AS retries_pending,
+    (SELECT min(first.created_at) FROM types CROSS JOIN LATERAL (
+        SELECT created_at FROM jobs_job
+        WHERE jobs_job.type = types.type AND status = 'queued'
+        ORDER BY created_at LIMIT 1) AS first) AS oldest_queued_at,
+    f.succeeded, f.failed + f.cancelled AS failed, f.cancelled, f.counted_at
+FROM jobs_finished_counts AS f
+
+-- name: estimated_rows
+-- The planner's row estimate of jobs_job (kept by autovacuum's ANALYZE): free, and plenty to choose by.
+SELECT reltuples::bigint FROM pg_class WHERE oid = 'jobs_job'::regclass
+
+-- name: finished_exact
+-- The finished totals of a small table, counted now: one pass over the finished rows.
+-- failed: failed for good; cancelled: failed because an operator cancelled them (apart, so a
+-- failure alert never counts a cancel). Index: job_finished_idx (status, finished_at)
+-- WHERE status IN ('succeeded', 'failed').
+SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NULL) AS failed,
+       count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled
+FROM jobs_job WHERE status IN ('succeeded', 'failed')
+
+-- name: finished_cached
+-- The finished totals of a large table: the one row of jobs_finished_counts, and when it was counted.
+SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts
+
+-- name: database_ok
+-- A trivial query: the database answers.
+SELECT 1
+
+-- name: latest_failures
+-- The jobs of the newest :scan `failed` events still failed and not cancelled, newest failure first.
+-- Payload and result as their first :preview characters of JSON text. Index: job_event_id_idx
+-- read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
+SELECT j.id, j.type, left(j.payload::text, :preview) AS payload, j.status, j.priority,
+       j.available_at, j.attempts, j.max_attempts, j.idempotency_key, j.locked_by,
+       j.locked_until, j.last_error, left(j.result::text, :preview) AS result, j.created_at,
+       j.updated_at, j.finished_at, e.id AS failed_event_id, e.created_at AS failed_at
+FROM (
+    SELECT id, job_id, created_at FROM jobs_jobevent
+    WHERE type = 'failed'
+    ORDER BY id DESC
+    LIMIT :scan
+) AS e
+JOIN jobs_job AS j ON j.id = e.job_id AND j.status = 'failed' AND j.cancelled_at IS NULL
+ORDER BY e.id DESC
+
+-- name: estimate_queued
+-- Probe: the queued jobs.
+-- The probes are never run: the planner's estimate of the rows each would return is asked with
+-- EXPLAIN (stats.estimate), from the column statistics, when a count is past its cap.
+SELECT 1 FROM jobs_job WHERE status = 'queued'
+
+-- name: estimate_running
+-- Probe: the running jobs.
+SELECT 1 FROM jobs_job WHERE status = 'running'
+
+-- name: estimate_overdue_running
+-- Probe: the running jobs whose lease has ended.
+SELECT 1 FROM jobs_job WHERE status = 'running' AND locked_until < now()
+
+-- name: estimate_retries_pending
+-- Probe: the queued jobs that failed before (retries).
+SELECT 1 FROM jobs_job WHERE status = 'queued' AND least(attempts, 1) = 1
