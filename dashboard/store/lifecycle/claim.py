@@ -65,8 +65,9 @@ def claim_batch(
     """Claim up to one job per id in ``worker_ids`` in one statement.
 
     ``queues``: the named queues served (``None``: every queue); a paused queue, or one whose
-    concurrency or rate limit is reached, gives nothing. Jobs come in the reference's order
-    within a queue; the queues are visited in a random order, each claim anew (claim.sql).
+    concurrency or rate limit is reached, gives nothing. Within a queue, jobs come in claim
+    order (priority, then the oldest due); the queues are visited in a random order, each
+    claim anew (claim.sql).
     The n-th claimed job is locked by the n-th id: a worker process claims for all its idle
     threads at once, and each job still belongs to the thread that will run it.
     ``avoid_expired``: skip jobs whose last attempt's lease expired (a worker process passes

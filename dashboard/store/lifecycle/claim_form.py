@@ -16,8 +16,9 @@ none (a test, a script) shares :data:`DEFAULT`.
   statement time, so an idle worker's polls see a limited queue open at once, in the same
   statement;
 - the other claims do not compute it (on the one-job settle-and-claim, the hot path, it cost
-  the drain a tenth of its rate): :meth:`ClaimForms.current` reads it with the `limits_open`
-  statement when the last answer is older than ``recheck_seconds`` (:data:`RECHECK_SECONDS`);
+  the drain a measurable part of its rate: docs/benchmarks.md): :meth:`ClaimForms.current`
+  reads it with the `limits_open` statement when the last answer is older than
+  ``recheck_seconds`` (:data:`RECHECK_SECONDS`);
 - a settle that freed a slot (:meth:`ClaimForms.freed_a_slot`) turns to the limits at once,
   and an answer asked for before that does not turn back, so a queue held at its concurrency
   limit is claimed from again by the process's next settle-and-claim after a slot frees.
