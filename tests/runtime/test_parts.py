@@ -104,6 +104,7 @@ def test_a_worker_owns_the_claim_forms_its_claiming_threads_share(app):
     assert batch.dispatcher is not None and batch.dispatcher.runtime.claim_forms is batch.claim_forms
     assert batch.claim_forms is not one_job.claim_forms
 
+
 def test_an_attempts_end_is_an_enum_the_metrics_count_by_its_value(app):
     def boom(ctx: JobContext) -> None:
         raise RuntimeError("boom")
