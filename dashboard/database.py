@@ -1,4 +1,4 @@
-"""Where the engine points: ``DATABASE_URL``, the ``POSTGRES_*`` variables, or embedded.
+"""Where the SQLAlchemy engine points: ``DATABASE_URL``, the ``POSTGRES_*`` variables, or embedded.
 
 Without either, the app runs on an embedded PostgreSQL (the ``pgserver`` package) whose data
 lives under the Flask instance folder. pgserver starts the server on first use and attaches to

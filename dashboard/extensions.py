@@ -15,7 +15,7 @@ htmx = Htmx()  # request.htmx (HX-Request, HX-Target, HX-Current-URL ...) and ma
 
 
 def engine() -> Engine:
-    """The engine of the Flask-SQLAlchemy instance registered on the current app: :data:`db`
+    """The SQLAlchemy engine of the Flask-SQLAlchemy instance registered on the current app: :data:`db`
     in the standalone app, the host's own ``db`` where ``JobQueue`` is mounted in a host's
     app (its tables live in the host's database). Needs an application context."""
     sqlalchemy: SQLAlchemy = current_app.extensions["sqlalchemy"]

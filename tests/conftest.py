@@ -135,7 +135,7 @@ def empty_tables_before_each_test(request: pytest.FixtureRequest) -> None:
             "jobs_queue_rate, jobs_queue_slot, jobs_queue"
         )
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
-    claim_form.forget()  # what this process knew of the queues' limits was of those rows
+    claim_form.DEFAULT.forget()  # what this process knew of the queues' limits was of those rows
 
 
 @pytest.fixture

@@ -115,7 +115,7 @@ _REPLIES = {200: Reply("The count (dry run) or the number of jobs changed.", Bul
 def bulk_retry(body: BulkRetry) -> Response:
     """failed -> queued with attempts reset (event `manual_retry` per job, the actor in its data),
     in chunks of a few hundred jobs per transaction. Jobs an operator cancelled are left out
-    unless asked for (`cancelled`, `include_cancelled`). Extension."""
+    unless asked for (`cancelled`, `include_cancelled`)."""
     return _bulk("retry", body)
 
 
@@ -127,9 +127,8 @@ def bulk_retry(body: BulkRetry) -> Response:
     replies=_REPLIES,
 )
 def bulk_cancel(body: BulkAction) -> Response:
-    """queued -> failed with `last_error` "Cancelled by <actor>" (event `cancelled` per job, an
-    extension beside the reference's nine event types; the job keeps a `cancelled_at` marker
-    that lists and figures tell apart from failures). Extension."""
+    """queued -> failed with `last_error` "Cancelled by <actor>" (event `cancelled` per job; the
+    job keeps a `cancelled_at` marker that lists and figures tell apart from failures)."""
     return _bulk("cancel", body)
 
 
@@ -142,8 +141,7 @@ def bulk_cancel(body: BulkAction) -> Response:
 )
 def bulk_run_now(body: BulkAction) -> Response:
     """Queued jobs whose `available_at` is later (scheduled, or backing off) become due now
-    (event `rescheduled` per job, its data holding `was_available_at`; an extension beside the
-    reference's nine event types). Extension."""
+    (event `rescheduled` per job, its data holding `was_available_at`)."""
     return _bulk("run_now", body)
 
 
@@ -157,7 +155,7 @@ def bulk_run_now(body: BulkAction) -> Response:
 def bulk_delete(body: BulkDelete) -> Response:
     """Succeeded and failed jobs (`status` narrows to one) are deleted with their events, in
     chunks of a few hundred per transaction; each leaves a row in the audit log (`/audit/`)
-    naming the actor. Queued and running jobs are never deleted. Extension."""
+    naming the actor. Queued and running jobs are never deleted."""
     return _bulk("delete", body)
 
 
@@ -172,7 +170,7 @@ def bulk_delete(body: BulkDelete) -> Response:
 )
 def job_delete(job_id: uuid.UUID) -> Response:
     """A succeeded or failed job is deleted with its events; the audit log keeps who did it.
-    A queued or running job: 409 naming its status. Extension."""
+    A queued or running job: 409 naming its status."""
     outcome = actions.run_one("delete", job_id, event_data=audit_data())
     if outcome.status is None:
         raise ApiError(404, "Not found.")

@@ -1,6 +1,6 @@
 """Field types shared by the API's input models: text, aware datetimes, JSON documents.
 
-Each one refuses what PostgreSQL cannot store or what the engine would misread, so a bad
+Each one refuses what PostgreSQL cannot store or what the store would misread, so a bad
 value is a 400 naming the field rather than a database error (a 500) after the fact:
 NUL characters and unpaired surrogates (not storable in text or jsonb), naive datetimes (whose
 instant is unknowable), non-finite numbers and absurdly deep documents.

@@ -127,7 +127,7 @@ class CreateJob(BaseModel):
     queue: QueueName | None = Field(
         default=None,
         description=(
-            "Extension: the named queue, 1 to 64 characters of A-Z a-z 0-9 _ . : -. Null or omitted: the "
+            "The named queue, 1 to 64 characters of A-Z a-z 0-9 _ . : -. Null or omitted: the "
             "type's handler default (@handler(queue=...)), else `default`."
         ),
     )
@@ -209,11 +209,11 @@ class JobListQuery(BaseModel):
     )
     status: Status | None = Field(default=None, description="Exact status.")
     type: TypeFilter | None = Field(default=None, description="Case-insensitive substring of the job type.")
-    queue: QueueName | None = Field(default=None, description="Extension: exact queue name.")
+    queue: QueueName | None = Field(default=None, description="Exact queue name.")
     q: SearchText | None = Field(
         default=None,
         description=(
-            "Search (an extension of the reference): a full id or an id prefix of 4+ hex digits, an "
+            "Search: a full id or an id prefix of 4+ hex digits, an "
             "idempotency key, words or fragments of any job's last_error (a host name, a dotted name or a "
             "path matches by its parts in order, the last a prefix), or a payload match (key=value, a.b=1, "
             "or a JSON object the payload contains; reads the newest 10,000 jobs of the filter). Text "
@@ -225,7 +225,7 @@ class JobListQuery(BaseModel):
     cancelled: bool | None = Field(
         default=None,
         description=(
-            "Extension: true lists only the jobs an operator cancelled (stored as failed, "
+            "True lists only the jobs an operator cancelled (stored as failed, "
             '`last_error` "Cancelled by ..."), false leaves them out; absent, either.'
         ),
     )
@@ -299,15 +299,14 @@ class EventFeedQuery(BaseModel):
     type: list[EventType] = Field(
         default_factory=list,
         description=(
-            "Exact event type. Repeat it for several (`?type=claimed&type=failed`): events of any "
-            "of them. The reference takes one type; repeating it is an extension."
+            "Exact event type. Repeat it for several (`?type=claimed&type=failed`): events of any of them."
         ),
     )
     exclude: EventTypeList = Field(
         default_factory=list,
         description=(
             "Event types to leave out, comma-separated (`?exclude=progress,lease_renewed`, the "
-            "feed without a running job's chatter) or repeated. An extension to the reference."
+            "feed without a running job's chatter) or repeated."
         ),
         json_schema_extra={"x-explode": False},
     )

@@ -1,4 +1,4 @@
-"""The endpoints: validate (done by the registry), call the engine, serialise.
+"""The endpoints: validate (done by the registry), call the store, serialise.
 
 No view writes job state or builds a query: jobs are created through ``store.enqueue`` and
 retried through ``store.actions``; reads go through the store's read modules.
@@ -53,7 +53,7 @@ from .stats_detail import detail as stats_detail
 
 def json_response(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """``model`` as JSON, timestamps in ``TIME_ZONE``; fields left unset (``detail`` of a healthy
-    ``Health``) are omitted, every field the engine returned is kept, nulls included."""
+    ``Health``) are omitted, every field the store returned is kept, nulls included."""
     tz = settings_of(current_app).tz
     body = model.model_dump_json(context={"tz": tz}, exclude_unset=True)
     return current_app.response_class(body, status=status, headers=headers, mimetype="application/json")
@@ -204,7 +204,7 @@ def job_list(query: JobListQuery) -> Response:
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
     limit, offset = query.page_size, query.offset
     policy = recount.policy_of(settings_of(current_app))
-    terms = search.parse_api_q(query.q) if query.q else None  # an extension of the reference's list
+    terms = search.parse_api_q(query.q) if query.q else None  # `q`: the list narrowed by a search
     if terms is not None:
         page = find_jobs.search_jobs(
             terms,
@@ -323,8 +323,8 @@ def job_retry(job_id: uuid.UUID) -> Response:
 def event_feed(query: EventFeedQuery) -> Response:
     """Cursor pages, newest first (default 50, at most 200). Follow `next` for older events:
     events that arrive meanwhile never shift a page, so each older event is seen once.
-    `previous` leads to newer events. Extensions: several `type`s (any of them) and `exclude`;
-    `next` and `previous` keep every filter."""
+    `previous` leads to newer events. Filter by several `type`s (any of them) and leave types
+    out with `exclude`; `next` and `previous` keep every filter."""
     limit, position = query.page_size, query.cursor
     before = position.position if position and position.direction == "before" else None
     after = position.position if position and position.direction == "after" else None

@@ -44,7 +44,7 @@ Timestamp = Annotated[
 
 
 class Output(BaseModel):
-    """Built from the engine's records (attributes), never from client input."""
+    """Built from the store's records (attributes), never from client input."""
 
     model_config = ConfigDict(from_attributes=True, extra="forbid")
 
@@ -68,7 +68,7 @@ class Job(Output):
     created_at: Timestamp
     updated_at: Timestamp
     finished_at: Timestamp | None
-    queue: str = Field(description="Extension: the job's named queue (`default` unless one was named).")
+    queue: str = Field(description="The job's named queue (`default` unless one was named).")
 
 
 class BulkResult(BaseModel):
@@ -85,12 +85,12 @@ class BulkResults(BaseModel):
 
 
 def bulk_results_json(results: Sequence[Any], tz: tzinfo, rendered: Sequence[bytes] | None = None) -> bytes:
-    """``BulkResults`` of the engine's ``CreateResult`` list as ``json_response`` renders it, byte
+    """``BulkResults`` of the store's ``CreateResult`` list as ``json_response`` renders it, byte
     for byte, without building a ``Job`` model per job first.
 
     At 1,000 jobs per request, validating 1,000 ``Job`` models from the records and rendering
     each timestamp through ``_iso`` cost more than the request's INSERT (docs/benchmarks.md).
-    The records come from the engine, so there is nothing to validate; each distinct
+    The records come from the store, so there is nothing to validate; each distinct
     timestamp (a batch shares its ``created_at``) is rendered once. ``rendered``: each job of
     the request already rendered by :func:`job_renderer` as it was to be created (while the
     server inserted it); a created job's answer is that, a deduplicated one's is rendered here.
@@ -170,8 +170,8 @@ class JobEvent(Output):
     id: int
     job: uuid.UUID = Field(validation_alias=AliasChoices("job", "job_id"), description="The job's id.")
     type: EventType = Field(
-        description="The reference's nine types, plus `cancelled` and `rescheduled` (an extension: "
-        "an operator cancelled the queued job, or made a waiting one due now)."
+        description="The nine types of a job's lifecycle, plus `cancelled` (an operator cancelled the "
+        "queued job) and `rescheduled` (an operator made a waiting one due now)."
     )
     attempt: int
     worker_id: str | None
@@ -244,7 +244,7 @@ class Config(BaseModel):
     JOB_WORKER_BATCH_SIZE: int = Field(description="Jobs claimed per claim statement (1: one at a time).")
     JOB_WORKER_LISTEN: bool = Field(description="Workers wake on LISTEN/NOTIFY as well as by polling.")
     JOB_WORKER_QUEUES: list[str] | None = Field(
-        description="Extension: the queues workers claim from by default; null: every queue."
+        description="The queues workers claim from by default; null: every queue."
     )
     JOB_WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = Field(
         description="After SIGINT/SIGTERM, seconds running jobs get before they are requeued (0: no limit)."

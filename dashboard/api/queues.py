@@ -61,9 +61,9 @@ class QueueList(BaseModel):
         )
     )
     truncated: bool = Field(
-        description=f"Extension: more queues exist than the {read_queues.QUEUES_SHOWN} listed (see `total`)."
+        description=f"More queues exist than the {read_queues.QUEUES_SHOWN} listed (see `total`)."
     )
-    total: int = Field(description="Extension: how many queues have jobs or settings, listed or not.")
+    total: int = Field(description="How many queues have jobs or settings, listed or not.")
 
 
 class RateLimitIn(BaseModel):

@@ -6,7 +6,7 @@ transition is one autocommit statement; reads are one transaction). What does no
 
 - psycopg's automatic server-side prepared statements (PgBouncer 1.18 does not track them):
   ``database.pooled_connect_args`` turns them off (``prepare_threshold=None``) when pooled
-  (in ``database.py``, which builds the engine options and sits below ``ops``);
+  (in ``database.py``, which builds the SQLAlchemy engine's options and sits below ``ops``);
 - ``LISTEN``: :func:`listen_url` gives the direct connection (``DATABASE_DIRECT_URL``), or
   ``None`` (the worker then polls and says so);
 - session ``SET`` (the one-job worker's ``plan_cache_mode``): :func:`session_settings_ok` is

@@ -12,8 +12,7 @@ still claimed by processes without an overdue thread, and by this one once its o
 attempt ends.
 
 The lease end is each attempt's ``JobContext.locked_until`` (moved by every renewal, set by the
-database's clock), compared with the worker's clock: the two are assumed to agree closely, as
-the reference assumes.
+database's clock), compared with the worker's clock: the two are assumed to agree closely.
 """
 
 from __future__ import annotations

@@ -117,6 +117,7 @@ class CarryingCompleter:
                 avoid_expired=runtime.attempts.any_overdue(),
                 queues=runtime.settings.queues,
                 job_queue=ctx.job.queue,
+                forms=runtime.claim_forms,
             )
             worker_metrics.claimed("complete_and_claim", claim_started)
             if self.carried is not None:

@@ -252,6 +252,7 @@ class Dispatcher:
                 conn=self.runtime.connection,
                 avoid_expired=overdue,
                 queues=self.settings.queues,
+                forms=self.runtime.claim_forms,
             )
             worker_metrics.claimed("batch", claim_started)
         except BaseException:

@@ -121,6 +121,7 @@ class OneJobLoop:
             conn=runtime.connection,
             avoid_expired=runtime.attempts.any_overdue(),
             queues=runtime.settings.queues,
+            forms=runtime.claim_forms,
         )
         worker_metrics.claimed("claim", started)
         for job in jobs:

@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 from ..config import WorkerSettings
 from ..store import connection
 from ..store.flow import queues
+from ..store.lifecycle import claim_form
 from .attempts import PROCESS, RunningAttempts
 from .failures import first_line, is_connection_error
 
@@ -65,7 +66,8 @@ RATES_UNSEEN_SECONDS = 5.0
 
 
 class ThreadRuntime:
-    """One worker thread's id, settings, connection and outage backoff."""
+    """One worker thread's id, settings, connection and outage backoff, and what it shares
+    with the process's other threads: the running attempts and the claim's forms."""
 
     def __init__(
         self,
@@ -78,9 +80,13 @@ class ThreadRuntime:
         generic_plans: bool = False,
         attempts: RunningAttempts | None = None,
         listening: Callable[[], bool] | None = None,
+        claim_forms: claim_form.ClaimForms | None = None,
     ) -> None:
         self.app = app
         self.attempts = attempts or PROCESS  # this process's running attempts (anti-capture)
+        # What the process knows of its queues' limits (which form its claims take): the
+        # worker's, one for all its threads; none given, the store's default one.
+        self.claim_forms = claim_form.DEFAULT if claim_forms is None else claim_forms
         self.settings = settings
         self.worker_id = worker_id
         self.stopping = stopping

@@ -44,6 +44,7 @@ from ..database import tcp_connect_args
 from ..ops import pooling
 from ..ops.worker_metrics import MetricsServer
 from ..store import lifecycle
+from ..store.lifecycle.claim_form import ClaimForms
 from .completers import BatchCompleter, InlineCompleter
 from .dispatcher import Dispatcher, Executor
 from .failures import first_line
@@ -115,6 +116,7 @@ class Worker:
         self.stopping = threading.Event()
         self.doorbell = Doorbell()
         self.flusher = Flusher()
+        self.claim_forms = ClaimForms()  # which form the claims take: one answer for all threads
 
         def runtime(n: int, *, generic_plans: bool = False) -> ThreadRuntime:
             backoff = Backoff(reconnect_base_seconds, reconnect_max_seconds)
@@ -127,6 +129,7 @@ class Worker:
                 reconnect=backoff,
                 generic_plans=generic_plans,
                 listening=self.listening,
+                claim_forms=self.claim_forms,
             )
 
         # The work. Thread numbers: thread-0 the periodic services (the rescuer and the scheduler,

@@ -1,7 +1,7 @@
 """The psycopg execution layer under the transitions: connections, compiled statements, rows.
 
 - :func:`connect` / :func:`connect_worker` / :func:`release_worker`: autocommit connections,
-  the engine cached per Flask-SQLAlchemy engine;
+  the autocommit SQLAlchemy engine cached per Flask-SQLAlchemy engine;
 - :func:`fetch_rows` / :func:`fetch_job`: run a statement (``sql.query``) on the driver
   connection, compiled once, rows as plain dicts (:func:`fetch_rows_while`: one statement per
   parameter set in one pipelined transaction, with client work done while the server executes);
@@ -10,7 +10,7 @@
 - errors come back as SQLAlchemy's exception classes (``DBAPIError.instance``), so callers tell
   an outage from a refusal the same way everywhere.
 
-Needs an application context (for the engine) and nothing else.
+Needs an application context (for the SQLAlchemy engine) and nothing else.
 """
 
 from __future__ import annotations
@@ -163,8 +163,8 @@ def _compile(statement: TextClause) -> _Compiled:
 
     psycopg converts a ``%(name)s`` query on every execution and caches that conversion only
     for queries of up to 4,096 characters; the claim-and-settle statements are longer, and
-    converting them again cost a one-job worker about 50 µs of its interpreter per job. A raw
-    query is sent as it is, with its parameters in ``names``' order (:func:`_args`).
+    converting them again cost a one-job worker interpreter time on every job (docs/benchmarks.md).
+    A raw query is sent as it is, with its parameters in ``names``' order (:func:`_args`).
     """
     compiled = _compiled.get(id(statement))
     if compiled is None:

@@ -92,7 +92,7 @@ class Job(Model):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    # Set when an operator cancelled the queued job (it is then ``failed``, the reference's four
+    # Set when an operator cancelled the queued job (it is then ``failed``, the four stored
     # states unchanged), cleared by a retry: lists, figures and metrics tell cancels apart.
     cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # The named queue it belongs to (``jobs_queue``); ``default`` unless the create names one.
@@ -113,7 +113,7 @@ class Job(Model):
         # one status, newest first) and the skip scan that lists the distinct types
         # (``read_stats.JOB_TYPES_SQL``).
         Index("job_type_created_idx", "type", "status", text("created_at DESC"), text("id DESC")),
-        # The reference's claim index, by its name: every queue's queued rows in claim order
+        # The claim index, under the name the contract fixes: every queue's queued rows in claim order
         # (the "next to run" list, the metrics' queued walk). Only queued rows, so it stays
         # small while finished rows pile up. Priority must come first: with available_at first
         # PostgreSQL sorts every queued row on each read in this order (docs/benchmarks.md).

@@ -19,7 +19,7 @@ A table the role cannot analyze (it does not own it) is left to autovacuum.
 Two callers keep it so, so that neither depends on the other: each worker process's rescuer
 after every rescue pass, and the process that inserts, where the burst happens
 (:func:`after_insert`, from ``create.py``: a web process alone, a fresh installation importing
-before any worker is deployed, must not run at a fifteenth of its speed). The inserting process
+before any worker is deployed, must not run at a fraction of its speed). The inserting process
 checks once per :data:`CHECK_EVERY_JOBS` jobs it created, one catalog query.
 
 Before the first such check can help, the burst's own first requests plan the check while the

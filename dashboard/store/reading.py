@@ -77,7 +77,7 @@ def in_range_order(conn: Connection) -> Iterator[None]:
     the whole list's order index (the created_at index backwards, job_event_id_idx) and
     filtering, as if the group's rows were spread evenly through it; a recent burst of other
     jobs at its head (500,000 of them), or a long job's events at the end of the feed, is read
-    row by row before the group's first (580 ms against 7 ms; 630 ms against 0.1 ms). The
+    row by row before the group's first (the figures: docs/benchmarks.md). The
     pages' working set is cached, so the setting is also closer to the truth. ``SET LOCAL``
     and reset after, as :func:`in_index_order`.
     """

@@ -1,4 +1,4 @@
-"""Plain results the engine returns: no ORM objects escape the engine's write path."""
+"""Plain results the store returns: no ORM objects escape its write path."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ class EventType(StrEnum):
     FAILED = "failed"
     TIMEOUT_REQUEUED = "timeout_requeued"
     MANUAL_RETRY = "manual_retry"
-    # Extensions, the operator's actions beside the reference's nine:
+    # The operator's actions, beside the nine of the lifecycle above:
     CANCELLED = "cancelled"  # queued -> failed, "Cancelled by <actor>"
     RESCHEDULED = "rescheduled"  # queued, available_at moved to now ("run now")
 

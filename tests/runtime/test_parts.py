@@ -21,6 +21,7 @@ from dashboard.runtime.runner import End, Runner
 from dashboard.runtime.threads import ThreadRuntime
 from dashboard.runtime.worker import Worker
 from dashboard.store import lifecycle
+from dashboard.store.lifecycle import claim_form
 from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import SETTINGS, event_types, events, job, one_job_loop, wait_until
 
@@ -89,6 +90,19 @@ def test_each_thread_runs_its_attempts_with_one_runner_and_a_completer_of_its_mo
     assert all(loop.runner.completer is batch.completer for loop in batch.loops)
     assert isinstance(batch.completer.runner.completer, InlineCompleter)  # its one-by-one fallback
     assert one_job.runners == [loop.runner for loop in one_job.loops]  # what hand_back reads
+
+
+def test_a_worker_owns_the_claim_forms_its_claiming_threads_share(app):
+    """Which form a claim takes is known per process: every thread that claims (the one-job
+    loops, batch mode's dispatcher) reads and writes the worker's one ClaimForms, not the
+    store's default one."""
+    one_job = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2}))
+    assert isinstance(one_job.claim_forms, claim_form.ClaimForms)
+    assert one_job.claim_forms is not claim_form.DEFAULT
+    assert all(loop.runtime.claim_forms is one_job.claim_forms for loop in one_job.loops)
+    batch = Worker(app, WorkerSettings(**{**SETTINGS.__dict__, "threads": 2, "batch_size": 4}))
+    assert batch.dispatcher is not None and batch.dispatcher.runtime.claim_forms is batch.claim_forms
+    assert batch.claim_forms is not one_job.claim_forms
 
 
 def test_an_attempts_end_is_an_enum_the_metrics_count_by_its_value(app):

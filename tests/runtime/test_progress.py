@@ -91,7 +91,7 @@ def test_the_settle_takes_the_context_back_from_the_flusher(app, flusher):
 
 @pytest.mark.parametrize("queue_known", [False, True], ids=["visit", "only queue"])
 def test_settle_and_claim_and_batch_completion_write_pending_progress_first(app, queue_known):
-    claim_form.forget()
+    claim_form.DEFAULT.forget()
     first = enqueue.create_job(enqueue.JobSpec("test.one")).job
     second = enqueue.create_job(enqueue.JobSpec("test.two")).job
     claimed = lifecycle.claim_next_job("w1", lease_seconds=30)  # answers: `default` is the only queue

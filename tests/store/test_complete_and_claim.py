@@ -26,7 +26,7 @@ CURRENT = {"form": "visit"}
 def form(request, monkeypatch):
     """Every test runs with both forms of a settle-and-claim without limits, and checks that
     the form it names is the one that ran."""
-    claim_form.forget()
+    claim_form.DEFAULT.forget()
     CURRENT["form"] = request.param
     sent = record_statements(monkeypatch)
     yield request.param

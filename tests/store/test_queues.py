@@ -16,6 +16,8 @@ from dashboard.store.lifecycle.create import JobSpec
 from dashboard.store.reads import queues as read_queues
 from tests.store.helpers import LEASE, T0, at, cleanup, event_types, record_statements
 
+KNOWN = claim_form.DEFAULT  # what the claims and settles without forms= know of the limits
+
 
 def make(queue: str | None, n: int = 1, now=T0, **fields) -> list:
     return [
@@ -358,20 +360,20 @@ def test_the_limits_open_statement_answers_as_the_no_limits_claims(app):
 def test_a_claim_without_limits_that_comes_back_short_claims_the_rest_with_them(app):
     """A process that has seen no limit runs the no-limits form first; when that skipped a
     limited queue that could give jobs, the same call claims the rest with the limits."""
-    claim_form.forget()
+    KNOWN.forget()
     queues.set_limits("slow", concurrency_limit=2, now=T0)
     make("slow", 3)
     got = claim(limit=3, now=at(1))
     assert [job.queue for job in got] == ["slow", "slow"]
     assert held("slow") == 2
-    assert claim_form.is_open(None)
+    assert KNOWN.is_open(None)
 
 
 def test_a_settle_that_frees_a_slot_turns_the_next_claims_to_the_limits(app, monkeypatch):
     """A one-job thread's settle-and-claim does not read `limits_open` on every job: it reads
     it again after RECHECK_SECONDS, and a settle that freed a slot turns it on at once."""
-    claim_form.forget()
-    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 3600.0)  # only what the statements say
+    KNOWN.forget()
+    monkeypatch.setattr(KNOWN, "recheck_seconds", 3600.0)  # only what the statements say
     queues.set_limits("slow", concurrency_limit=1, now=T0)
     make("slow", 2)
     make("fast", 3)
@@ -380,18 +382,18 @@ def test_a_settle_that_frees_a_slot_turns_the_next_claims_to_the_limits(app, mon
         running.id, "w", running.attempts, {}, lease_seconds=LEASE, now=at(2)
     )  # read first (no answer yet): slot held, so closed; the claim is the no-limits one's
     assert done and nxt is not None and nxt.queue == "fast"
-    assert held("slow") == 0 and claim_form.is_open(None)  # it freed the slot
-    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 0.0)  # read again at every settle
+    assert held("slow") == 0 and KNOWN.is_open(None)  # it freed the slot
+    monkeypatch.setattr(KNOWN, "recheck_seconds", 0.0)  # read again at every settle
     claimed, current = [], nxt
     while current is not None and current.queue != "slow":  # fast's two others, then slow's
         done, current = lifecycle.complete_and_claim(
             current.id, "w", current.attempts, {}, lease_seconds=LEASE, now=at(3)
         )
-        assert done and claim_form.is_open(None)  # read before each: a slot free, a job due
+        assert done and KNOWN.is_open(None)  # read before each: a slot free, a job due
         claimed.append(current)
     assert current is not None and held("slow") == 1  # taken with its slot, by the limits' form
     with connection.connect() as conn:
-        assert claim_form.current(conn, None, {"queues": None, "now": at(4)}) is False  # full again
+        assert KNOWN.current(conn, None, {"queues": None, "now": at(4)}) is False  # full again
 
 
 def _only_queue(name: str, *, served=None) -> str | None:
@@ -429,13 +431,13 @@ def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limi
     settle-and-claim of a job of that queue reads that queue's range alone; a pause or a limit
     given since holds from its commit all the same, and a second queue is visited from the
     next answer."""
-    claim_form.forget()
-    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 3600.0)  # only what the statements say
+    KNOWN.forget()
+    monkeypatch.setattr(KNOWN, "recheck_seconds", 3600.0)  # only what the statements say
     sent = record_statements(monkeypatch)
     served = ["solo", "other"]
     make("solo", 4)
     (first,) = claim(served=served, now=at(1))  # no answer yet: the no-limits claim answers
-    assert first.queue == "solo" and claim_form.only_queue(("solo", "other")) == "solo"  # other: no row
+    assert first.queue == "solo" and KNOWN.only_queue(("solo", "other")) == "solo"  # other: no row
 
     done, nxt = _settle(first, at(2), served)
     assert done and nxt is not None and nxt.queue == "solo"
@@ -449,14 +451,14 @@ def test_a_settle_and_claim_reads_the_only_queue_directly_and_its_pause_and_limi
     queues.set_limits("solo", concurrency_limit=1, now=T0)
     (third,) = claim(served=served, now=at(4))  # the answer turns: a limited queue with room
     assert third.queue == "solo" and held("solo") == 1
-    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(KNOWN, "recheck_seconds", 0.0)
     with connection.connect() as conn:
-        assert claim_form.current(conn, ("solo", "other"), {"queues": served, "now": at(4)}) is False  # full
-    assert claim_form.only_queue(("solo", "other")) is None  # the one without a limit is gone
+        assert KNOWN.current(conn, ("solo", "other"), {"queues": served, "now": at(4)}) is False  # full
+    assert KNOWN.only_queue(("solo", "other")) is None  # the one without a limit is gone
     make("other", 1)
     done, last = _settle(third, at(5), served)
     assert done and last is not None and last.queue == "other"  # the one without a limit
-    assert claim_form.only_queue(("solo", "other")) == "other"
+    assert KNOWN.only_queue(("solo", "other")) == "other"
     assert sent[-1] is lifecycle.settle.COMPLETE_AND_CLAIM_NO_LIMITS  # a job of solo: a form that frees slots
     assert held("solo") == 0  # and solo's slot freed
 
@@ -466,13 +468,13 @@ def test_the_only_queue_settle_leaves_a_job_that_may_hold_a_slot_to_a_form_that_
     settle that reads the queue alone settles nothing then, and the job is settled again by a
     statement that frees its slot: the slot freed once, the job succeeded once, and the next
     claims take the limit into account."""
-    claim_form.forget()
-    monkeypatch.setattr(claim_form, "RECHECK_SECONDS", 3600.0)  # the answer stays "solo, no limit"
+    KNOWN.forget()
+    monkeypatch.setattr(KNOWN, "recheck_seconds", 3600.0)  # the answer stays "solo, no limit"
     sent = record_statements(monkeypatch)
     served = ["solo"]
     make("solo", 2)
     (job,) = claim(served=served, now=at(1))
-    assert claim_form.only_queue(("solo",)) == "solo"
+    assert KNOWN.only_queue(("solo",)) == "solo"
     queues.set_limits("solo", concurrency_limit=1, now=T0)
     assert held("solo") == 1  # the running job took the new limit's slot
 
@@ -480,7 +482,7 @@ def test_the_only_queue_settle_leaves_a_job_that_may_hold_a_slot_to_a_form_that_
     assert sent[-2:] == [lifecycle.settle.COMPLETE_AND_CLAIM_ONLY_QUEUE, lifecycle.settle.COMPLETE_AND_CLAIM]
     assert done and nxt is None  # settled; the slot it frees is the next statement's
     assert held("solo") == 0
-    assert claim_form.is_open(("solo",)) and claim_form.only_queue(("solo",)) is None  # the limits' forms
+    assert KNOWN.is_open(("solo",)) and KNOWN.only_queue(("solo",)) is None  # the limits' forms
     (after,) = claim(served=served, now=at(3))
     assert after.queue == "solo" and held("solo") == 1
     assert event_types(job.id).count("succeeded") == 1

@@ -10,8 +10,8 @@ each chunk of a bulk action (:func:`run`), and both answer with one :class:`Acti
 - *delete*: a finished job (succeeded or failed) is deleted with its events; a row in
   ``jobs_audit`` per job says who did it, since no event of the job is left to.
 
-A cancel sets ``cancelled_at`` and a retry clears it: the job is ``failed`` meanwhile (the
-reference's four states), and a bulk retry leaves cancelled jobs out unless its selection asks
+A cancel sets ``cancelled_at`` and a retry clears it: the job is ``failed`` meanwhile (one of
+the four stored states), and a bulk retry leaves cancelled jobs out unless its selection asks
 for them (``cancelled=True``, or ``include_cancelled``).
 
 A bulk action selects with the job list's filters (status, type, ``q``) and works in chunks of

@@ -13,7 +13,7 @@
 --
 -- Eligible: queued, due, attempts left, in a served queue that is not paused and has room.
 -- Index: job_queue_claim_idx (queue, priority DESC, available_at, created_at, id) WHERE
--- status = 'queued': one range per queue, read in the reference's claim order. FOR UPDATE
+-- status = 'queued': one range per queue, read in claim order. FOR UPDATE
 -- SKIP LOCKED: concurrent claimers skip rows another one has locked instead of waiting on
 -- them, so each attempt goes to exactly one worker.
 --
@@ -22,7 +22,7 @@
 -- time, so a pause is in force for every worker from its commit. A create adds its queue's
 -- row (create.sql), so a queue that has jobs has a row.
 --
--- The order. Within a queue, the reference's: priority DESC, available_at, created_at, id.
+-- The order. Within a queue: priority DESC, available_at, created_at, id.
 -- Between queues, each claim visits the served queues in a random order and takes from the
 -- first that gives a job (a batch goes on to the next queue until it has n): every queue with
 -- a due job has the same chance to be first, whatever the others hold, so a quiet queue's job

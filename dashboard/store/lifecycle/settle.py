@@ -82,16 +82,17 @@ def complete_and_claim(
     avoid_expired: bool = False,
     queues: Sequence[str] | None = None,
     job_queue: str | None = None,
+    forms: claim_form.ClaimForms | None = None,
 ) -> tuple[bool, JobRecord | None]:
     """:func:`complete_job` and :func:`claim_next_job` for the same worker, in one statement.
 
     Returns whether the success was recorded (``False``: the attempt was no longer ours) and
     the next job claimed, if any. The two are independent: a fenced-off completion still
-    claims, and an empty queue still completes. ``avoid_expired`` and ``queues`` as
+    claims, and an empty queue still completes. ``avoid_expired``, ``queues`` and ``forms`` as
     :func:`claim_batch`. A concurrency slot the completion frees is free for the next
     statement, not for this one's claim (it reads the statement's snapshot). ``job_queue``:
     the queue of the job completed, if the caller knows it; a job of the only served queue
-    without a limit (``claim_form.only_queue``) is then settled by the statement that reads
+    without a limit (``ClaimForms.only_queue``) is then settled by the statement that reads
     that queue alone and frees no slot, and settled again by one that does if its queue has
     a concurrency limit by then.
     """
@@ -105,12 +106,14 @@ def complete_and_claim(
         "queues": served_queues(queues),
     }
     served = claim_form.served_key(queues)
+    if forms is None:
+        forms = claim_form.DEFAULT
     if progress:
         params["progress"] = list(progress)
     with autocommit(conn) as conn:
-        if claim_form.current(conn, served, params):
+        if forms.current(conn, served, params):
             statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
-        elif job_queue is not None and job_queue == claim_form.only_queue(served):
+        elif job_queue is not None and job_queue == forms.only_queue(served):
             params["queue"] = job_queue  # the one served queue without a limit: its range, directly
             statement = (
                 COMPLETE_AND_CLAIM_WITH_PROGRESS_ONLY_QUEUE if progress else COMPLETE_AND_CLAIM_ONLY_QUEUE
@@ -121,11 +124,11 @@ def complete_and_claim(
             statement = COMPLETE_AND_CLAIM_NO_LIMITS
         row = fetch_rows(conn, statement, params)[0]
         if row.get("limited"):  # its queue has a concurrency limit now: its job may hold a slot
-            claim_form.limit_found(served)
+            forms.limit_found(served)
             statement = COMPLETE_AND_CLAIM_WITH_PROGRESS if progress else COMPLETE_AND_CLAIM
             row = fetch_rows(conn, statement, params)[0]
     if row["freed"]:
-        claim_form.freed_a_slot(served)
+        forms.freed_a_slot(served)
     claimed = JobRecord.from_row(row) if row["id"] is not None else None
     return bool(row["completed"]), claimed
 

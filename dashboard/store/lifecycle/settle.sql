@@ -5,8 +5,8 @@
 -- handler's reports instead of committing each) writes them first, from :progress, a jsonb
 -- array of {message, data, created_at}, inserted only for rows the fenced UPDATE matched, so a
 -- lost attempt writes no progress either. Each settle has that twin (`..._with_progress`):
--- one statement for both, its :progress an empty array when there are none, cost 1-7 % more
--- per statement on the drain's path (docs/benchmarks.md), so the two stay apart.
+-- one statement for both, its :progress an empty array when there are none, cost more per
+-- statement on the drain's path (docs/benchmarks.md), so the two stay apart.
 --
 -- Events of one statement come out of ONE INSERT ... SELECT ... ORDER BY, so their ids follow
 -- the causal order (two sibling INSERT CTEs run in no defined order): per job, its progress

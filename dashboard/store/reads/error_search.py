@@ -5,7 +5,7 @@ Two reads, one answer (the jobs whose error the index's expression matches):
 - :func:`indexed`: ``job_error_fts_idx``, a GIN over the error with its ASCII punctuation
   turned into separators (:data:`ERROR_VECTOR`), partial on ``last_error <> ''``. It finds every
   match at once, in the table's order: a word in a million errors is a bitmap of a million
-  entries (some 250 ms) before a page can pick its newest, and past ``cap`` it keeps the first
+  entries before a page can pick its newest (docs/benchmarks.md), and past ``cap`` it keeps the first
   the index gives, not the newest.
 - :func:`newest`: the newest errors, read in the list's order through
   ``job_error_created_idx`` ((created_at, id) of the jobs with an error), each tested with the

@@ -34,7 +34,7 @@ class Stats:
     finished_counted_at: datetime | None = None
     counts_capped: bool = False  # a live count went past LIVE_COUNT_CAP: estimated
     # Of the failed jobs, those an operator cancelled (``cancelled_at``): ``by_status`` counts
-    # the four stored statuses, as the reference's stats do; pages and metrics show the two apart.
+    # the four stored statuses (a cancelled job is failed there); pages and metrics show the two apart.
     cancelled: int = 0
 
     @property

@@ -33,9 +33,8 @@ SELECT type FROM types WHERE type IS NOT NULL
 -- job_timeout_idx (running, overdue), and a skip scan of job_type_created_idx for the oldest
 -- queued job (one descent per type, not per queued row). Each capped count walks its index in
 -- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
--- the range, then up to the cap's heap pages (queued rows spread through a large table: 93 ms
--- for the queued count of a 100,000-job backlog, against about 4 ms walked in order;
--- docs/benchmarks.md).
+-- the range, then up to the cap's heap pages (queued rows spread through a large table: many
+-- times the cost of the walk in order, docs/benchmarks.md).
 WITH RECURSIVE types AS (
     (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
     UNION ALL
