@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging.config
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,9 +94,14 @@ def test_the_host_s_readiness_reads_the_queue_s_version_table(host_database: str
 
 # Flask-Migrate's own env.py template tries Flask-SQLAlchemy's deprecated get_engine() first.
 @pytest.mark.filterwarnings("ignore:'get_engine' is deprecated:DeprecationWarning")
-def test_the_host_s_autogenerate_finds_nothing_of_the_queue(empty_database: str, tmp_path: Path) -> None:
+def test_the_host_s_autogenerate_finds_nothing_of_the_queue(
+    empty_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The host's own ``flask db migrate`` after ``flask jobqueue upgrade``: the queue's tables
     are not in the host's metadata, and the revision it writes must not drop them."""
+    # The env.py that `flask db init` writes calls logging.config.fileConfig, which disables
+    # every logger this test process already has: the later tests' log lines would vanish.
+    monkeypatch.setattr(logging.config, "fileConfig", lambda *args, **kwargs: None)
     host, db, _ = make_host(empty_database)
     Migrate(host, db)  # set up after the queue: the filter is installed all the same
     upgraded = host.test_cli_runner().invoke(args=["jobqueue", "upgrade"])
