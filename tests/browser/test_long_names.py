@@ -11,8 +11,7 @@ import pytest
 from dashboard.limits import QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
 from dashboard.store.lifecycle import create as enqueue
 
-from .conftest import ARTIFACTS, CHROMIUM_ARGS
-from .test_pages import SCHEMES, VIEWPORTS, _check
+from .test_pages import VIEWPORTS, _check, every_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -25,7 +24,7 @@ LONG_QUEUE = "q" * QUEUE_NAME_MAX_LENGTH
 def test_a_long_type_in_the_alarm_banner_does_not_widen_any_page(
     app: Any, dashboard_server: str, chromium: str
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     assert len(LONG_TYPE) == TYPE_MAX_LENGTH
     job = enqueue.create_job(
@@ -38,28 +37,15 @@ def test_a_long_type_in_the_alarm_banner_does_not_widen_any_page(
         "queues": "/queues/",
     }
     problems: list[str] = []
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            for size, viewport in VIEWPORTS.items():
-                for scheme in SCHEMES:
-                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
-                    context.set_default_timeout(20_000)
-                    page = context.new_page()
-                    for name, path in pages.items():
-                        response = page.goto(dashboard_server + path)
-                        assert response is not None and response.status == 200, (name, response)
-                        banner = page.locator("[data-alarm]")
-                        expect(banner).to_be_visible()
-                        expect(banner).to_contain_text(LONG_TYPE)
-                        width = page.evaluate("document.documentElement.scrollWidth")
-                        if width > viewport["width"]:
-                            problems.append(
-                                f"{name}-{size}-{scheme}: scrollWidth {width} > {viewport['width']}"
-                            )
-                        _check(page, f"long-type-{name}-{size}-{scheme}", problems)
-                    context.close()
-        finally:
-            browser.close()
+    for size, scheme, page in every_view(chromium, timeout_ms=20000):
+        for name, path in pages.items():
+            response = page.goto(dashboard_server + path)
+            assert response is not None and response.status == 200, (name, response)
+            banner = page.locator("[data-alarm]")
+            expect(banner).to_be_visible()
+            expect(banner).to_contain_text(LONG_TYPE)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            if width > VIEWPORTS[size]["width"]:
+                problems.append(f"{name}-{size}-{scheme}: scrollWidth {width} > {VIEWPORTS[size]['width']}")
+            _check(page, f"long-type-{name}-{size}-{scheme}", problems)
     assert problems == [], "\n".join(problems)

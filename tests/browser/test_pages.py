@@ -4,6 +4,7 @@ violation at all, of any impact."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,28 @@ def _pages(base: str, seeded: Any) -> list[tuple[str, str]]:
         ("api-docs", base + "/api/docs/"),
         ("signin", base + "/login/"),
     ]
+
+
+def every_view(chromium: str, *, timeout_ms: int | None = None) -> Iterator[tuple[str, str, Any]]:
+    """``(size, scheme, page)`` for each viewport in each colour scheme, each page in a context of
+    its own (closed when the caller moves on), the browser closed at the end."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            for size, viewport in VIEWPORTS.items():
+                for scheme in SCHEMES:
+                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
+                    if timeout_ms is not None:
+                        context.set_default_timeout(timeout_ms)
+                    try:
+                        yield size, scheme, context.new_page()
+                    finally:
+                        context.close()
+        finally:
+            browser.close()
 
 
 def _check(page: Any, name: str, problems: list[str]) -> None:

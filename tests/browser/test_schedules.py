@@ -17,8 +17,8 @@ from dashboard.store.flow.schedules import Declaration, fire_due, set_paused, sy
 from dashboard.store.lifecycle import create as enqueue
 from tests.support.factories import make_job
 
-from .conftest import ARTIFACTS, CHROMIUM_ARGS
-from .test_pages import SCHEMES, VIEWPORTS, _check
+from .conftest import ARTIFACTS
+from .test_pages import _check, every_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -43,25 +43,13 @@ def seed() -> None:
 def test_the_schedules_page_fits_and_passes_axe_light_and_dark(
     app: Any, dashboard_server: str, chromium: str
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     seed()
     problems: list[str] = []
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            for size, viewport in VIEWPORTS.items():
-                for scheme in SCHEMES:
-                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
-                    page = context.new_page()
-                    response = page.goto(dashboard_server + "/schedules/")
-                    assert response is not None and response.status == 200
-                    _check(page, f"schedules-{size}-{scheme}", problems)
-                    page.screenshot(path=str(ARTIFACTS / f"schedules-{size}-{scheme}.png"), full_page=True)
-                    context.close()
-        finally:
-            browser.close()
+    for size, scheme, page in every_view(chromium):
+        response = page.goto(dashboard_server + "/schedules/")
+        assert response is not None and response.status == 200
+        _check(page, f"schedules-{size}-{scheme}", problems)
+        page.screenshot(path=str(ARTIFACTS / f"schedules-{size}-{scheme}.png"), full_page=True)
     assert problems == [], "\n".join(problems)
 
 
@@ -106,7 +94,7 @@ def test_late_and_failing_schedules_and_a_queue_nobody_serves_are_shown_and_pass
 ) -> None:
     """The overview's notices and banner, the Schedules page's late and failing schedules and the
     Queues page's unserved queue, at both sizes, light and dark."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     now = values.utcnow()
     sync([NIGHTLY, TICK])  # their next runs after the database's now
@@ -123,32 +111,20 @@ def test_late_and_failing_schedules_and_a_queue_nobody_serves_are_shown_and_pass
     workers.beat(mail_only, jobs_done=0, now=now)  # alive for half an hour: serves mail only
     enqueue.create_job(enqueue.JobSpec("demo.success", {"sleep_seconds": 0}))  # ready in default
     problems: list[str] = []
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            for size, viewport in VIEWPORTS.items():
-                for scheme in SCHEMES:
-                    context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
-                    page = context.new_page()
-                    page.goto(dashboard_server + "/")
-                    expect(page.locator("[data-alarm=no_queue_worker]")).to_contain_text("default")
-                    notice = page.locator("[data-schedule-alerts]")
-                    expect(notice.locator("[data-health=late]")).to_contain_text("nightly-report")
-                    expect(notice.locator("[data-health=failing]")).to_contain_text("crm-sync")
-                    _check(page, f"attention-overview-{size}-{scheme}", problems)
-                    page.screenshot(path=str(ARTIFACTS / f"attention-overview-{size}-{scheme}.png"))
-                    notice.get_by_role("link", name="Schedules").click()
-                    expect(page.locator("#schedule-nightly-report [data-field=state]")).to_have_text("late")
-                    expect(page.locator("#schedule-crm-sync [data-field=failing]")).to_be_visible()
-                    _check(page, f"attention-schedules-{size}-{scheme}", problems)
-                    page.screenshot(
-                        path=str(ARTIFACTS / f"attention-schedules-{size}-{scheme}.png"), full_page=True
-                    )
-                    page.goto(dashboard_server + "/queues/")
-                    expect(page.locator("#queue-default [data-field=unserved]")).to_be_visible()
-                    _check(page, f"attention-queues-{size}-{scheme}", problems)
-                    context.close()
-        finally:
-            browser.close()
+    for size, scheme, page in every_view(chromium):
+        page.goto(dashboard_server + "/")
+        expect(page.locator("[data-alarm=no_queue_worker]")).to_contain_text("default")
+        notice = page.locator("[data-schedule-alerts]")
+        expect(notice.locator("[data-health=late]")).to_contain_text("nightly-report")
+        expect(notice.locator("[data-health=failing]")).to_contain_text("crm-sync")
+        _check(page, f"attention-overview-{size}-{scheme}", problems)
+        page.screenshot(path=str(ARTIFACTS / f"attention-overview-{size}-{scheme}.png"))
+        notice.get_by_role("link", name="Schedules").click()
+        expect(page.locator("#schedule-nightly-report [data-field=state]")).to_have_text("late")
+        expect(page.locator("#schedule-crm-sync [data-field=failing]")).to_be_visible()
+        _check(page, f"attention-schedules-{size}-{scheme}", problems)
+        page.screenshot(path=str(ARTIFACTS / f"attention-schedules-{size}-{scheme}.png"), full_page=True)
+        page.goto(dashboard_server + "/queues/")
+        expect(page.locator("#queue-default [data-field=unserved]")).to_be_visible()
+        _check(page, f"attention-queues-{size}-{scheme}", problems)
     assert problems == [], "\n".join(problems)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Flask, Request
@@ -61,3 +62,20 @@ def make_host(
         setup(host)
     JobQueue(host, db=db, url_prefix=PREFIX, authorize=role_header)
     return host, db, Order
+
+
+@contextmanager
+def host_with_tables(
+    database_url: str, setup: Callable[[Flask], None] | None = None
+) -> Iterator[tuple[Flask, SQLAlchemy, type]]:
+    """:func:`make_host` with the host's own tables created, and dropped after."""
+    made = make_host(database_url, setup)
+    host_app, db, _ = made
+    with host_app.app_context():
+        db.create_all()
+    try:
+        yield made
+    finally:
+        with host_app.app_context():
+            db.drop_all()
+            db.engine.dispose()

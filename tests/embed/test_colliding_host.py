@@ -13,7 +13,7 @@ from flask_sqlalchemy import SQLAlchemy
 from jinja2 import DictLoader
 
 from dashboard import JobQueue
-from tests.embed.host import OPERATOR_TOKEN, PREFIX, VIEWER_TOKEN, make_host
+from tests.embed.host import OPERATOR_TOKEN, PREFIX, VIEWER_TOKEN, host_with_tables
 
 HOST_TEMPLATES = {
     name: f"the host's own {name}"
@@ -55,14 +55,8 @@ def colliding(host_app: Flask) -> None:
 
 @pytest.fixture
 def host(app: Flask, database_url: str) -> Iterator[tuple[Flask, SQLAlchemy, type]]:
-    made = make_host(database_url, setup=colliding)
-    host_app, db, _ = made
-    with host_app.app_context():
-        db.create_all()
-    yield made
-    with host_app.app_context():
-        db.drop_all()
-        db.engine.dispose()
+    with host_with_tables(database_url, setup=colliding) as made:
+        yield made
 
 
 def viewer(role: str = "viewer") -> dict[str, str]:

@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from dashboard import JobQueue, jobs
 from dashboard.store.reads import jobs as read_jobs
-from tests.embed.host import OPERATOR_TOKEN, PREFIX, VIEWER_TOKEN, make_host
+from tests.embed.host import OPERATOR_TOKEN, PREFIX, VIEWER_TOKEN, host_with_tables, make_host
 
 CSRF_FIELD = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 
@@ -22,14 +22,8 @@ CSRF_FIELD = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 @pytest.fixture
 def host(app: Flask, database_url: str) -> Iterator[tuple[Flask, SQLAlchemy, type]]:
     """The host on the test database (migrated by the ``app`` fixture, emptied before each test)."""
-    made = make_host(database_url)
-    host_app, db, _ = made
-    with host_app.app_context():
-        db.create_all()
-    yield made
-    with host_app.app_context():
-        db.drop_all()
-        db.engine.dispose()
+    with host_with_tables(database_url) as made:
+        yield made
 
 
 def created_events(db: SQLAlchemy, host_app: Flask) -> list[dict]:
