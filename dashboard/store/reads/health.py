@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import Connection
+
 from ..reading import in_index_order, reading
 from ..sql import query
 from .capacity import capacity
@@ -48,11 +50,10 @@ class ReadyQueue:
     paused: bool
 
 
-def ready_queues(now: datetime) -> list[ReadyQueue]:
+def ready_queues(conn: Connection, now: datetime) -> list[ReadyQueue]:
     """The queues with a job due now (first run or retry), by name, each with whether it is
     paused; at most :data:`QUEUES_CHECKED` queues with queued jobs are looked at."""
-    with reading() as conn:
-        rows = conn.execute(READY_QUEUES_SQL, {"now": now, "queues": QUEUES_CHECKED}).mappings().all()
+    rows = conn.execute(READY_QUEUES_SQL, {"now": now, "queues": QUEUES_CHECKED}).mappings().all()
     return [ReadyQueue(row["name"], row["paused"]) for row in rows]
 
 
@@ -73,13 +74,13 @@ class Unserved:
 def unserved(now: datetime) -> Unserved | None:
     """``None`` when every queue with due jobs is paused, or served by a live worker, and every
     job type with due jobs (outside paused queues) has a live worker that handles it."""
-    ready = ready_queues(now)
-    waiting = [q.name for q in ready if not q.paused]
-    if not waiting:
-        return None
-    paused = [q.name for q in ready if q.paused]
-    with reading() as conn:
+    with reading() as conn:  # one read connection for the queues and the types
+        ready = ready_queues(conn, now)
+        waiting = [q.name for q in ready if not q.paused]
+        if not waiting:
+            return None
         types = list(conn.execute(READY_TYPES_SQL, {"now": now, "types": TYPES_CHECKED}).scalars())
+    paused = [q.name for q in ready if q.paused]
     live = capacity(now)
     if live.alive == 0:
         return Unserved("no_worker", _outside(types, paused, now), 0, [], queues=waiting)
