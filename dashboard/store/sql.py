@@ -22,6 +22,12 @@ Parameters are bound by these rules, read from the statement itself:
 - ``:notify_channel`` and ``:lease_expired_prefix`` are the store's constants
   (:data:`NOTIFY_CHANNEL`, :data:`LEASE_EXPIRED_PREFIX`), bound here, never by a caller.
 
+The clock is written once, here: a statement says ``{{clock}}`` wherever it means "now", and
+the file is read with :data:`CLOCK` in its place, the caller's ``:now`` (a test that moves the
+clock) or else the server's ``statement_timestamp()``. It is not a SQL function: the planner
+inlines a SQL function's body by parsing it again at every plan, and these statements are
+planned at every run (custom plans), which cost the drain 5-6 % (docs/benchmarks.md).
+
 One spelling each: the channel and the prefix here, the event columns in
 ``records.EventRecord``; a statement that inserts events with another column list is refused
 when the files are read.
@@ -51,6 +57,10 @@ NOTIFY_CHANNEL = "jobqueue_jobs"
 # by it (claim.sql). No worker-written error can begin so: the runtime writes errors as
 # ``ExceptionType: message``.
 LEASE_EXPIRED_PREFIX = "Lease expired at "
+
+# "Now" in every statement: the caller's :now when a test moves the clock, else the server's.
+CLOCK = "COALESCE(CAST(:now AS timestamptz), statement_timestamp())"
+_CLOCK_MARK = "{{clock}}"
 
 FIXED = MappingProxyType({"notify_channel": NOTIFY_CHANNEL, "lease_expired_prefix": LEASE_EXPIRED_PREFIX})
 EVENT_COLUMNS = tuple(name for name in EVENT_FIELDS if name != "id")
@@ -84,6 +94,9 @@ def _statement(name: str, lines: list[str], source: str) -> Statement:
         raise StatementError(f"{where}: the line under the name must describe the statement")
     description = lines[0].strip().lstrip("-").strip()
     body = "\n".join(line for line in lines[1:] if not _COMMENT.match(line)).strip().removesuffix(";")
+    if CLOCK in body:
+        raise StatementError(f"{where}: the clock is written {_CLOCK_MARK}")
+    body = body.replace(_CLOCK_MARK, CLOCK)
     if not body:
         raise StatementError(f"{where}: no SQL under the description")
     for insert in _EVENT_INSERT.finditer(body):

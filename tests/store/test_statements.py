@@ -52,6 +52,16 @@ def test_a_name_given_twice_is_refused_across_files():
         sql.collect([("a.sql", one), ("b.sql", one)])
 
 
+def test_the_clock_is_written_once_and_read_in_its_place():
+    (statement,) = sql.parse("-- name: x\n-- One.\nSELECT {{clock}} AS at\n", "t.sql")
+    assert statement.sql == f"SELECT {sql.CLOCK} AS at"
+    with pytest.raises(sql.StatementError, match=r"statement 'x': the clock is written \{\{clock\}\}"):
+        sql.parse(f"-- name: x\n-- One.\nSELECT {sql.CLOCK}\n", "t.sql")
+    files = [path for path in (DASHBOARD / "store").rglob("*.sql")]
+    assert files and not [path.name for path in files if sql.CLOCK in path.read_text()]
+    assert sum(sql.CLOCK in statement.sql for statement in sql.STATEMENTS.values()) > 20
+
+
 def test_events_are_inserted_with_the_one_column_list():
     assert sql.EVENT_COLUMNS == ("job_id", "type", "attempt", "worker_id", "message", "data", "created_at")
     for columns in ("(job_id, type, attempt, message, data, created_at)", ""):
@@ -113,7 +123,7 @@ def test_a_statement_is_sent_with_numbered_placeholders_converted_once(app):
 def test_values_written_out_in_statements_are_their_constants():
     """A statement (or a predicate that must match an index's) writes a few of the store's
     constants out whole instead of assembling them: each still says what the constant does."""
-    from dashboard.limits import DEFAULT_QUEUE
+    from dashboard.config.rules import DEFAULT_QUEUE
     from dashboard.store import planner_stats
     from dashboard.store.reads import lists
 

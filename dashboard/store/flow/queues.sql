@@ -172,10 +172,10 @@ WITH served AS (
            + make_interval(secs => served.rate_period_seconds) AS opens_at
     FROM served WHERE served.rate_count IS NOT NULL
 ), closed AS (
-    SELECT name, opens_at FROM windows WHERE opens_at > COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    SELECT name, opens_at FROM windows WHERE opens_at > {{clock}}
 )
 SELECT (SELECT count(*) FROM windows) AS rated,
        (SELECT min(opens_at) FROM closed) AS opens_at,
        (SELECT count(*) FROM served) > 0
            AND (SELECT count(*) FROM closed) = (SELECT count(*) FROM served) AS all_closed,
-       COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS now
+       {{clock}} AS now

@@ -1,12 +1,12 @@
 -- Recurring jobs (schedules.py): the jobs_schedule rows the workers fire, and the reads of a
--- schedule's runs. The clock is COALESCE(CAST(:now AS timestamptz), statement_timestamp()):
+-- schedule's runs. The clock is {{clock}}:
 -- the database's, so every worker host judges "due" by one clock whatever its own drift; a
 -- test passes :now to move it. A run is an ordinary job created by `create` (create.sql) in
 -- the same transaction that advances the row, keyed `schedule:{name}:{slot}`.
 
 -- name: schedule_clock
 -- The database's time (or the test's :now): what a sync and an operator's resume count from.
-SELECT COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS now
+SELECT {{clock}} AS now
 
 -- name: schedule_declare
 -- Insert or update one declared schedule, un-retiring it; returns the row.
@@ -52,9 +52,9 @@ SELECT name FROM retired
 -- SKIP LOCKED: a schedule another worker is firing is left to it; once it commits, its
 -- next_run_at is past now and the row is no longer due (READ COMMITTED re-checks the WHERE on
 -- the row's newest version before locking it). Index: schedule_due_idx.
-SELECT s.*, COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS clock
+SELECT s.*, {{clock}} AS clock
 FROM jobs_schedule AS s
-WHERE s.next_run_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+WHERE s.next_run_at <= {{clock}}
   AND NOT s.paused AND s.retired_at IS NULL
 ORDER BY s.next_run_at
 LIMIT :limit
@@ -79,13 +79,13 @@ SELECT name FROM advanced
 -- name: schedule_next_due
 -- Seconds until the earliest active schedule is due (negative: overdue; NULL: none).
 -- The scheduler sleeps that long, at most its cap. Index: schedule_due_idx.
-SELECT EXTRACT(EPOCH FROM min(next_run_at) - COALESCE(CAST(:now AS timestamptz), statement_timestamp()))
+SELECT EXTRACT(EPOCH FROM min(next_run_at) - {{clock}})
        AS seconds
 FROM jobs_schedule WHERE NOT paused AND retired_at IS NULL
 
 -- name: schedule_lock_one
 -- Lock one schedule by name for an operator's change (waits for a firing worker to commit).
-SELECT s.*, COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS clock
+SELECT s.*, {{clock}} AS clock
 FROM jobs_schedule AS s WHERE s.name = :name
 FOR UPDATE
 

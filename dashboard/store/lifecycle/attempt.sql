@@ -12,16 +12,16 @@
 -- Extend the owner's lease to :lease_seconds from now, with a `lease_renewed` event.
 WITH renewed AS (
     UPDATE jobs_job
-    SET locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    SET locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, locked_until
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'lease_renewed', attempts, :worker_id, 'Lease renewed',
            jsonb_build_object('locked_until', locked_until),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM renewed
 )
 SELECT locked_until FROM renewed

@@ -1,10 +1,8 @@
 -- Claiming: queued -> running, attempts + 1, a lease, and a `claimed` event.
 --
 -- The time of every worker-side statement (the claims here, renewals, settles, the rescue)
--- is COALESCE(CAST(:now AS timestamptz), statement_timestamp()), written out in each (a SQL
--- function the planner inlines was measured: inlined again at every custom plan, it cost the
--- drain 5-6 %, docs/benchmarks.md): the database's
--- clock when the statement starts, unless the caller passes :now (tests move the clock so).
+-- is written {{clock}}, which the loader (store/sql.py) reads as the one clock expression: the
+-- database's clock when the statement starts, unless the caller passes :now (tests move the clock so).
 -- A lease is then measured from when its claim or renewal took effect: a claim held up in the
 -- network for longer than its lease no longer arrives already expired, and the lease
 -- recovery that judges it expired reads the same clock. statement_timestamp(), not now():
@@ -101,7 +99,7 @@ WITH served AS (
                CASE WHEN served.rate_count IS NOT NULL THEN ARRAY(
                    SELECT n FROM jobs_queue_rate
                    WHERE queue = served.name
-                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                     AND taken_at <= {{clock}}
                                      - make_interval(secs => served.rate_period_seconds)
                    ORDER BY taken_at, n LIMIT cardinality(CAST(:worker_ids AS text[]))
                    FOR UPDATE SKIP LOCKED) END AS rings
@@ -110,7 +108,7 @@ WITH served AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, available_at, created_at FROM jobs_job
         WHERE queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -129,10 +127,10 @@ WITH served AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = (CAST(:worker_ids AS text[]))[next.n],
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM next WHERE j.id = next.id
     RETURNING j.*
 ), took_slot AS (
@@ -140,16 +138,16 @@ WITH served AS (
     FROM claimed JOIN next ON next.id = claimed.id
     WHERE next.slots IS NOT NULL AND s.queue = next.queue AND s.n = next.slots[next.k]
 ), took_rate AS (
-    UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    UPDATE jobs_queue_rate AS r SET taken_at = {{clock}}
     FROM next
     WHERE next.rings IS NOT NULL AND r.queue = next.queue AND r.n = next.rings[next.k]
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
            jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-               extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+               extract(epoch FROM {{clock}} - available_at)
                * 1000))::bigint),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM claimed
 )
 SELECT * FROM claimed ORDER BY priority DESC, available_at, created_at, id
@@ -180,7 +178,7 @@ WITH served AS (
                CASE WHEN served.rate_count IS NOT NULL THEN (
                    SELECT n FROM jobs_queue_rate
                    WHERE queue = served.name
-                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                     AND taken_at <= {{clock}}
                                      - make_interval(secs => served.rate_period_seconds)
                    ORDER BY taken_at, n LIMIT 1
                    FOR UPDATE SKIP LOCKED) END AS ring
@@ -191,7 +189,7 @@ WITH served AS (
         WHERE (served.concurrency_limit IS NULL OR room.slot IS NOT NULL)
           AND (served.rate_count IS NULL OR room.ring IS NOT NULL)
           AND queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -203,10 +201,10 @@ WITH served AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = (CAST(:worker_ids AS text[]))[1],
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), took_slot AS (
@@ -214,16 +212,16 @@ WITH served AS (
     FROM claimed
     WHERE (s.queue, s.n) = (SELECT queue, slot FROM picked WHERE slot IS NOT NULL)
 ), took_rate AS (
-    UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    UPDATE jobs_queue_rate AS r SET taken_at = {{clock}}
     FROM claimed
     WHERE (r.queue, r.n) = (SELECT queue, ring FROM picked WHERE ring IS NOT NULL)
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
            jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-               extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+               extract(epoch FROM {{clock}} - available_at)
                * 1000))::bigint),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM claimed
 )
 SELECT * FROM claimed
@@ -248,7 +246,7 @@ WITH served AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, available_at, created_at FROM jobs_job
         WHERE queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -262,19 +260,19 @@ WITH served AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = (CAST(:worker_ids AS text[]))[next.n],
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM next WHERE j.id = next.id
     RETURNING j.*
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
            jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-               extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+               extract(epoch FROM {{clock}} - available_at)
                * 1000))::bigint),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM claimed
 )
 SELECT EXISTS (
@@ -287,7 +285,7 @@ SELECT EXISTS (
                WHEN q.rate_count IS NOT NULL
                     AND (SELECT n FROM jobs_queue_rate
                          WHERE queue = q.name
-                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                           AND taken_at <= {{clock}}
                                            - make_interval(secs => q.rate_period_seconds)
                          LIMIT 1) IS NULL
                    THEN false
@@ -295,7 +293,7 @@ SELECT EXISTS (
                            WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
                           (SELECT min(available_at) FROM jobs_job
                            WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
-                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                    <= {{clock}}
            END) AS limits_open,
        (SELECT min(name) FROM served WHERE concurrency_limit IS NULL AND rate_count IS NULL
         HAVING count(*) = 1) AS only_queue,
@@ -320,7 +318,7 @@ WITH served AS (
     CROSS JOIN LATERAL (
         SELECT id FROM jobs_job
         WHERE queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -332,19 +330,19 @@ WITH served AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = (CAST(:worker_ids AS text[]))[1],
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'claimed', attempts, locked_by, 'Claimed by worker',
            jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-               extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+               extract(epoch FROM {{clock}} - available_at)
                * 1000))::bigint),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM claimed
 )
 SELECT EXISTS (
@@ -357,7 +355,7 @@ SELECT EXISTS (
                WHEN q.rate_count IS NOT NULL
                     AND (SELECT n FROM jobs_queue_rate
                          WHERE queue = q.name
-                           AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                           AND taken_at <= {{clock}}
                                            - make_interval(secs => q.rate_period_seconds)
                          LIMIT 1) IS NULL
                    THEN false
@@ -365,7 +363,7 @@ SELECT EXISTS (
                            WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
                           (SELECT min(available_at) FROM jobs_job
                            WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
-                    <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                    <= {{clock}}
            END) AS limits_open,
        (SELECT min(name) FROM served WHERE concurrency_limit IS NULL AND rate_count IS NULL
         HAVING count(*) = 1) AS only_queue,
@@ -395,7 +393,7 @@ SELECT EXISTS (
         WHEN q.rate_count IS NOT NULL
              AND (SELECT n FROM jobs_queue_rate
                   WHERE queue = q.name
-                    AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                    AND taken_at <= {{clock}}
                                     - make_interval(secs => q.rate_period_seconds)
                   LIMIT 1) IS NULL
             THEN false
@@ -403,7 +401,7 @@ SELECT EXISTS (
                     WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 0),
                    (SELECT min(available_at) FROM jobs_job
                     WHERE status = 'queued' AND queue = q.name AND least(attempts, 1) = 1))
-             <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+             <= {{clock}}
     END) AS limits_open,
     (SELECT min(name) FROM served WHERE concurrency_limit IS NULL AND rate_count IS NULL
      HAVING count(*) = 1) AS only_queue

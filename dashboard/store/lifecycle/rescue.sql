@@ -13,7 +13,7 @@
 WITH expired AS (
     SELECT id, locked_by AS expired_worker, locked_until AS expired_at
     FROM jobs_job
-    WHERE status = 'running' AND locked_until < COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    WHERE status = 'running' AND locked_until < {{clock}}
     ORDER BY locked_until
     LIMIT CAST(:batch AS integer)
     FOR UPDATE SKIP LOCKED
@@ -21,16 +21,16 @@ WITH expired AS (
     UPDATE jobs_job AS j
     SET status = CASE WHEN j.attempts < j.max_attempts THEN 'queued' ELSE 'failed' END,
         available_at = CASE WHEN j.attempts < j.max_attempts
-            THEN COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + make_interval(
+            THEN {{clock}} + make_interval(
                 secs => COALESCE((CAST(:delays AS float8[]))[j.attempts], CAST(:max_delay AS float8)))
             ELSE j.available_at END,
         finished_at = CASE WHEN j.attempts < j.max_attempts
-                           THEN NULL ELSE COALESCE(CAST(:now AS timestamptz), statement_timestamp()) END,
+                           THEN NULL ELSE {{clock}} END,
         locked_by = NULL, locked_until = NULL,
         last_error = :lease_expired_prefix
             || to_char(expired.expired_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
             || ' (worker ' || expired.expired_worker || ', attempt ' || j.attempts || ')',
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM expired WHERE j.id = expired.id
     RETURNING j.id, j.status, j.attempts, j.available_at, j.last_error,
               expired.expired_worker, expired.expired_at
@@ -47,7 +47,7 @@ WITH expired AS (
            || CASE WHEN status = 'queued'
                    THEN jsonb_build_object('retry_at', available_at)
                    ELSE '{}'::jsonb END,
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM recovered
     ORDER BY expired_at, id
 )

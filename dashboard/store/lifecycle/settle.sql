@@ -27,8 +27,8 @@
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
 ), freed AS (
@@ -39,14 +39,14 @@ WITH done AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
            CAST(:event_data AS jsonb) || jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-               round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               round(extract(epoch FROM {{clock}}
                                         - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-               (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               (SELECT round(extract(epoch FROM {{clock}}
                                                 - c.created_at) * 1000)::bigint
                 FROM jobs_jobevent AS c
                 WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                 ORDER BY c.id DESC LIMIT 1))),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM done AS s
 )
 SELECT * FROM done
@@ -56,8 +56,8 @@ SELECT * FROM done
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
 ), freed AS (
@@ -70,20 +70,20 @@ WITH done AS (
         SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
                LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
-                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+                     {{clock}}) AS created_at
         FROM done AS s
         CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
         UNION ALL
         SELECT 1, 0, s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
                CAST(:event_data AS jsonb) || jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               {{clock}}
         FROM done AS s
     ) AS e
     ORDER BY part, n
@@ -103,8 +103,8 @@ SELECT * FROM done
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
 ), served AS (
@@ -127,7 +127,7 @@ WITH done AS (
                CASE WHEN served.rate_count IS NOT NULL THEN (
                    SELECT n FROM jobs_queue_rate
                    WHERE queue = served.name
-                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                     AND taken_at <= {{clock}}
                                      - make_interval(secs => served.rate_period_seconds)
                    ORDER BY taken_at, n LIMIT 1
                    FOR UPDATE SKIP LOCKED) END AS ring
@@ -138,7 +138,7 @@ WITH done AS (
         WHERE (served.concurrency_limit IS NULL OR room.slot IS NOT NULL)
           AND (served.rate_count IS NULL OR room.ring IS NOT NULL)
           AND queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -150,10 +150,10 @@ WITH done AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = :worker_id,
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), took_slot AS (
@@ -161,7 +161,7 @@ WITH done AS (
     FROM claimed
     WHERE (s.queue, s.n) = (SELECT queue, slot FROM picked WHERE slot IS NOT NULL)
 ), took_rate AS (
-    UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    UPDATE jobs_queue_rate AS r SET taken_at = {{clock}}
     FROM claimed
     WHERE (r.queue, r.n) = (SELECT queue, ring FROM picked WHERE ring IS NOT NULL)
 ), freed AS (
@@ -174,21 +174,21 @@ WITH done AS (
         SELECT 1 AS part, s.id AS job_id, 'succeeded' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))) AS data,
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS created_at
+               {{clock}} AS created_at
         FROM done AS s
         UNION ALL
         SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   extract(epoch FROM {{clock}} - available_at)
                    * 1000))::bigint),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+               {{clock}} + interval '1 microsecond'
         FROM claimed
     ) AS e
     ORDER BY part
@@ -203,8 +203,8 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
 ), served AS (
@@ -227,7 +227,7 @@ WITH done AS (
                CASE WHEN served.rate_count IS NOT NULL THEN (
                    SELECT n FROM jobs_queue_rate
                    WHERE queue = served.name
-                     AND taken_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                     AND taken_at <= {{clock}}
                                      - make_interval(secs => served.rate_period_seconds)
                    ORDER BY taken_at, n LIMIT 1
                    FOR UPDATE SKIP LOCKED) END AS ring
@@ -238,7 +238,7 @@ WITH done AS (
         WHERE (served.concurrency_limit IS NULL OR room.slot IS NOT NULL)
           AND (served.rate_count IS NULL OR room.ring IS NOT NULL)
           AND queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -250,10 +250,10 @@ WITH done AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = :worker_id,
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), took_slot AS (
@@ -261,7 +261,7 @@ WITH done AS (
     FROM claimed
     WHERE (s.queue, s.n) = (SELECT queue, slot FROM picked WHERE slot IS NOT NULL)
 ), took_rate AS (
-    UPDATE jobs_queue_rate AS r SET taken_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+    UPDATE jobs_queue_rate AS r SET taken_at = {{clock}}
     FROM claimed
     WHERE (r.queue, r.n) = (SELECT queue, ring FROM picked WHERE ring IS NOT NULL)
 ), freed AS (
@@ -274,27 +274,27 @@ WITH done AS (
         SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
                LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
-                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+                     {{clock}}) AS created_at
         FROM done AS s
         CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
         UNION ALL
         SELECT 1, 0, s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               {{clock}}
         FROM done AS s
         UNION ALL
         SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   extract(epoch FROM {{clock}} - available_at)
                    * 1000))::bigint),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+               {{clock}} + interval '1 microsecond'
         FROM claimed
     ) AS e
     ORDER BY part, n
@@ -316,8 +316,8 @@ WITH input AS (
 ), done AS (
     UPDATE jobs_job AS j
     SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     FROM input
     WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
       AND j.attempts = input.attempt
@@ -330,14 +330,14 @@ WITH input AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT s.id, 'succeeded', s.attempts, s.worker_id, 'Job succeeded',
            jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-               round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               round(extract(epoch FROM {{clock}}
                                         - s.started_at) * 1000)::bigint,
-               (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               (SELECT round(extract(epoch FROM {{clock}}
                                                 - c.created_at) * 1000)::bigint
                 FROM jobs_jobevent AS c
                 WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                 ORDER BY c.id DESC LIMIT 1))),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM done AS s
     ORDER BY s.n
 )
@@ -352,8 +352,8 @@ WITH input AS (
 ), done AS (
     UPDATE jobs_job AS j
     SET status = 'succeeded', result = input.result, locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     FROM input
     WHERE j.id = input.id AND j.status = 'running' AND j.locked_by = input.worker_id
       AND j.attempts = input.attempt
@@ -368,19 +368,19 @@ WITH input AS (
         SELECT s.n AS job_order, 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
                s.worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
                LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
-                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+                     {{clock}}) AS created_at
         FROM done AS s CROSS JOIN LATERAL jsonb_array_elements(s.progress) WITH ORDINALITY AS p(e, n)
         UNION ALL
         SELECT s.n, 1, 0, s.id, 'succeeded', s.attempts, s.worker_id, 'Job succeeded',
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - s.started_at) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               {{clock}}
         FROM done AS s
     ) AS e
     ORDER BY job_order, part, n
@@ -395,13 +395,13 @@ WITH failed AS (
     UPDATE jobs_job
     SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
         available_at = CASE WHEN attempts < max_attempts
-                            THEN COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                            THEN {{clock}}
                                  + make_interval(secs => CAST(:delay AS float8))
                             ELSE available_at END,
         finished_at = CASE WHEN attempts < max_attempts
-                           THEN NULL ELSE COALESCE(CAST(:now AS timestamptz), statement_timestamp()) END,
+                           THEN NULL ELSE {{clock}} END,
         locked_by = NULL, locked_until = NULL, last_error = :error,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
 ), freed AS (
@@ -417,14 +417,14 @@ WITH failed AS (
                     'retry_at', s.available_at, 'retry_in_seconds', CAST(:delay AS float8))
                 ELSE CAST(:event_data AS jsonb) END
            || jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-               round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               round(extract(epoch FROM {{clock}}
                                         - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-               (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               (SELECT round(extract(epoch FROM {{clock}}
                                                 - c.created_at) * 1000)::bigint
                 FROM jobs_jobevent AS c
                 WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                 ORDER BY c.id DESC LIMIT 1))),
-           COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+           {{clock}}
     FROM failed AS s
 )
 SELECT * FROM failed
@@ -435,13 +435,13 @@ WITH failed AS (
     UPDATE jobs_job
     SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
         available_at = CASE WHEN attempts < max_attempts
-                            THEN COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                            THEN {{clock}}
                                  + make_interval(secs => CAST(:delay AS float8))
                             ELSE available_at END,
         finished_at = CASE WHEN attempts < max_attempts
-                           THEN NULL ELSE COALESCE(CAST(:now AS timestamptz), statement_timestamp()) END,
+                           THEN NULL ELSE {{clock}} END,
         locked_by = NULL, locked_until = NULL, last_error = :error,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING *
 ), freed AS (
@@ -454,7 +454,7 @@ WITH failed AS (
         SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
                LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
-                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+                     {{clock}}) AS created_at
         FROM failed AS s
         CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
         UNION ALL
@@ -465,14 +465,14 @@ WITH failed AS (
                         'retry_at', s.available_at, 'retry_in_seconds', CAST(:delay AS float8))
                     ELSE CAST(:event_data AS jsonb) END
                || jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               {{clock}}
         FROM failed AS s
     ) AS e
     ORDER BY part, n
@@ -484,8 +484,8 @@ SELECT * FROM failed
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
 ), served AS (
@@ -503,7 +503,7 @@ WITH done AS (
     CROSS JOIN LATERAL (
         SELECT id FROM jobs_job
         WHERE queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -515,10 +515,10 @@ WITH done AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = :worker_id,
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), freed AS (
@@ -531,21 +531,21 @@ WITH done AS (
         SELECT 1 AS part, s.id AS job_id, 'succeeded' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))) AS data,
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS created_at
+               {{clock}} AS created_at
         FROM done AS s
         UNION ALL
         SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   extract(epoch FROM {{clock}} - available_at)
                    * 1000))::bigint),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+               {{clock}} + interval '1 microsecond'
         FROM claimed
     ) AS e
     ORDER BY part
@@ -560,8 +560,8 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 WITH done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
     RETURNING id, attempts, type
 ), served AS (
@@ -579,7 +579,7 @@ WITH done AS (
     CROSS JOIN LATERAL (
         SELECT id FROM jobs_job
         WHERE queue = served.name AND status = 'queued'
-          AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+          AND available_at <= {{clock}}
           AND attempts < max_attempts
           AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
         ORDER BY priority DESC, available_at, created_at, id
@@ -591,10 +591,10 @@ WITH done AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = :worker_id,
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), freed AS (
@@ -607,27 +607,27 @@ WITH done AS (
         SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
                LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
-                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+                     {{clock}}) AS created_at
         FROM done AS s
         CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
         UNION ALL
         SELECT 1, 0, s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               {{clock}}
         FROM done AS s
         UNION ALL
         SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   extract(epoch FROM {{clock}} - available_at)
                    * 1000))::bigint),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+               {{clock}} + interval '1 microsecond'
         FROM claimed
     ) AS e
     ORDER BY part, n
@@ -655,15 +655,15 @@ WITH gate AS (
 ), done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
       AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
     RETURNING id, attempts, type
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE queue = :queue AND status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND available_at <= {{clock}}
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
       AND NOT EXISTS (SELECT 1 FROM gate WHERE paused OR limited OR rated)
@@ -674,10 +674,10 @@ WITH gate AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = :worker_id,
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), ev AS (
@@ -686,21 +686,21 @@ WITH gate AS (
         SELECT 1 AS part, s.id AS job_id, 'succeeded' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, 'Job succeeded' AS message,
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))) AS data,
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) AS created_at
+               {{clock}} AS created_at
         FROM done AS s
         UNION ALL
         SELECT 2, id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   extract(epoch FROM {{clock}} - available_at)
                    * 1000))::bigint),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+               {{clock}} + interval '1 microsecond'
         FROM claimed
     ) AS e
     ORDER BY part
@@ -719,15 +719,15 @@ WITH gate AS (
 ), done AS (
     UPDATE jobs_job
     SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp()),
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        finished_at = {{clock}},
+        updated_at = {{clock}}
     WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
       AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
     RETURNING id, attempts, type
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE queue = :queue AND status = 'queued'
-      AND available_at <= COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+      AND available_at <= {{clock}}
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
       AND NOT EXISTS (SELECT 1 FROM gate WHERE paused OR limited OR rated)
@@ -738,10 +738,10 @@ WITH gate AS (
     UPDATE jobs_job AS j
     SET status = 'running', attempts = j.attempts + 1,
         locked_by = :worker_id,
-        locked_until = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        locked_until = {{clock}}
                        + make_interval(secs => CAST(:lease_seconds AS float8)),
         last_error = '', result = NULL,
-        updated_at = COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+        updated_at = {{clock}}
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), ev AS (
@@ -750,27 +750,27 @@ WITH gate AS (
         SELECT 0 AS part, p.n, s.id AS job_id, 'progress' AS type, s.attempts AS attempt,
                CAST(:worker_id AS text) AS worker_id, p.e ->> 'message' AS message, p.e -> 'data' AS data,
                LEAST(CAST(p.e ->> 'created_at' AS timestamptz),
-                     COALESCE(CAST(:now AS timestamptz), statement_timestamp())) AS created_at
+                     {{clock}}) AS created_at
         FROM done AS s
         CROSS JOIN LATERAL jsonb_array_elements(CAST(:progress AS jsonb)) WITH ORDINALITY AS p(e, n)
         UNION ALL
         SELECT 1, 0, s.id, 'succeeded', s.attempts, CAST(:worker_id AS text), 'Job succeeded',
                jsonb_build_object('type', s.type, 'run_ms', COALESCE(
-                   round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   round(extract(epoch FROM {{clock}}
                                             - CAST(:started_at AS timestamptz)) * 1000)::bigint,
-                   (SELECT round(extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+                   (SELECT round(extract(epoch FROM {{clock}}
                                                     - c.created_at) * 1000)::bigint
                     FROM jobs_jobevent AS c
                     WHERE c.job_id = s.id AND c.attempt = s.attempts AND c.type = 'claimed'
                     ORDER BY c.id DESC LIMIT 1))),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp())
+               {{clock}}
         FROM done AS s
         UNION ALL
         SELECT 2, 0, id, 'claimed', attempts, locked_by, 'Claimed by worker',
                jsonb_build_object('locked_until', locked_until, 'type', type, 'queue', queue, 'wait_ms', GREATEST(0, round(
-                   extract(epoch FROM COALESCE(CAST(:now AS timestamptz), statement_timestamp()) - available_at)
+                   extract(epoch FROM {{clock}} - available_at)
                    * 1000))::bigint),
-               COALESCE(CAST(:now AS timestamptz), statement_timestamp()) + interval '1 microsecond'
+               {{clock}} + interval '1 microsecond'
         FROM claimed
     ) AS e
     ORDER BY part, n
