@@ -56,7 +56,7 @@ from flask import current_app, has_app_context
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session, scoped_session
 
-from .limits import (
+from .config.rules import (
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
     LAST_YEAR,

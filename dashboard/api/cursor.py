@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..limits import BIGINT_MAX
+from ..config.rules import BIGINT_MAX
 
 _AFTER = 1 << 63
 # 8 bytes are 64 bits = 11 base64 characters; the last one carries 4 bits and 2 zero bits.

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-from ..limits import (
+from ..config.rules import (
     FIRST_YEAR,
     LAST_YEAR,
     MAX_JSON_DEPTH,
@@ -63,7 +63,7 @@ _DATE_TIME = re.compile(
 )
 # The published rule, exactly what the validator below accepts (with the calendar's own
 # check of the day, which ``format: date-time`` states): an RFC 3339 date-time with an offset,
-# in years FIRST_YEAR to LAST_YEAR (limits.py: whatever the offset, the instant stays inside what
+# in years FIRST_YEAR to LAST_YEAR (config/rules.py: whatever the offset, the instant stays inside what
 # Python and every time zone conversion can represent).
 DATE_TIME_PATTERN = (
     r"^(19\d\d|[2-8]\d{3}|9[0-8]\d\d|99[0-8]\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"

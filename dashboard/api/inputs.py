@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..config import API_OFFSET_MAX, settings_of
-from ..limits import (
+from ..config.rules import (
     BIGINT_MAX,
     DEFAULT_PRIORITY,
     EVENT_PAGE_MAX,

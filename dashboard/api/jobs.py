@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import settings_of
-from ..limits import BIGINT_MAX, DEFAULT_PRIORITY
+from ..config.rules import BIGINT_MAX, DEFAULT_PRIORITY
 from ..ops import recount
 from ..runtime.failures import first_line
 from ..runtime.handlers import handler_queue, registered_types
@@ -201,7 +201,7 @@ def create_jobs(body: BulkCreateJobs) -> Response:
 )
 def job_list(query: JobListQuery) -> Response:
     """Limit-offset pages, newest first. `limit` defaults to ``JOB_PAGE_SIZE``; a larger `limit`
-    than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/limits.py``)."""
+    than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/config/rules.py``)."""
     limit, offset = query.page_size, query.offset
     policy = recount.policy_of(settings_of(current_app))
     terms = search.parse_api_q(query.q) if query.q else None  # `q`: the list narrowed by a search

@@ -14,7 +14,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ..limits import QUEUE_NAME_PATTERN, SCHEDULE_NAME_PATTERN
+from ..config.rules import QUEUE_NAME_PATTERN, SCHEDULE_NAME_PATTERN
 from .fields import COMPONENTS
 from .registry import Endpoint, Registry
 

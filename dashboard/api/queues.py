@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from flask import Response
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from ..limits import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS, queue_problem
+from ..config.rules import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS, queue_problem
 from ..store.flow import queues
 from ..store.reads import queues as read_queues
 from .access import audit_data

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.datastructures import MultiDict
 
 from ..config import settings_of
-from ..limits import finite_float, reject_constant
+from ..config.rules import finite_float, reject_constant
 from ..store import reading
 from .access import OPEN_ENDPOINTS, READ_METHODS
 from .errors import ApiError, validation_error

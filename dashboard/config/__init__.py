@@ -7,7 +7,9 @@ written once, on its field.
 - :mod:`.fields`: how a field declares its setting (:func:`env`), derives its default from
   others' (:class:`Derived`) and is read (:func:`values_from_env`);
 - :mod:`.parsers`: how a variable's text is read, :class:`ConfigError` naming it when malformed;
-- :mod:`.secret_key`: what a production ``SECRET_KEY`` must be.
+- :mod:`.secret_key`: what a production ``SECRET_KEY`` must be;
+- :mod:`.rules`: the value rules every door and the store hold input to (lengths, ranges,
+  patterns, JSON depth, page sizes), fixed in the code and not settable.
 
 The documentation's configuration page (``python -m scripts.docs``) and the help of the
 ``flask worker`` options (``cli.py``) are generated from the fields.

@@ -16,7 +16,7 @@ import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..limits import queue_problem
+from .rules import queue_problem
 
 TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -2,7 +2,7 @@
 
 The API (``api/inputs.py``, ``api/fields.py``), the web forms and query parameters
 (``web/forms.py``, ``web/params.py``), the handler registry and the templates (as the
-``limits`` context value) all read these; each door words its own error messages.
+``rules`` context value) all read these; each door words its own error messages.
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from ..limits import BIGINT_MAX, TYPE_MAX_LENGTH
 from ..mount import EXTENSION
 from .fields import Derived, env, follows, group, values_from_env
 from .ops import OpsSettings
@@ -41,6 +40,7 @@ from .parsers import (
     read_str,
     read_time_zone,
 )
+from .rules import BIGINT_MAX, TYPE_MAX_LENGTH
 from .secret_key import (
     DEV_SECRET_KEY,
     SECRET_KEY_MIN_BITS,

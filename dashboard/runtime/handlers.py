@@ -29,7 +29,7 @@ from flask import current_app, has_app_context
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from ..limits import job_type_problem, queue_problem
+from ..config.rules import job_type_problem, queue_problem
 from ..mount import EXTENSION
 from ..store import lifecycle
 from ..store.records import JobRecord

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..limits import (
+from ..config.rules import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     INT_MAX,

@@ -35,8 +35,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
+from ..config.rules import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
 from ..extensions import db
-from ..limits import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
 from .states import CHART_EVENTS, EVENT_TYPES
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import request
 
-from ..limits import BIGINT_MAX
+from ..config.rules import BIGINT_MAX
 from ..store import audit
 from .blueprint import bp
 from .params import _int

@@ -24,7 +24,7 @@ from wtforms import (
 )
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
-from ..limits import (
+from ..config.rules import (
     DEFAULT_PRIORITY,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
@@ -88,7 +88,7 @@ def parse_payload(text: str) -> dict[str, Any]:
 
 def parse_available_at(text: str, tz: tzinfo) -> datetime:
     """An ISO 8601 time; without an offset it is read in the dashboard's ``TIME_ZONE``. In the
-    years ``FIRST_YEAR`` to ``LAST_YEAR``, as the API's ``available_at`` (limits.py)."""
+    years ``FIRST_YEAR`` to ``LAST_YEAR``, as the API's ``available_at`` (config/rules.py)."""
     text = text.strip()
     if not text.isprintable():  # fromisoformat stops at a NUL and ignores what follows
         raise ValueError("Use a date and time like 2026-06-01T12:30 (optionally with an offset).")

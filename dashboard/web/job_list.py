@@ -18,7 +18,7 @@ from datetime import timedelta
 from flask import current_app
 
 from ..config import settings_of
-from ..limits import PREVIEW_CHARS
+from ..config.rules import PREVIEW_CHARS
 from ..ops import recount
 from ..store import reading
 from ..store.reads import lists as find_jobs

@@ -10,7 +10,7 @@ from htmx_flask import make_response, request
 from werkzeug.wrappers import Response
 
 from ..config import settings_of
-from ..limits import BIGINT_MAX, TIMELINE_EVENTS_MAX
+from ..config.rules import BIGINT_MAX, TIMELINE_EVENTS_MAX
 from ..runtime import handlers
 from ..runtime.failures import UNKNOWN_TYPE_PREFIX
 from ..store.lifecycle import actions

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from flask import current_app
 
 from ..config import settings_of
-from ..limits import TYPE_COUNT_CAP
+from ..config.rules import TYPE_COUNT_CAP
 from ..ops import recount
 from ..store import reading
 from ..store import workers as read_workers

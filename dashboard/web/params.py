@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..limits import (
+from ..config.rules import (
     BIGINT_MAX,
     EVENT_PAGE_MAX,
     EVENT_PAGE_SIZE,

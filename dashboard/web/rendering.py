@@ -15,7 +15,7 @@ from flask_wtf.csrf import generate_csrf
 from htmx_flask import request
 from markupsafe import Markup, escape
 
-import dashboard.limits as rules
+import dashboard.config.rules as rules
 
 from ..config import settings_of
 from ..mount import static_url
@@ -83,7 +83,7 @@ def template_helpers() -> dict[str, Any]:
     their own names): the value rules, an attempt's activity events, the queue's static files
     and the CSRF token htmx sends (Flask-WTF's, in any host)."""
     return {
-        "limits": rules,
+        "rules": rules,
         "activity_events": ACTIVITY_EVENTS,
         "queue_static": static_url,
         "csrf_token": generate_csrf,

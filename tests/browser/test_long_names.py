@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.limits import QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
+from dashboard.config.rules import QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
 from dashboard.store.lifecycle import create as enqueue
 
 from .test_pages import VIEWPORTS, _check, every_view

@@ -35,7 +35,7 @@ def colliding(host_app: Flask) -> None:
     @web.get("/page")
     def page() -> str:
         return render_template_string(
-            "{{ access }} {{ limits }} {{ csrf_token }} {{ queue_static }} {{ worker_alarm }}"
+            "{{ access }} {{ limits }} {{ rules }} {{ csrf_token }} {{ queue_static }} {{ worker_alarm }}"
             " {{ 3|duration }}"
         )
 
@@ -45,6 +45,7 @@ def colliding(host_app: Flask) -> None:
         lambda: {
             "access": "host access",
             "limits": "host limits",
+            "rules": "host rules",
             "csrf_token": "host csrf",
             "queue_static": "host static",
             "worker_alarm": "host alarm",
@@ -69,7 +70,7 @@ def test_the_host_s_blueprints_templates_and_variables_keep_their_meaning(
     client = host[0].test_client()
     assert client.get("/host-api/v1/ping").get_data(as_text=True) == "host api"
     own = client.get("/page").get_data(as_text=True)
-    assert own == "host access host limits host csrf host static host alarm 3 host seconds"
+    assert own == "host access host limits host rules host csrf host static host alarm 3 host seconds"
 
 
 @pytest.mark.parametrize(

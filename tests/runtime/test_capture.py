@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.limits import INT_MAX, PRIORITY_MAX
+from dashboard.config.rules import INT_MAX, PRIORITY_MAX
 from dashboard.store.lifecycle import create as enqueue
 from tests.support.worker_loop import event_types, job, wait_for_status, wait_until
 

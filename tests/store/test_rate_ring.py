@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
+from dashboard.config.rules import RATE_COUNT_MAX
 from dashboard.extensions import db
-from dashboard.limits import RATE_COUNT_MAX
 from dashboard.store import lifecycle
 from dashboard.store.flow import queues
 from dashboard.store.lifecycle import create as enqueue

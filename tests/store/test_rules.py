@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.limits import MAX_JSON_DEPTH, JsonProblem, _first_problem, _storable, json_problem
+from dashboard.config.rules import MAX_JSON_DEPTH, JsonProblem, _first_problem, _storable, json_problem
 
 
 class Flag(int):

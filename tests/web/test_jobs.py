@@ -6,7 +6,7 @@ import re
 import uuid
 from datetime import timedelta
 
-from dashboard.limits import JOB_OFFSET_MAX
+from dashboard.config.rules import JOB_OFFSET_MAX
 from dashboard.store import lifecycle
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.reads import jobs as read_jobs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dashboard import limits
+from dashboard.config import rules
 from dashboard.store import lifecycle
 from dashboard.store.lifecycle import actions
 from dashboard.store.lifecycle import create as enqueue
@@ -92,9 +92,9 @@ def test_job_lists_read_only_a_prefix_of_large_payloads_and_results_in_sql(app, 
     reads = [s for s in statements if "jobs_job.payload" in s or "j.payload" in s]
     assert reads and all("left(" in s.lower() for s in reads), reads
 
-    page = find_jobs.list_jobs(limit=100, offset=0, preview_chars=limits.PREVIEW_CHARS)
-    assert {len(j.payload) for j in page.results} == {limits.PREVIEW_CHARS}
-    assert all(j.result is None or len(j.result) <= limits.PREVIEW_CHARS for j in page.results)
+    page = find_jobs.list_jobs(limit=100, offset=0, preview_chars=rules.PREVIEW_CHARS)
+    assert {len(j.payload) for j in page.results} == {rules.PREVIEW_CHARS}
+    assert all(j.result is None or len(j.result) <= rules.PREVIEW_CHARS for j in page.results)
     assert read_stats.latest_failures(10)[0].job.payload.startswith('{"blob": "xxx')
     # The API keeps the whole values.
     listed = client.get("/api/jobs/?limit=100").get_json()["results"]

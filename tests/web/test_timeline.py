@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import event, text
 
+from dashboard.config.rules import TIMELINE_EVENTS_MAX
 from dashboard.extensions import db
-from dashboard.limits import TIMELINE_EVENTS_MAX
 from dashboard.store import lifecycle
 from dashboard.store.lifecycle import actions
 from dashboard.store.lifecycle import create as enqueue

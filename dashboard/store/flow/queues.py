@@ -30,8 +30,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ...config.rules import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS, queue_problem
 from ...extensions import engine
-from ...limits import CONCURRENCY_LIMIT_MAX, RATE_COUNT_MAX, RATE_PERIOD_MAX_SECONDS, queue_problem
 from ..connection import autocommit, fetch_rows
 from ..sql import query
 from ..values import aware, utcnow

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ...limits import MISSED_ALL_MAX, SCHEDULE_NAME_PATTERN
+from ...config.rules import MISSED_ALL_MAX, SCHEDULE_NAME_PATTERN
 from .. import planner_stats
 from ..connection import autocommit, fetch_job, fetch_rows, transaction
 from ..records import JobRecord

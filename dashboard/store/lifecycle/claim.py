@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 import dashboard.store.lifecycle.claim_form as claim_form
 
-from ...limits import queue_problem
+from ...config.rules import queue_problem
 from ..connection import autocommit, fetch_rows
 from ..records import JobRecord
 from ..sql import query

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from ...limits import (
+from ...config.rules import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     IDEMPOTENCY_KEY_MAX_LENGTH,

@@ -40,7 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from ...limits import DEFAULT_QUEUE
+from ...config.rules import DEFAULT_QUEUE
 from ..reading import in_range_order, reading, through_an_index
 from ..states import STATUSES
 from . import error_search

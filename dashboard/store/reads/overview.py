@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
 
-from ...limits import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
+from ...config.rules import CHART_EVENTS_MAX, LIVE_COUNT_CAP, TYPE_COUNT_CAP, TYPES_SHOWN
 from ..reading import in_index_order, reading
 from ..sql import query
 from .stats import JOB_TYPES_SQL, estimate

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...limits import CHART_EVENTS_MAX, DEFAULT_QUEUE, LIVE_COUNT_CAP, QUEUE_COUNT_CAP
+from ...config.rules import CHART_EVENTS_MAX, DEFAULT_QUEUE, LIVE_COUNT_CAP, QUEUE_COUNT_CAP
 from ..flow.queues import RateLimit, check_name
 from ..reading import in_index_order, reading
 from ..sql import query

@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...limits import MAX_JSON_DEPTH, Q_MAX_LENGTH, json_problem
+from ...config.rules import MAX_JSON_DEPTH, Q_MAX_LENGTH, json_problem
 
 ID_PREFIX_MIN = 4
 PAYLOAD_SCAN_ROWS = 10_000  # a payload search reads the newest this many jobs of its filter

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, TextClause
 
 from ...config import Settings
-from ...limits import LIVE_COUNT_CAP, PREVIEW_CHARS
+from ...config.rules import LIVE_COUNT_CAP, PREVIEW_CHARS
 from ..reading import reading
 from ..records import JobRecord
 from ..sql import query
