@@ -17,6 +17,10 @@ from typing import Any
 # Column sizes and ranges (the schema in store/models.py and the migrations).
 TYPE_MAX_LENGTH = 120  # jobs_job.type varchar(120)
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
+# Workflows: a job waits for at most this many parents; a workflow's id is 1 to 120 characters.
+PARENTS_MAX = 100
+WORKFLOW_MAX_LENGTH = 120
+PARENT_FAILURE_POLICIES = ("cancel", "run", "wait")
 # A queue's name: 1 to 64 characters of A-Z a-z 0-9 _ . : - (jobs_job.queue varchar(64)), not
 # made only of dots: a name sits in the pages' and the API's paths (/queues/{name}/pause/),
 # where "." and ".." are path steps that a browser or a proxy resolves away.

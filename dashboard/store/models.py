@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..config.rules import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
+from ..config.rules import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH, WORKFLOW_MAX_LENGTH
 from ..extensions import db
 from .states import CHART_EVENTS, EVENT_TYPES
 
@@ -97,11 +97,39 @@ class Job(Model):
     cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # The named queue it belongs to (``jobs_queue``); ``default`` unless the create names one.
     queue: Mapped[str] = mapped_column(String(QUEUE_NAME_MAX_LENGTH), server_default=text("'default'"))
+    # Workflows (migration 0018): the parents it waits for (NULL: none), what a parent's failure
+    # does to it, the workflow it belongs to, how many parents it still waits for, whether any
+    # job names it as a parent (the release trigger fires only then), and the earliest time it
+    # may run once released. A waiting job is queued with available_at = WAITING_AT.
+    depends_on: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid), nullable=True)
+    on_parent_failure: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    workflow: Mapped[str | None] = mapped_column(String(WORKFLOW_MAX_LENGTH), nullable=True)
+    waiting_on: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    has_dependents: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
         CheckConstraint(ATTEMPTS_SQL, name="job_attempts_valid"),
         CheckConstraint(CANCELLED_SHAPE_SQL, name="job_cancelled_shape"),
+        CheckConstraint(
+            "on_parent_failure IS NULL OR on_parent_failure IN ('cancel', 'run', 'wait')",
+            name="job_on_parent_failure_valid",
+        ),
+        # A parent's dependents, for the release trigger (migration 0018) and the job page.
+        # Only jobs with parents have an entry; fastupdate off, so a lookup never walks a
+        # pending list.
+        Index(
+            "job_depends_on_idx",
+            "depends_on",
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+            postgresql_where=text("depends_on IS NOT NULL"),
+        ),
+        # A workflow's jobs in creation order (reads/workflows.py); only jobs of a workflow.
+        Index(
+            "job_workflow_idx", "workflow", "created_at", "id", postgresql_where=text("workflow IS NOT NULL")
+        ),
         # Job list filtered by status (``find_jobs.list_jobs``).
         Index("jobs_job_status_idx", "status"),
         Index("jobs_job_available_at_idx", "available_at"),

@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
+WAITING_YEAR = 9999  # states.WAITING_AT's year: no instant a client gives reaches it
+
 Row = Mapping[str, Any] | RowMapping  # a row read by column name: SQLAlchemy's, or a plain dict
 
 
@@ -33,14 +35,26 @@ class JobRecord:
     finished_at: datetime | None
     cancelled_at: datetime | None = None  # an operator cancelled it (status failed)
     queue: str = "default"  # its named queue (jobs_queue)
+    # Workflows: its parents (None: none), what a parent's failure does, its workflow, how
+    # many parents it still waits for (a waiting job's available_at is states.WAITING_AT).
+    depends_on: list[uuid.UUID] | None = None
+    on_parent_failure: str | None = None
+    workflow: str | None = None
+    waiting_on: int = 0
 
     @property
     def cancelled(self) -> bool:
         return self.cancelled_at is not None
 
+    @property
+    def waiting(self) -> bool:
+        """Queued and waiting for parents: no claim takes it until they release it."""
+        return self.status == "queued" and self.available_at.year == WAITING_YEAR
+
     @classmethod
     def from_row(cls, row: Row) -> JobRecord:
-        """From a row with the job's columns; ``cancelled_at`` and ``queue`` may be left out."""
+        """From a row with the job's columns; ``cancelled_at``, ``queue`` and the workflow
+        columns may be left out."""
         return cls(**{name: row[name] for name in JOB_FIELDS if name in row})
 
 

@@ -27,6 +27,7 @@ the file is read with :data:`CLOCK` in its place, the caller's ``:now`` (a test 
 clock) or else the server's ``statement_timestamp()``. It is not a SQL function: the planner
 inlines a SQL function's body by parsing it again at every plan, and these statements are
 planned at every run (custom plans), which cost the drain 5-6 % (docs/benchmarks.md).
+``{{waiting}}`` is read the same way as :data:`WAITING`, a waiting job's ``available_at``.
 
 One spelling each: the channel and the prefix here, the event columns in
 ``records.EventRecord``; a statement that inserts events with another column list is refused
@@ -46,6 +47,7 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB
 
 from .records import EVENT_FIELDS
+from .states import WAITING_AT
 
 # Workers LISTEN on this channel (runtime/wakeup.py); statements that make a job claimable now
 # notify it, so idle workers wake at once. Polling stays the fallback: a lost notification
@@ -61,6 +63,9 @@ LEASE_EXPIRED_PREFIX = "Lease expired at "
 # "Now" in every statement: the caller's :now when a test moves the clock, else the server's.
 CLOCK = "COALESCE(CAST(:now AS timestamptz), statement_timestamp())"
 _CLOCK_MARK = "{{clock}}"
+# A waiting job's available_at (states.WAITING_AT), written {{waiting}} in a statement.
+WAITING = "CAST('" + WAITING_AT.isoformat() + "' AS timestamptz)"
+_WAITING_MARK = "{{waiting}}"
 
 FIXED = MappingProxyType({"notify_channel": NOTIFY_CHANNEL, "lease_expired_prefix": LEASE_EXPIRED_PREFIX})
 EVENT_COLUMNS = tuple(name for name in EVENT_FIELDS if name != "id")
@@ -96,7 +101,7 @@ def _statement(name: str, lines: list[str], source: str) -> Statement:
     body = "\n".join(line for line in lines[1:] if not _COMMENT.match(line)).strip().removesuffix(";")
     if CLOCK in body:
         raise StatementError(f"{where}: the clock is written {_CLOCK_MARK}")
-    body = body.replace(_CLOCK_MARK, CLOCK)
+    body = body.replace(_CLOCK_MARK, CLOCK).replace(_WAITING_MARK, WAITING)
     if not body:
         raise StatementError(f"{where}: no SQL under the description")
     for insert in _EVENT_INSERT.finditer(body):

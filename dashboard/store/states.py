@@ -10,13 +10,24 @@
     failed  -> queued      retry_job / bulk retry    (event: manual_retry)
     queued  -> failed      cancel (operator)         (event: cancelled)
     queued  -> queued      run now (operator)        (event: rescheduled)
+    queued  -> queued      its last parent settles   (event: released; a waiting job, below)
+    queued  -> failed      a parent failed, cancel   (event: cancelled)
+
+A job that waits for parents (``depends_on``) is ``queued`` with ``available_at`` =
+:data:`WAITING_AT`, after any instant a client may give, so no claim picks it; the release
+trigger (migration 0018) moves it to the release time in the statement that settles its last
+parent.
 
 Events ``created``, ``progress`` and ``lease_renewed`` record facts without a status change.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
+
+# A waiting job's available_at (migration 0018 writes the same instant): never due.
+WAITING_AT = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 class Status(StrEnum):
@@ -43,6 +54,8 @@ class EventType(StrEnum):
     # The operator's actions, beside the nine of the lifecycle above:
     CANCELLED = "cancelled"  # queued -> failed, "Cancelled by <actor>"
     RESCHEDULED = "rescheduled"  # queued, available_at moved to now ("run now")
+    # Workflows: a waiting job's last parent is done (written by the release trigger).
+    RELEASED = "released"
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)

@@ -95,21 +95,22 @@ def test_every_copy_of_a_shared_cte_has_a_pinned_body():
 # Each shared CTE's known bodies (fingerprints of the whitespace-collapsed body); see the module's
 # docstring for how to change them.
 PINNED: dict[str, set[str]] = {
-    "audit": {"2cedbc803157", "351adbd944d8", "46bcd0570d14", "bc4e7fc8d3cc", "f981951fbca9"},
+    "audit": {"f981951fbca9", "2cedbc803157", "351adbd944d8", "46bcd0570d14", "bc4e7fc8d3cc"},
     "changed": {
         "04be3e6d36a5",
+        "4685d97db001",
         "50b84305f384",
-        "675de2c3ab05",
+        "6ee143bbf0e2",
+        "7b31c9b0f548",
         "beb1a9d1f689",
         "c3ea99bf9662",
         "c6e3024ea010",
         "dcf0836f3a18",
-        "efb8ac475486",
     },
-    "claimed": {"0edde931a32d", "1340d5d3cf0b", "39733ec64e9b"},
-    "done": {"14f31bfd4f06", "198473526929", "a05c9fbe0f6a", "c7d58c1674b7", "fbbe502d696e"},
+    "claimed": {"0edde931a32d", "39733ec64e9b", "1340d5d3cf0b"},
+    "done": {"a05c9fbe0f6a", "198473526929", "fbbe502d696e", "14f31bfd4f06", "c7d58c1674b7"},
     "dropped": {"e5610eccf42f", "e73318ee024f"},
-    "ensured": {"567b6f55e1e8", "e8afa35173e1"},
+    "ensured": {"e8afa35173e1", "567b6f55e1e8"},
     "ev": {
         "05b652544cc2",
         "0c2d66bebfb6",
@@ -127,23 +128,21 @@ PINNED: dict[str, set[str]] = {
         "e1b5fbe0c7bd",
         "e6a4bf39a1e0",
         "ea2c85e3777d",
+        "f981822aa9e4",
         "fd86584c4e26",
     },
     "failed": {"909d02a49f52"},
-    "freed": {"18b4538b2be1", "689272ea96a8", "c1155857a5ff", "d370dd19cf00"},
+    "freed": {"d370dd19cf00", "18b4538b2be1", "689272ea96a8", "c1155857a5ff"},
     "gate": {"7034a0a02deb"},
-    "input": {"93eaf86a3d40", "a72235ec85f2", "dd81f7b76401"},
-    "ins": {"292a253b917b", "49b757c58ca4"},
+    "input": {"41295bb14d78", "dd81f7b76401", "a72235ec85f2"},
+    "ins": {"03fe6ec64b43", "b95a26a40618", "841b127e9780"},
     "named": {"4658a945db9e", "642188a6ae89"},
-    "next": {"6ec355f2cd94", "78ce872ff0a1"},
-    "picked": {"49293559bb38", "79be44c478c7", "b9115c0003e8", "bfc4f741689e", "c79770867711"},
+    "next": {"78ce872ff0a1", "6ec355f2cd94"},
+    "parents": {"879cf990ac8f", "0f0d6a35bab3"},
+    "picked": {"79be44c478c7", "b9115c0003e8", "c79770867711", "bfc4f741689e", "49293559bb38"},
     "served": {"4c18dae04891", "8ce309174559"},
     "took_rate": {"6c9ea096ab7b", "758456975c3e"},
-    "took_slot": {"3bbeee700e83", "444ab5253901"},
+    "took_slot": {"444ab5253901", "3bbeee700e83"},
     "types": {"4a38fd2879c5"},
-    "wake": {"406be6b4b564", "9f69b50a1b40", "c77941dc351c", "d8bd9322cf69"},
+    "wake": {"4e0fb9bfacb8", "c77941dc351c", "406be6b4b564", "9f69b50a1b40", "d8bd9322cf69"},
 }
-
-
-if __name__ == "__main__":
-    pprint.pprint(pins(), width=110)

@@ -214,6 +214,7 @@ def _create_params(row: dict[str, Any], key: str, clock: datetime, data: dict[st
         "max_attempts": row["max_attempts"],
         "idempotency_key": key,
         "queue": row["queue"],
+        "workflow": None,
         "event_data": {"type": row["job_type"], "schedule": row["name"], **data},
         "now": clock,
     }

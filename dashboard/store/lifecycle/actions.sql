@@ -7,14 +7,37 @@
 -- name: retry
 -- failed -> queued with a fresh set of attempts, available now (event `manual_retry`).
 -- Clears what the failure (or a cancel) left: last_error, result, finished_at, cancelled_at.
--- Wakes idle workers: the jobs are due at once.
-WITH changed AS (
-    UPDATE jobs_job
-    SET status = 'queued', attempts = 0, available_at = :now, locked_by = NULL,
+-- Wakes idle workers: the jobs are due at once. A job with parents waits again (available_at
+-- {{waiting}}) for those not done: a parent retried in the same action, or one (locked FOR
+-- SHARE, its newest state) that has not succeeded (under `run`: not ended); the release
+-- trigger lets it go when they are. A parent no longer there (retention) counts as done.
+WITH target AS (
+    SELECT id, depends_on, on_parent_failure FROM jobs_job
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'failed'
+), parents AS (
+    SELECT p.id, p.status FROM jobs_job AS p
+    WHERE p.id IN (SELECT unnest(depends_on) FROM target WHERE depends_on IS NOT NULL)
+      AND p.id NOT IN (SELECT id FROM target)
+    FOR SHARE
+), waits AS (
+    SELECT t.id, count(*) AS n
+    FROM target AS t
+    CROSS JOIN LATERAL unnest(t.depends_on) AS d(parent)
+    LEFT JOIN parents AS p ON p.id = d.parent
+    WHERE d.parent IN (SELECT id FROM target)
+       OR CASE WHEN t.on_parent_failure = 'run' THEN p.status IN ('queued', 'running')
+               ELSE p.status <> 'succeeded' END
+    GROUP BY t.id
+), changed AS (
+    UPDATE jobs_job AS j
+    SET status = 'queued', attempts = 0,
+        available_at = CASE WHEN waits.n > 0 THEN {{waiting}} ELSE :now END,
+        waiting_on = COALESCE(waits.n, 0), locked_by = NULL,
         locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,
         cancelled_at = NULL, updated_at = :now
-    WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'failed'
-    RETURNING id
+    FROM target LEFT JOIN waits ON waits.id = target.id
+    WHERE j.id = target.id AND j.status = 'failed'
+    RETURNING j.id
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'manual_retry', 0, NULL, 'Manual retry', CAST(:event_data AS jsonb), :now FROM changed
@@ -41,13 +64,16 @@ SELECT id FROM changed
 -- A queued job waiting for a later available_at becomes due now (event `rescheduled`).
 -- The event's data keeps the time it was waiting for (`was_available_at`). The UPDATE repeats
 -- the fence, so a job claimed between the read of `waiting` and the update is left alone.
+-- A job waiting for its parents ({{waiting}}) is not moved: only its parents release it.
 WITH waiting AS (
     SELECT id, available_at FROM jobs_job
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'queued' AND available_at > :now
+      AND available_at < {{waiting}}
 ), changed AS (
     UPDATE jobs_job AS j SET available_at = :now, updated_at = :now
     FROM waiting
     WHERE j.id = waiting.id AND j.status = 'queued' AND j.available_at > :now
+      AND j.available_at < {{waiting}}
     RETURNING j.id, j.attempts, waiting.available_at AS was
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)

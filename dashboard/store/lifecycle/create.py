@@ -12,12 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection
 
 from ...config.rules import (
-    DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
@@ -30,34 +29,20 @@ from ...config.rules import (
     type_problem,
 )
 from .. import planner_stats
-from ..connection import autocommit, fetch_job, fetch_rows, fetch_rows_while, fetch_rows_within
+from ..connection import autocommit, fetch_job, fetch_rows, fetch_rows_while, fetch_rows_within, transaction
 from ..records import CreateResult, JobRecord
 from ..sql import query
 from ..states import Status
 from ..values import aware as _aware
 from ..values import utcnow
+from . import dependents
+from .spec import JobSpec as JobSpec
 
 CREATE, CREATE_MANY = query("create"), query("create_many")
 FIND_BY_IDEMPOTENCY_KEY, FIND_BY_IDEMPOTENCY_KEYS = (
     query("find_by_idempotency_key"),
     query("find_by_idempotency_keys"),
 )
-
-
-class JobSpec(NamedTuple):
-    """One job to create: what :func:`create_job` and :func:`create_jobs` take, built by each
-    door from its validated input. Immutable; a named tuple rather than a frozen dataclass
-    because a bulk create builds up to 1,000 of them per request, and a frozen dataclass
-    costs several times as much to build (docs/benchmarks.md, "Bulk create, set 5"). Its
-    values are checked when the job is created, not when the spec is built."""
-
-    type: str
-    payload: Any = None  # None: {}
-    priority: int = DEFAULT_PRIORITY
-    available_at: datetime | None = None  # None: now
-    max_attempts: int = 3
-    idempotency_key: str | None = None
-    queue: str | None = None  # None: the default queue
 
 
 def create_job(
@@ -82,6 +67,8 @@ def create_job(
     """
     now = _aware(now or utcnow(), "now")
     _check(spec)
+    if spec.depends_on:
+        return dependents.create_one(spec, event_data=event_data, now=now, conn=conn, within=within)
     params = {
         "id": uuid.uuid4(),
         "type": spec.type,
@@ -91,6 +78,7 @@ def create_job(
         "max_attempts": spec.max_attempts,
         "idempotency_key": spec.idempotency_key,
         "queue": spec.queue or DEFAULT_QUEUE,
+        "workflow": spec.workflow,
         "event_data": {"type": spec.type, **(event_data or {})},
         "now": now,
     }
@@ -186,10 +174,13 @@ def create_jobs(
     for index, spec in enumerate(specs):
         try:
             _check(spec)
+            dependents.check(spec, index)
         except ValueError as exc:
             raise ValueError(f"job {index}: {exc}") from None
     if not specs:
         return []
+    if any(spec.depends_on for spec in specs):
+        return _create_graph(specs, event_data=event_data or {}, now=now, conn=conn, within=within)
     # Insertion order: the jobs without a key as sent, then the keyed ones by key (a repeated
     # key's first job still first). Two requests with keys in common then take those keys in
     # the same order, so one waits for the other instead of both deadlocking.
@@ -221,6 +212,7 @@ def create_jobs(
             "max_attempts": spec.max_attempts,
             "idempotency_key": spec.idempotency_key,
             "queue": spec.queue or DEFAULT_QUEUE,
+            "workflow": spec.workflow,
         }
 
     shared = {"now": now, "event_data": event_data or {}}
@@ -264,6 +256,40 @@ def create_jobs(
     return _results(new, taken, existing)
 
 
+def _create_graph(
+    specs: Sequence[JobSpec],
+    *,
+    event_data: dict[str, Any],
+    now: datetime,
+    conn: Connection | None,
+    within: Connection | None,
+) -> list[CreateResult]:
+    """:func:`create_jobs` for specs of which some have parents, in one transaction: the jobs
+    without parents in chunks first, then each job with parents in ``specs``' order, so a
+    parent named by its index (an earlier spec) exists, or was returned for its key, by then."""
+    plain = [n for n, spec in enumerate(specs) if not spec.depends_on]
+    results: dict[int, CreateResult] = {}
+
+    def write(tx: Connection, nested: dict[str, Any]) -> list[CreateResult]:
+        if plain:
+            made = create_jobs([specs[n] for n in plain], event_data=event_data, now=now, **nested)
+            results.update(zip(plain, made, strict=True))
+        for n, spec in enumerate(specs):
+            if n in results:
+                continue
+            parents = [results[p].job.id if isinstance(p, int) else p for p in spec.depends_on]
+            try:
+                results[n] = dependents.create_dependent(tx, spec, parents, event_data=event_data, now=now)
+            except ValueError as exc:
+                raise ValueError(f"job {n}: {exc}") from None
+        return [results[n] for n in range(len(specs))]
+
+    if within is not None:
+        return write(within, {"within": within})
+    with autocommit(conn) as conn, transaction(conn):
+        return write(conn, {"conn": conn})  # the chunks' own transaction nests (a savepoint)
+
+
 def _results(new: list[JobRecord], taken: set[int], existing: dict[str, JobRecord]) -> list[CreateResult]:
     """One result per spec: its new job, or the existing job that holds its key."""
     return [
@@ -294,4 +320,5 @@ def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
         updated_at=now,
         finished_at=None,
         queue=spec.queue or DEFAULT_QUEUE,
+        workflow=spec.workflow,
     )

@@ -17,9 +17,10 @@ WITH named AS (
     INSERT INTO jobs_queue (name, created_at) VALUES (:queue, :now) ON CONFLICT DO NOTHING
 ), ins AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                          max_attempts, idempotency_key, last_error, created_at, updated_at, queue)
+                          max_attempts, idempotency_key, last_error, created_at, updated_at, queue,
+                          workflow)
     VALUES (:id, :type, CAST(:payload AS jsonb), 'queued', :priority, :available_at, 0,
-            :max_attempts, :idempotency_key, '', :now, :now, :queue)
+            :max_attempts, :idempotency_key, '', :now, :now, :queue, :workflow)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), ev AS (
@@ -40,16 +41,18 @@ SELECT ins.* FROM ins LEFT JOIN wake ON true
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         n integer, id uuid, type text, payload jsonb, priority smallint,
-        available_at timestamptz, max_attempts integer, idempotency_key text, queue text)
+        available_at timestamptz, max_attempts integer, idempotency_key text, queue text,
+        workflow text)
 ), named AS (
     INSERT INTO jobs_queue (name, created_at)
     SELECT DISTINCT queue, CAST(:now AS timestamptz) FROM input ORDER BY queue
     ON CONFLICT DO NOTHING
 ), ins AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
-                          max_attempts, idempotency_key, last_error, created_at, updated_at, queue)
+                          max_attempts, idempotency_key, last_error, created_at, updated_at, queue,
+                          workflow)
     SELECT id, type, COALESCE(payload, '{}'::jsonb), 'queued', priority, available_at, 0,
-           max_attempts, idempotency_key, '', :now, :now, queue
+           max_attempts, idempotency_key, '', :now, :now, queue, workflow
     FROM input ORDER BY n
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, type, available_at, queue

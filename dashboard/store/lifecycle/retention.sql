@@ -13,9 +13,15 @@ SELECT pg_try_advisory_xact_lock(:key)
 -- The events go in the same statement (the foreign key's ON DELETE CASCADE then finds none
 -- left), so a batch is one short transaction. SKIP LOCKED: a job an operator is retrying
 -- right now is skipped, and the DELETE's own status fence drops one that was requeued meanwhile.
+-- A failed job that a waiting job still names as a parent stays (job_depends_on_idx): gone,
+-- it would read as done, and a retry of it could no longer release that job.
 WITH doomed AS (
     SELECT id FROM jobs_job
     WHERE status = :status AND finished_at < :cutoff
+      AND NOT (has_dependents AND status = 'failed' AND EXISTS (
+          SELECT 1 FROM jobs_job AS c
+          WHERE c.depends_on @> ARRAY[jobs_job.id] AND c.status = 'queued'
+            AND c.available_at = {{waiting}}))
     ORDER BY status, finished_at
     LIMIT :batch
     FOR UPDATE SKIP LOCKED

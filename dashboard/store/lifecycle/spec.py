@@ -1,0 +1,31 @@
+"""What a job to create is: :class:`JobSpec`, built by each door from its validated input."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from ...config.rules import DEFAULT_PRIORITY
+
+
+class JobSpec(NamedTuple):
+    """One job to create: what :func:`create_job` and :func:`create_jobs` take, built by each
+    door from its validated input. Immutable; a named tuple rather than a frozen dataclass
+    because a bulk create builds up to 1,000 of them per request, and a frozen dataclass
+    costs several times as much to build (docs/benchmarks.md, "Bulk create, set 5"). Its
+    values are checked when the job is created, not when the spec is built."""
+
+    type: str
+    payload: Any = None  # None: {}
+    priority: int = DEFAULT_PRIORITY
+    available_at: datetime | None = None  # None: now
+    max_attempts: int = 3
+    idempotency_key: str | None = None
+    queue: str | None = None  # None: the default queue
+    # Workflows (dependents.py): the parents, each a job id, or in a create_jobs call the
+    # index of an earlier spec of the same call; what a parent's failure does (None: cancel);
+    # the workflow (None: the first parent's).
+    depends_on: tuple[uuid.UUID | int, ...] = ()
+    on_parent_failure: str | None = None
+    workflow: str | None = None

@@ -1,0 +1,174 @@
+"""Jobs that wait for other jobs: created waiting, released exactly once by the settle of their
+last parent, the three failure policies, and the workflow actions."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+
+import pytest
+
+from dashboard.store import lifecycle
+from dashboard.store.lifecycle import actions, dependents
+from dashboard.store.lifecycle import create as enqueue
+from dashboard.store.lifecycle.create import JobSpec
+from dashboard.store.records import JobRecord
+from dashboard.store.states import WAITING_AT
+
+from .helpers import BACKOFF, T0, at, claim, event_types, fresh
+
+
+ORDER = itertools.count()
+
+
+def make(*parents: uuid.UUID, policy: str | None = None, workflow: str | None = None, **kw) -> JobRecord:
+    """A job with these parents; each one made claims before the next (a lower priority)."""
+    priority = 1000 - next(ORDER) % 1000
+    spec = JobSpec(
+        "demo.success", depends_on=parents, on_parent_failure=policy, workflow=workflow, priority=priority, **kw
+    )
+    return enqueue.create_job(spec, now=T0).job
+
+
+def run(job: JobRecord, *, ok: bool = True, worker: str = "w1", now=T0) -> None:
+    """Claim ``job`` (the only one due) and settle it."""
+    claimed = claim(worker, now=now)
+    assert claimed is not None and claimed.id == job.id
+    if ok:
+        assert lifecycle.complete_job(claimed.id, worker, claimed.attempts, {"from": str(job.id)}, now=now)
+    else:
+        lifecycle.fail_job(claimed.id, worker, claimed.attempts, "boom", now=now, **BACKOFF)
+
+
+def test_a_waiting_job_is_queued_never_claimed_and_released_by_its_last_parent(app):
+    a, b = make(), make()
+    child = make(a.id, b.id)
+    assert (child.status, child.available_at, child.waiting_on) == ("queued", WAITING_AT, 2)
+    assert child.depends_on == [a.id, b.id] and child.on_parent_failure == "cancel"
+    assert child.workflow == str(a.id) and fresh(a.id).workflow == str(a.id)
+    run(a)
+    assert fresh(child.id).waiting_on == 1 and fresh(child.id).available_at == WAITING_AT
+    run(b, now=at(1))
+    released = fresh(child.id)
+    assert (released.status, released.available_at, released.waiting_on) == ("queued", at(1), 0)
+    assert event_types(child.id) == ["created", "released"]
+    assert claim("w1", now=at(2)).id == child.id
+
+
+def test_a_parent_done_already_counts_and_an_unknown_one_is_refused(app):
+    a = make()
+    run(a)
+    child = make(a.id)
+    assert (child.waiting_on, child.available_at) == (0, T0)
+    missing = uuid.uuid4()
+    with pytest.raises(ValueError, match=f"depends_on: no job {missing}"):
+        make(a.id, missing)
+    with pytest.raises(ValueError, match="at most 100"):
+        make(*[uuid.uuid4() for _ in range(101)])
+
+
+def test_cancel_flows_down_the_graph_and_names_the_parent(app):
+    a = make(max_attempts=1)
+    b = make(a.id)
+    c = make(b.id)
+    runs_anyway = make(b.id, policy="run")
+    run(a, ok=False)
+    for job in (b, c):
+        gone = fresh(job.id)
+        assert (gone.status, gone.cancelled) == ("failed", True)
+        assert event_types(job.id) == ["created", "cancelled"]
+    assert fresh(b.id).last_error == f"Cancelled: parent {a.id} failed"
+    assert fresh(c.id).last_error == f"Cancelled: parent {b.id} failed"
+    assert fresh(runs_anyway.id).available_at == T0  # its parent ended: a "finally" step runs
+    born_cancelled = make(a.id)
+    assert (born_cancelled.status, born_cancelled.last_error) == ("failed", f"Cancelled: parent {a.id} failed")
+    assert event_types(born_cancelled.id) == ["created", "cancelled"]
+
+
+def test_wait_keeps_the_job_until_a_retried_parent_succeeds(app):
+    a = make(max_attempts=1)
+    child = make(a.id, policy="wait")
+    run(a, ok=False)
+    assert fresh(child.id).available_at == WAITING_AT
+    assert actions.run_one("retry", a.id, event_data={}, now=at(1)).changed == 1
+    run(a, now=at(2))
+    assert fresh(child.id).available_at == at(2)
+
+
+def test_run_after_a_failure_is_not_released_twice_by_a_retry(app):
+    a, b = make(max_attempts=1), make()
+    child = make(a.id, b.id, policy="run")
+    run(a, ok=False)
+    actions.run_one("retry", a.id, event_data={}, now=at(1))
+    run(a, now=at(2))  # a second end of the same parent must not stand in for b
+    assert fresh(child.id).available_at == WAITING_AT
+    run(b, now=at(3))
+    assert fresh(child.id).available_at == at(3)
+    assert event_types(child.id).count("released") == 1
+
+
+def test_retrying_a_workflow_reruns_the_failed_chain_in_order(app):
+    a = make(max_attempts=1, workflow="wf")
+    b = make(a.id)
+    c = make(b.id)
+    assert b.workflow == c.workflow == "wf"
+    run(a, ok=False)
+    assert dependents.retry_workflow("wf", event_data={}, now=at(1)) == 3
+    assert fresh(a.id).available_at == at(1)
+    assert fresh(b.id).available_at == WAITING_AT and fresh(c.id).available_at == WAITING_AT
+    run(a, now=at(2))
+    run(b, now=at(3))
+    run(c, now=at(4))
+    assert {fresh(job.id).status for job in (a, b, c)} == {"succeeded"}
+
+
+def test_cancelling_a_workflow_cancels_its_queued_jobs_and_their_dependents_outside_it(app):
+    a = make(workflow="wf")
+    b = make(a.id)
+    outside = make(b.id, workflow="other")
+    assert dependents.cancel_workflow("wf", event_data={}, message="Cancelled by ops", now=at(1)) == 2
+    assert fresh(outside.id).status == "failed"
+    assert fresh(outside.id).last_error == f"Cancelled: parent {b.id} failed"
+
+
+def test_run_now_does_not_release_a_waiting_job(app):
+    a = make()
+    child = make(a.id)
+    assert actions.run_one("run_now", child.id, event_data={}, now=at(1)).changed == 0
+    assert fresh(child.id).available_at == WAITING_AT
+
+
+def test_parents_settling_at_once_release_their_child_exactly_once(app):
+    for round_ in range(5):
+        parents = [make() for _ in range(4)]
+        child = make(*(p.id for p in parents))
+        claimed = [claim(f"w{n}", now=at(round_)) for n in range(4)]
+        barrier = threading.Barrier(4)
+
+        def settle(job: JobRecord, worker: str) -> None:
+            with app.app_context():
+                barrier.wait()
+                lifecycle.complete_job(job.id, worker, job.attempts, None, now=at(round_))
+
+        threads = [threading.Thread(target=settle, args=(job, f"w{n}")) for n, job in enumerate(claimed)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        done = fresh(child.id)
+        assert (done.available_at, done.waiting_on) == (at(round_), 0)
+        assert event_types(child.id).count("released") == 1
+        assert claim("w1", now=at(round_)).id == child.id
+
+
+def test_a_graph_in_one_create_names_earlier_jobs_by_index(app):
+    results = enqueue.create_jobs(
+        [JobSpec("demo.success"), JobSpec("demo.success", depends_on=(0,)), JobSpec("demo.success", depends_on=(0, 1))],
+        now=T0,
+    )
+    first, second, third = (r.job for r in results)
+    assert second.depends_on == [first.id] and third.depends_on == [first.id, second.id]
+    assert (second.waiting_on, third.waiting_on) == (1, 2)
+    with pytest.raises(ValueError, match="job 1: depends_on: 1 is not an earlier job"):
+        enqueue.create_jobs([JobSpec("demo.success"), JobSpec("demo.success", depends_on=(1,))], now=T0)
