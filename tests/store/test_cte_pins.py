@@ -146,3 +146,7 @@ PINNED: dict[str, set[str]] = {
     "types": {"4a38fd2879c5"},
     "wake": {"4e0fb9bfacb8", "c77941dc351c", "406be6b4b564", "9f69b50a1b40", "d8bd9322cf69"},
 }
+
+
+if __name__ == "__main__":
+    pprint.pprint(pins(), width=110)
