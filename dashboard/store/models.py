@@ -126,9 +126,14 @@ class Job(Model):
             postgresql_with={"fastupdate": "off"},
             postgresql_where=text("depends_on IS NOT NULL"),
         ),
-        # A workflow's jobs in creation order (reads/workflows.py); only jobs of a workflow.
+        # A workflow's jobs and its counts by status; the newest jobs of any workflow (the
+        # recent workflows). Only jobs of a workflow have entries (reads/workflows.py).
+        Index("job_workflow_idx", "workflow", "status", postgresql_where=text("workflow IS NOT NULL")),
         Index(
-            "job_workflow_idx", "workflow", "created_at", "id", postgresql_where=text("workflow IS NOT NULL")
+            "job_workflow_created_idx",
+            text("created_at DESC"),
+            text("id DESC"),
+            postgresql_where=text("workflow IS NOT NULL"),
         ),
         # Job list filtered by status (``find_jobs.list_jobs``).
         Index("jobs_job_status_idx", "status"),

@@ -35,8 +35,10 @@ parent settling at the same moment either sees the new dependent or was seen set
 The trigger does not fire for statements run by the function itself (``pg_trigger_depth``):
 the walk cascades without recursion, whatever the depth of the graph.
 
-Indexes: ``job_depends_on_idx`` (GIN over ``depends_on``, only jobs with parents) and
-``job_workflow_idx`` (``workflow``, ``created_at``, ``id``; only jobs of a workflow).
+Indexes, each only over the jobs it concerns (a job outside workflows has no entry):
+``job_depends_on_idx`` (GIN over ``depends_on``: a parent's dependents), ``job_workflow_idx``
+(``workflow``, ``status``: a workflow's jobs and its counts by status) and
+``job_workflow_created_idx`` (``created_at DESC, id DESC``: the recent workflows).
 ``job_event_type_valid`` also allows ``released``.
 
 Revision ID: 0018
@@ -193,7 +195,13 @@ def upgrade():
     op.create_index(
         "job_workflow_idx",
         "jobs_job",
-        ["workflow", "created_at", "id"],
+        ["workflow", "status"],
+        postgresql_where=sa.text("workflow IS NOT NULL"),
+    )
+    op.create_index(
+        "job_workflow_created_idx",
+        "jobs_job",
+        [sa.text("created_at DESC"), sa.text("id DESC")],
         postgresql_where=sa.text("workflow IS NOT NULL"),
     )
     _event_types((*EVENT_TYPES, "released"))
@@ -208,6 +216,7 @@ def downgrade():
     op.execute("DROP FUNCTION IF EXISTS jobs_release_dependents(uuid, boolean, timestamptz)")
     op.execute("DELETE FROM jobs_jobevent WHERE type = 'released'")
     _event_types(EVENT_TYPES)
+    op.drop_index("job_workflow_created_idx", table_name="jobs_job")
     op.drop_index("job_workflow_idx", table_name="jobs_job")
     op.drop_index("job_depends_on_idx", table_name="jobs_job")
     op.drop_constraint("job_on_parent_failure_valid", "jobs_job", type_="check")

@@ -172,3 +172,21 @@ def test_a_graph_in_one_create_names_earlier_jobs_by_index(app):
     assert (second.waiting_on, third.waiting_on) == (1, 2)
     with pytest.raises(ValueError, match="job 1: depends_on: 1 is not an earlier job"):
         enqueue.create_jobs([JobSpec("demo.success"), JobSpec("demo.success", depends_on=(1,))], now=T0)
+
+
+def test_a_workflow_reads_its_jobs_counts_and_each_jobs_parents_and_dependents(app):
+    from dashboard.store.reads import workflows
+
+    a = make(workflow="wf", max_attempts=1)
+    b = make(a.id)
+    c = make(a.id, b.id, policy="run")
+    run(a, ok=False)
+    found = workflows.workflow("wf")
+    assert found is not None and found.complete
+    assert [node.id for node in found.jobs] == [a.id, b.id, c.id]
+    assert [node.state for node in found.jobs] == ["failed", "cancelled", "queued"]  # "finally": both ended
+    assert found.counts.as_dict() == {"queued": 1, "waiting": 0, "running": 0, "succeeded": 0, "failed": 1, "cancelled": 1}
+    assert [node.id for node in workflows.parents([b.id, a.id])] == [b.id, a.id]
+    assert [node.id for node in workflows.dependents(a.id)] == [b.id, c.id]
+    assert workflows.workflow("nope") is None
+    assert [name for name, _ in workflows.recent()] == ["wf"]
