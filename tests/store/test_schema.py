@@ -241,4 +241,3 @@ def test_each_claim_reads_one_queue_range_at_a_time(app, name, plans):
     if name != "limits_open":
         assert any("job_queue_claim_idx" in line for line in queue_reads), plan  # the claim's own read
     assert all("job_queue_claim_idx" in line or "job_queued_queue_idx" in line for line in queue_reads), plan
-

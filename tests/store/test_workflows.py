@@ -26,7 +26,12 @@ def make(*parents: uuid.UUID, policy: str | None = None, workflow: str | None = 
     """A job with these parents; each one made claims before the next (a lower priority)."""
     priority = 1000 - next(ORDER) % 1000
     spec = JobSpec(
-        "demo.success", depends_on=parents, on_parent_failure=policy, workflow=workflow, priority=priority, **kw
+        "demo.success",
+        depends_on=parents,
+        on_parent_failure=policy,
+        workflow=workflow,
+        priority=priority,
+        **kw,
     )
     return enqueue.create_job(spec, now=T0).job
 
@@ -82,7 +87,10 @@ def test_cancel_flows_down_the_graph_and_names_the_parent(app):
     assert fresh(c.id).last_error == f"Cancelled: parent {b.id} failed"
     assert fresh(runs_anyway.id).available_at == T0  # its parent ended: a "finally" step runs
     born_cancelled = make(a.id)
-    assert (born_cancelled.status, born_cancelled.last_error) == ("failed", f"Cancelled: parent {a.id} failed")
+    assert (born_cancelled.status, born_cancelled.last_error) == (
+        "failed",
+        f"Cancelled: parent {a.id} failed",
+    )
     assert event_types(born_cancelled.id) == ["created", "cancelled"]
 
 
@@ -164,7 +172,11 @@ def test_parents_settling_at_once_release_their_child_exactly_once(app):
 
 def test_a_graph_in_one_create_names_earlier_jobs_by_index(app):
     results = enqueue.create_jobs(
-        [JobSpec("demo.success"), JobSpec("demo.success", depends_on=(0,)), JobSpec("demo.success", depends_on=(0, 1))],
+        [
+            JobSpec("demo.success"),
+            JobSpec("demo.success", depends_on=(0,)),
+            JobSpec("demo.success", depends_on=(0, 1)),
+        ],
         now=T0,
     )
     first, second, third = (r.job for r in results)
@@ -183,10 +195,17 @@ def test_a_workflow_reads_its_jobs_counts_and_each_jobs_parents_and_dependents(a
     run(a, ok=False)
     found = workflows.workflow("wf")
     assert found is not None and found.complete
-    assert [node.id for node in found.jobs] == [a.id, b.id, c.id]
-    assert [node.state for node in found.jobs] == ["failed", "cancelled", "queued"]  # "finally": both ended
-    assert found.counts.as_dict() == {"queued": 1, "waiting": 0, "running": 0, "succeeded": 0, "failed": 1, "cancelled": 1}
+    states = {node.id: node.state for node in found.jobs}  # created at one instant: in id order
+    assert states == {a.id: "failed", b.id: "cancelled", c.id: "queued"}  # c, a "finally": both ended
+    assert found.counts.as_dict() == {
+        "queued": 1,
+        "waiting": 0,
+        "running": 0,
+        "succeeded": 0,
+        "failed": 1,
+        "cancelled": 1,
+    }
     assert [node.id for node in workflows.parents([b.id, a.id])] == [b.id, a.id]
-    assert [node.id for node in workflows.dependents(a.id)] == [b.id, c.id]
+    assert {node.id for node in workflows.dependents(a.id)} == {b.id, c.id}
     assert workflows.workflow("nope") is None
     assert [name for name, _ in workflows.recent()] == ["wf"]
