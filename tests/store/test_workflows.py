@@ -18,7 +18,6 @@ from dashboard.store.states import WAITING_AT
 
 from .helpers import BACKOFF, T0, at, claim, event_types, fresh
 
-
 ORDER = itertools.count()
 
 
@@ -154,12 +153,15 @@ def test_parents_settling_at_once_release_their_child_exactly_once(app):
         claimed = [claim(f"w{n}", now=at(round_)) for n in range(4)]
         barrier = threading.Barrier(4)
 
-        def settle(job: JobRecord, worker: str) -> None:
+        def settle(job: JobRecord, worker: str, barrier: threading.Barrier, moment) -> None:
             with app.app_context():
                 barrier.wait()
-                lifecycle.complete_job(job.id, worker, job.attempts, None, now=at(round_))
+                lifecycle.complete_job(job.id, worker, job.attempts, None, now=moment)
 
-        threads = [threading.Thread(target=settle, args=(job, f"w{n}")) for n, job in enumerate(claimed)]
+        threads = [
+            threading.Thread(target=settle, args=(job, f"w{n}", barrier, at(round_)))
+            for n, job in enumerate(claimed)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
