@@ -35,7 +35,8 @@ payload's problem names its place (``payload at items[3].when``); a value in it 
 JSON raises :class:`PayloadNotJSON`, both a ``TypeError`` and a ``ValueError``.
 
 **A handler and its context.** A handler is ``fn(ctx: JobContext) -> result``: ``ctx.payload``,
-``ctx.job_id``, ``ctx.attempt``; ``ctx.renew()`` extends the lease, ``ctx.progress(percent,
+``ctx.job_id``, ``ctx.attempt``, ``ctx.parent_results`` (a job with ``depends_on``: each parent's
+``result`` by its id as a string, read when the attempt starts); ``ctx.renew()`` extends the lease, ``ctx.progress(percent,
 message)`` reports progress. ``ctx.lost`` turns true once the worker learns the attempt is no
 longer its own (the lease ran out and the job was requeued, or the attempt passed its
 ``timeout``): stop then, since the result will be refused. ``ctx.stopping`` turns true when the

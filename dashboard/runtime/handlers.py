@@ -224,6 +224,7 @@ class JobContext:
         self._settled: list[dict[str, Any]] | None = None
         self._scheduled = False  # handed to the flusher at least once: the settle takes it back
         self._worker_error: BaseException | None = None  # a refusal of one of these writes
+        self.parent_results: dict[str, Any] = {}  # parent id -> its result (workflows), read at start
 
     @property
     def job_id(self) -> uuid.UUID:

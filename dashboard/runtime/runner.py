@@ -27,6 +27,7 @@ from sqlalchemy import exc as sa_exc
 from ..ops import worker_metrics
 from ..store import lifecycle
 from ..store.jsonb import UnreadableJson
+from ..store.lifecycle import attempt
 from ..store.records import JobRecord
 from . import heartbeat
 from .deadline import Deadline
@@ -168,6 +169,8 @@ class Runner:
         if isinstance(job.payload, UnreadableJson):  # a handler must never see the stand-in
             error = UnreadablePayload("the payload is JSON nested too deeply to decode; no handler ran")
             return self.fail(ctx, describe(error), {"exception_type": type(error).__name__}, started)
+        if job.depends_on and not self._hand_on_results(ctx, job):
+            return self.finish(ctx, End.ABANDONED, "", started)
         log.debug("%s: executing job %s (%s) attempt %d", ctx.worker_id, job.id, job.type, job.attempts)
         timeout = declared_defaults(job.type).timeout  # fn found: no second registry lookup
         deadline = None
@@ -196,6 +199,24 @@ class Runner:
             if deadline is not None:
                 deadline.cancel()
         return self.completer.complete(self, ctx, result, started)
+
+    def _hand_on_results(self, ctx: JobContext, job: JobRecord) -> bool:
+        """Read the parents' results into ``ctx.parent_results`` (one query, on the thread's
+        connection, retried through an outage while the lease lasts); ``False`` if the lease
+        ran out first (the rescuer then takes the attempt)."""
+        parents = job.depends_on or []
+        read = self.settle(ctx, lambda: attempt.parent_results(parents, conn=self.runtime.connection))
+        if isinstance(read, Unrecorded):
+            return False
+        ctx.parent_results, too_big = read
+        for parent in too_big:
+            log.warning(
+                "%s: job %s: parent %s's result is over the size handed on; None instead",
+                ctx.worker_id,
+                job.id,
+                parent,
+            )
+        return True
 
     def fail(self, ctx: JobContext, error: str, data: dict[str, Any], started: float) -> Outcome:
         """Record a failed attempt at once: back to queued with a backoff, or failed for good."""

@@ -16,3 +16,11 @@ from dashboard.runtime.handlers import JobContext, handler
 def echo(ctx: JobContext) -> dict[str, Any]:
     ctx.progress(100, "echoing")
     return {"echo": ctx.payload, "attempt": ctx.attempt, "worker_id": ctx.worker_id, "pid": os.getpid()}
+
+
+@handler("sample.gather")
+def gather(ctx: JobContext) -> dict[str, Any]:
+    """A workflow step: its payload's ``n`` plus every parent's ``sum``, and whose results it saw."""
+    parents = ctx.parent_results
+    total = ctx.payload.get("n", 0) + sum((result or {}).get("sum", 0) for result in parents.values())
+    return {"sum": total, "parents": sorted(parents)}

@@ -7,6 +7,7 @@ call that matches no row returns ``None`` (a stale worker, fenced off), not an e
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +19,8 @@ from ..values import aware as _aware
 from ..values import pg_safe, utcnow
 from .fencing import given_now, owner
 
-RENEW, PROGRESS = query("renew"), query("progress")
+RENEW, PROGRESS, PARENT_RESULTS = query("renew"), query("progress"), query("parent_results")
+PARENT_RESULT_MAX_BYTES = 1 << 20  # a parent's result handed on, as stored (compressed or not)
 
 
 def renew_lease(
@@ -72,3 +74,16 @@ def progress_report(
     the settle calls below): the event :func:`record_progress` would write, as a value."""
     at = _aware(now or utcnow(), "now")
     return {"message": pg_safe(message), "data": pg_safe(data or {}), "created_at": at.isoformat()}
+
+
+def parent_results(
+    parents: Sequence[uuid.UUID], *, max_bytes: int = PARENT_RESULT_MAX_BYTES, conn: Connection | None = None
+) -> tuple[dict[str, Any], list[uuid.UUID]]:
+    """The results of ``parents`` (a starting attempt's ``depends_on``) in one read: a dict from
+    parent id (as a string) to its ``result``, and the parents whose stored result is larger
+    than ``max_bytes`` (handed on as ``None``). A parent gone (retention) is left out."""
+    with autocommit(conn) as conn:
+        rows = fetch_rows(conn, PARENT_RESULTS, {"ids": list(parents), "max_bytes": max_bytes})
+    found = {row["id"]: row for row in rows}
+    results = {str(parent): found[parent]["result"] for parent in parents if parent in found}
+    return results, [row["id"] for row in rows if row["too_big"]]

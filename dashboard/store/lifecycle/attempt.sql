@@ -40,3 +40,10 @@ WITH owned AS (
     RETURNING id
 )
 SELECT id FROM ev
+
+-- name: parent_results
+-- The results of a starting attempt's parents (at most 100, by primary key), each up to
+-- :max_bytes as stored (pg_column_size, no decoding); a larger one comes back NULL and `too_big`.
+SELECT id, CASE WHEN pg_column_size(result) <= :max_bytes THEN result END AS result,
+       COALESCE(pg_column_size(result) > :max_bytes, false) AS too_big
+FROM jobs_job WHERE id = ANY(CAST(:ids AS uuid[]))
