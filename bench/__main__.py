@@ -2,7 +2,8 @@
 the benchmarks.
 
 Sections: ceiling, drain, processes (``flask worker --processes 2`` against one process with as
-many threads in all: no-op, CPU-bound and I/O-bound handlers), pickup, enqueue, claim, pages,
+many threads in all: no-op, CPU-bound and I/O-bound handlers), workflows (a fan-in to one
+callback and a chain, each against as many independent jobs), pickup, enqueue, claim, pages,
 prune (retention while a worker drains; ``--prune-total``/``--prune-jobs``/``--prune-queue``
 size it). Each throughput figure is also given
 as a ratio to the pgbench ceiling measured on the same server in the same run, or to the peer
@@ -34,7 +35,7 @@ from sqlalchemy.engine import make_url
 from dashboard import upgrade_database
 from dashboard.store.reads import stats_refresh
 
-from . import api_enqueue, ceiling, claim, drain, enqueue, flow, pages
+from . import api_enqueue, ceiling, claim, drain, enqueue, flow, pages, workflows
 from .db import (
     ROOT,
     fresh_database,
@@ -63,6 +64,8 @@ class Sizes:
     backlog_running: int
     spread_total: int  # the spread backlog: jobs in its own database
     spread_queued: int  # of them queued, one every total // queued rows, across 8 types
+    fan_in: int = 10_000  # the workflows section: members of the fan-in to one callback
+    chain: int = 1_000  # and the chain's length
 
 
 FULL = Sizes(
@@ -80,8 +83,19 @@ FULL = Sizes(
     2_000_000,
     100_000,
 )
-SMOKE = Sizes(300, 400, (4,), 5, 200, 100, 1_000, 3_000, 3, 400, 10, 3_000, 150)
-SECTIONS = ("ceiling", "drain", "processes", "pickup", "enqueue", "claim", "queues", "pages", "prune")
+SMOKE = Sizes(300, 400, (4,), 5, 200, 100, 1_000, 3_000, 3, 400, 10, 3_000, 150, 200, 20)
+SECTIONS = (
+    "ceiling",
+    "drain",
+    "processes",
+    "workflows",
+    "pickup",
+    "enqueue",
+    "claim",
+    "queues",
+    "pages",
+    "prune",
+)
 # prune section: (finished jobs seeded, succeeded jobs pruned, queued jobs drained per phase)
 PRUNE_FULL, PRUNE_SMOKE = (10_000_000, 1_000_000, 200_000), (3_000, 1_000, 300)
 BATCH = {"JOB_WORKER_BATCH_SIZE": "16"}
@@ -375,6 +389,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  CPU per job, medians: {drain.describe_cpu(cpu['two'])}", flush=True)
             row("    (those pairs' ratios, lowest-highest)", f"{ratio.low:.2f}-{ratio.high:.2f}")
         results["processes"] = compared
+    if "workflows" in wanted:
+        # A fan-in (one join per 100 members, one callback over the joins) and a chain, each
+        # against as many independent no-op jobs drained beside it (bench/workflows.py).
+        top = max(sizes.threads)
+        graphs: dict[str, object] = {}
+        for name, specs in (
+            (f"fan-in of {sizes.fan_in:,} to one callback", workflows.fan_in_specs(sizes.fan_in)),
+            (f"chain of {sizes.chain:,}", workflows.chain_specs(sizes.chain)),
+        ):
+            for mode, env in (("one-job", {}), ("batch", BATCH)):
+                got = workflows.versus_independent(url, specs, threads=top, runs=runs, **env)
+                graphs[f"{name}/{mode}"] = got
+                ratios = got["ratios"]
+                assert isinstance(ratios, list)
+                row(
+                    f"{name} ({len(specs):,} jobs), {mode} mode, {top} threads, vs as many independent",
+                    f"{got['graph']:,.0f} / {got['plain']:,.0f} jobs/s",
+                    f"{got['ratio']:.2f}",
+                )
+                row("  (those pairs' ratios, lowest-highest)", f"{min(ratios):.2f}-{max(ratios):.2f}")
+        results["workflows"] = graphs
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)
         results["pickup_ms"] = {"p50": p50, "p95": p95}

@@ -5,7 +5,11 @@
 processes of 8 threads, SIGKILLs a random worker every few seconds and starts a new one,
 restarts PostgreSQL once mid-run, waits until every job is terminal, then checks the database
 and prints a table. It exits 1 when any check fails. ``--small`` (CI): a few hundred jobs, two
-kills, one restart.
+kills, one restart. ``--workflows``: the jobs are workflows instead, fan-ins (four members, one
+callback, one "finally" step under ``on_parent_failure="run"``) and chains of five, 1,000 of
+them (40 with ``--small``), some with a member that fails for good; the checks add that every
+waiting job was released at most once, never claimed before each of its parents succeeded,
+and cancelled exactly when a parent failed.
 
 It runs its own embedded PostgreSQL in a temporary folder, so the restart hurts nobody else.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -77,6 +82,35 @@ def job_mix(count: int, rng: random.Random) -> list[JobSpec]:
             specs.append(
                 JobSpec("demo.slow", {"sleep_seconds": round(rng.uniform(2.5, 4.0), 2)}, max_attempts=5)
             )
+    return specs
+
+
+def workflow_mix(count: int, rng: random.Random) -> list[JobSpec]:
+    """``count`` workflows, each fan-in or chain, as one create_jobs call's specs (parents
+    named by index); one member in ten fails for good, cancelling what waits for it."""
+    specs: list[JobSpec] = []
+
+    def member(name: str) -> JobSpec:
+        roll = rng.random()
+        if roll < 0.1:
+            return JobSpec("demo.fail", {"error": "planned"}, max_attempts=1, workflow=name)
+        if roll < 0.3:
+            return JobSpec("demo.flaky", {"fail_until_attempt": 2}, max_attempts=3, workflow=name)
+        return JobSpec("demo.success", {"sleep_seconds": rng.choice([0, 0.01, 0.02])}, workflow=name)
+
+    for n in range(count):
+        name, first = f"chaos-{n}", len(specs)
+        if n % 2 == 0:  # a fan-in: four members, their callback, and a "finally" after all five
+            specs += [member(name) for _ in range(4)]
+            specs.append(JobSpec("demo.success", {}, depends_on=tuple(range(first, first + 4))))
+            specs.append(
+                JobSpec(
+                    "demo.success", {}, depends_on=tuple(range(first, first + 5)), on_parent_failure="run"
+                )
+            )
+        else:  # a chain of five
+            specs.append(member(name))
+            specs += [JobSpec("demo.success", {}, depends_on=(first + k,)) for k in range(4)]
     return specs
 
 
@@ -191,6 +225,11 @@ def check_sequence(events: list[tuple], final_status: str, final_attempts: int) 
         elif etype == "manual_retry":
             ok = state == "failed"
             state, attempt = "queued", 0
+        elif etype == "released":  # a waiting job's parents are done
+            ok = state == "queued"
+        elif etype == "cancelled":  # a parent failed: cancelled while waiting
+            ok = state == "queued"
+            state = "failed"
         else:
             ok = False
         if not ok:
@@ -262,10 +301,44 @@ def verify(url: str, killed: dict[int, float]) -> list[tuple[str, str, bool]]:
     ]
 
 
+def verify_workflows(url: str) -> list[tuple[str, str, bool]]:
+    """The workflow checks: each waiting job released at most once, only after every parent
+    succeeded (or ended, under ``run``), never claimed before; cancelled iff a parent failed."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            """
+            SELECT j.id, j.status, j.cancelled_at IS NOT NULL, j.on_parent_failure,
+                   (SELECT count(*) FROM jobs_jobevent e WHERE e.job_id = j.id AND e.type = 'released'),
+                   (SELECT min(e.id) FROM jobs_jobevent e WHERE e.job_id = j.id AND e.type = 'claimed'),
+                   (SELECT bool_and(p.status = 'succeeded') FROM jobs_job p WHERE p.id = ANY(j.depends_on)),
+                   (SELECT max(e.id) FROM jobs_jobevent e
+                     WHERE e.job_id = ANY(j.depends_on) AND e.type IN ('succeeded', 'failed', 'cancelled'))
+            FROM jobs_job j WHERE j.depends_on IS NOT NULL
+            """
+        ).fetchall()
+    twice = sum(released > 1 for _, _, _, _, released, _, _, _ in rows)
+    early = sum(
+        claimed is not None and (last_end is None or claimed < last_end)
+        for _, _, _, _, _, claimed, _, last_end in rows
+    )
+    wrong_cancel = sum(
+        cancelled != (policy == "cancel" and not all_ok) for _, _, cancelled, policy, _, _, all_ok, _ in rows
+    )
+    never = sum(released == 0 and not cancelled for _, _, cancelled, _, released, _, _, _ in rows)
+    return [
+        ("waiting jobs (with parents)", str(len(rows)), len(rows) > 0),
+        ("waiting jobs released more than once", str(twice), twice == 0),
+        ("waiting jobs neither released nor cancelled", str(never), never == 0),
+        ("waiting jobs claimed before their last parent ended", str(early), early == 0),
+        ("waiting jobs cancelled but no parent failed, or the reverse", str(wrong_cancel), wrong_cancel == 0),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--small", action="store_true", help="a few hundred jobs, two kills (CI)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--workflows", action="store_true", help="fan-ins and chains instead of lone jobs")
     args = parser.parse_args(argv)
     plan = SMALL if args.small else FULL
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
@@ -281,8 +354,14 @@ def main(argv: list[str] | None = None) -> int:
         url = fresh_database("chaos", admin=libpq(server.get_uri()))
         app = make_app(url)
         with app.app_context():
-            for i in range(0, plan.jobs, 1000):
-                enqueue.create_jobs(job_mix(min(1000, plan.jobs - i), rng))
+            if args.workflows:
+                graphs = 40 if args.small else 1_000
+                for i in range(0, graphs, 100):
+                    enqueue.create_jobs(workflow_mix(min(100, graphs - i), rng))
+                plan = dataclasses.replace(plan, jobs=live_count(url))
+            else:
+                for i in range(0, plan.jobs, 1000):
+                    enqueue.create_jobs(job_mix(min(1000, plan.jobs - i), rng))
         print(f"seed {seed}: {plan.jobs} jobs queued; {plan.workers} workers x 8 threads", flush=True)
         workers = Workers(url=url, logs=logs)
         for _ in range(plan.workers):
@@ -308,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         workers.stop()
         rows = verify(url, workers.killed)
+        if args.workflows:
+            rows += verify_workflows(url)
         rows.insert(
             0,
             ("workers killed / PostgreSQL restarts", f"{kills} / {int(restarted)}", kills > 0 and restarted),
@@ -334,9 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         "at": datetime.now(UTC).isoformat(),
         "checks": [list(r) for r in rows],
     }
-    (ROOT / "bench" / "results" / ("chaos-small.json" if args.small else "chaos.json")).write_text(
-        json.dumps(summary, indent=2)
-    )
+    name = ("chaos-small" if args.small else "chaos") + ("-workflows" if args.workflows else "")
+    (ROOT / "bench" / "results" / f"{name}.json").write_text(json.dumps(summary, indent=2))
     print(f"\n{'PASSED' if passed else 'FAILED'} in {elapsed:.0f} s (seed {seed}, logs in {logs})")
     return 0 if passed else 1
 

@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -185,6 +185,7 @@ def throughput(
     timeout: float = 600,
     job: tuple[str, str] = ("bench.noop", "{}"),
     cpu: dict[str, float] | None = None,
+    seed: Callable[[str], None] | None = None,
     **env: str,
 ) -> float:
     """Jobs per second from the first claim to the last completion (start-up excluded).
@@ -195,10 +196,14 @@ def throughput(
     (``server``, every process of it, the benchmark's own polling included; only when the
     server runs on this machine), both read from ``/proc`` (left empty without one). On a
     machine whose CPU is the limit they are what a rate comes from; they rise with the
-    machine's contention as well.
+    machine's contention as well. ``seed(url)``: queue the ``jobs`` some other way (a
+    workflow's graph) instead of as independent jobs of ``job``.
     """
     truncate(url)
-    seed_queued(url, jobs, job_type=job[0], payload=job[1])
+    if seed is not None:
+        seed(url)
+    else:
+        seed_queued(url, jobs, job_type=job[0], payload=job[1])
     with worker(url, threads=threads, **env) as proc:
         if cpu is None or not _PROC.exists():
             _wait_drained(url, jobs, timeout)

@@ -18,13 +18,15 @@ mode their medians. ``python -m bench --versus OTHER_CHECKOUT`` runs the same co
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import drain
-from .db import ROOT, fresh_database
+from .db import ROOT, fresh_database, server_url
 
 MODES = {"one-job": {}, "batch": {"JOB_WORKER_BATCH_SIZE": "16"}}
 
@@ -63,12 +65,20 @@ class Comparison:
 
 
 def compare(
-    url: str, other: Path, *, modes: Sequence[str], jobs: int, runs: int, threads: int
+    url: str,
+    other: Path,
+    *,
+    modes: Sequence[str],
+    jobs: int,
+    runs: int,
+    threads: int,
+    other_url: str | None = None,
 ) -> dict[str, Comparison]:
     """Drain ``jobs`` no-op jobs ``runs`` times per mode with this checkout's worker and with
-    ``other``'s, on ``url`` (migrated by this checkout), the order alternating between runs;
-    prints each drain as it ends."""
+    ``other``'s, on ``url`` (migrated by this checkout; ``other_url``: the other's database, if
+    it has one of its own), the order alternating between runs; prints each drain as it ends."""
     checkouts = {"this": ROOT, "other": other.resolve()}
+    urls = {"this": url, "other": other_url or url}
     compared = {mode: Comparison() for mode in modes}
     try:
         for run in range(runs):
@@ -78,7 +88,9 @@ def compare(
                 for name in order:
                     drain.ROOT = checkouts[name]  # the worker process runs from that checkout
                     cpu: dict[str, float] = {}
-                    got[name] = drain.throughput(url, jobs=jobs, threads=threads, cpu=cpu, **MODES[mode])
+                    got[name] = drain.throughput(
+                        urls[name], jobs=jobs, threads=threads, cpu=cpu, **MODES[mode]
+                    )
                     compared[mode].rates[name].append(got[name])
                     compared[mode].cpus[name].append(cpu)
                     print(
@@ -91,6 +103,17 @@ def compare(
     return compared
 
 
+def own_database(other: Path) -> str:
+    """A database on this benchmark server, migrated by ``other``'s own code (its schema)."""
+    script = "from bench.db import fresh_database; print(fresh_database('jobqueue_versus_other'))"
+    env = {**os.environ, "BENCH_DATABASE_URL": server_url()}
+    python = other / ".venv" / "bin" / "python"
+    found = subprocess.run(
+        [str(python), "-c", script], cwd=other, env=env, check=True, capture_output=True, text=True
+    )
+    return found.stdout.strip().splitlines()[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.versus", description=__doc__)
     parser.add_argument("other", type=Path, help="the other checkout (a git worktree)")
@@ -98,10 +121,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="drains per checkout and mode")
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="modes to drain")
+    parser.add_argument(
+        "--other-schema",
+        action="store_true",
+        help="the other checkout's schema differs: give it a database of its own on the same server, "
+        "migrated by its own migrations",
+    )
     args = parser.parse_args(argv)
     url = fresh_database("jobqueue_versus")
+    other_url = own_database(args.other) if args.other_schema else None
     compared = compare(
-        url, args.other, modes=args.modes, jobs=args.jobs, runs=args.runs, threads=args.threads
+        url,
+        args.other,
+        modes=args.modes,
+        jobs=args.jobs,
+        runs=args.runs,
+        threads=args.threads,
+        other_url=other_url,
     )
     for mode, comparison in compared.items():
         for line in comparison.summary(mode):
