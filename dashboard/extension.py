@@ -133,7 +133,7 @@ def door(mount: Door) -> Door:
 def _mount(app: Flask) -> None:
     """The doors (blueprints, commands) and the job types: the same in every host."""
     from .runtime.handlers import load_handler_modules
-    from .store import models  # noqa: F401  (registers the tables on db.metadata)
+    from .store import models, tables  # noqa: F401  (registers the tables on db.metadata)
 
     state = state_of(app)
     assert state.mount is not None
