@@ -37,11 +37,12 @@ JSON raises :class:`PayloadNotJSON`, both a ``TypeError`` and a ``ValueError``.
 **A handler and its context.** A handler is ``fn(ctx: JobContext) -> result``: ``ctx.payload``,
 ``ctx.job_id``, ``ctx.attempt``, ``ctx.parent_results`` (a job with ``depends_on``: each parent's
 ``result`` by its id as a string, read when the attempt starts); ``ctx.renew()`` extends the
-lease, ``ctx.progress(percent, message)`` reports progress. ``ctx.lost`` turns true once the worker learns the attempt is no
-longer its own (the lease ran out and the job was requeued, or the attempt passed its
-``timeout``): stop then, since the result will be refused. ``ctx.stopping`` turns true when the
-worker was asked to shut down: a handler may finish, or stop at a safe point and raise so the
-attempt is retried. ``renew()`` and ``progress()`` return ``False`` once the attempt is lost.
+lease, ``ctx.progress(percent, message)`` reports progress. ``ctx.lost`` turns true once the
+worker learns the attempt is no longer its own (the lease ran out and the job was requeued, or
+the attempt passed its ``timeout``): stop then, since the result will be refused.
+``ctx.stopping`` turns true when the worker was asked to shut down: a handler may finish, or
+stop at a safe point and raise so the attempt is retried. ``renew()`` and ``progress()``
+return ``False`` once the attempt is lost.
 """
 
 from __future__ import annotations
