@@ -131,7 +131,7 @@ def _job(node: read_workflows.Node) -> WorkflowJob:
 
 
 @route(
-    "/workflows/<path:workflow>/",
+    "/workflows/<workflow>/",
     "GET",
     summary="One workflow",
     tag="workflows",
@@ -140,8 +140,8 @@ def _job(node: read_workflows.Node) -> WorkflowJob:
 def workflow_detail(workflow: str) -> Response:
     """Its jobs (id, type, status, parents), oldest first, and their counts by state. Bounded:
     at most 500 jobs (`truncated` says there are more) and each count read up to 100,000
-    (`counts_exact`). A workflow id may hold `/`: the whole rest of the path before the
-    last `/` is the id."""
+    (`counts_exact`). The id is one path segment, percent-encoded (`nightly%20run`); an id
+    holding `/` cannot be named here."""
     found = read_workflows.workflow(_checked(workflow), cap=JOBS_MAX)
     if found is None:
         raise ApiError(404, "No such workflow: no job belongs to it.")
@@ -172,7 +172,7 @@ _ACTION_REPLIES = {
 
 
 @route(
-    "/workflows/<path:workflow>/cancel/",
+    "/workflows/<workflow>/cancel/",
     "POST",
     summary="Cancel a workflow",
     query=WorkflowActionQuery,
@@ -197,7 +197,7 @@ def workflow_cancel(workflow: str, query: WorkflowActionQuery) -> Response:
 
 
 @route(
-    "/workflows/<path:workflow>/retry/",
+    "/workflows/<workflow>/retry/",
     "POST",
     summary="Retry a workflow's failed jobs",
     query=WorkflowActionQuery,

@@ -172,11 +172,11 @@ def test_an_unknown_parent_is_a_400_naming_it_and_nothing_is_created(client, job
     assert table_snapshot() == before  # the jobs created before the refused one are rolled back
 
 
-def graph(client, job_type: str, name: str = "report/2026") -> list[dict[str, Any]]:
+def graph(client, job_type: str, name: str = "report-2026") -> list[dict[str, Any]]:
     """A chord: two members and a callback, in workflow ``name``."""
     response = bulk(
         client,
-        {"type": job_type, "workflow": name, "max_attempts": 1},
+        {"type": job_type, "workflow": name, "max_attempts": 1, "priority": 90},  # claimed first
         {"type": job_type, "workflow": name},
         {"type": job_type, "depends_on": [0, 1]},
     )
@@ -187,8 +187,8 @@ def graph(client, job_type: str, name: str = "report/2026") -> list[dict[str, An
 def test_a_workflow_reads_its_jobs_and_counts(client, job_type):
     a, b, callback = graph(client, job_type)
     run(a["id"])
-    body = client.get("/api/workflows/report/2026/").get_json()
-    assert body["workflow"] == "report/2026"
+    body = client.get("/api/workflows/report-2026/").get_json()
+    assert body["workflow"] == "report-2026"
     assert body["counts"] == {
         "queued": 1, "waiting": 1, "running": 0, "succeeded": 1, "failed": 0, "cancelled": 0,
     }  # fmt: skip
@@ -201,7 +201,10 @@ def test_a_workflow_reads_its_jobs_and_counts(client, job_type):
         "finished_at": None,
     }  # fmt: skip
     assert jobs[a["id"]]["state"] == "succeeded" and jobs[a["id"]]["finished_at"] is not None
-    assert client.get("/api/workflows/report%2F2026/").get_json() == body
+    assert client.get("/api/workflows/report%2D2026/").get_json() == body  # percent-encoded
+    create(client, job_type, workflow="nächtlich lauf")
+    spaced = client.get("/api/workflows/n%C3%A4chtlich%20lauf/").get_json()
+    assert (spaced["workflow"], spaced["total"]) == ("nächtlich lauf", 1)
 
 
 def test_a_large_workflow_lists_its_first_jobs_and_says_there_are_more(client, job_type):
@@ -228,32 +231,32 @@ def test_cancel_and_retry_a_workflow_with_their_dry_runs(client, job_type):
     a, b, callback = graph(client, job_type)
     run(a["id"], ok=False)  # the callback is cancelled with its failed parent
     before = table_snapshot()
-    dry = client.post("/api/workflows/report/2026/retry/?dry_run=true")
+    dry = client.post("/api/workflows/report-2026/retry/?dry_run=true")
     assert dry.get_json() == {
-        "workflow": "report/2026",
+        "workflow": "report-2026",
         "action": "retry",
         "dry_run": True,
         "count": 2,
         "exact": True,
     }
-    dry = client.post("/api/workflows/report/2026/cancel/?dry_run=true")
+    dry = client.post("/api/workflows/report-2026/cancel/?dry_run=true")
     assert dry.get_json()["count"] == 1  # b, still queued
     assert table_snapshot() == before
-    cancelled = client.post("/api/workflows/report/2026/cancel/")
+    cancelled = client.post("/api/workflows/report-2026/cancel/")
     assert cancelled.status_code == 200 and cancelled.get_json()["count"] == 1
     gone = read_jobs.get_job(uuid.UUID(b["id"]))
     assert (gone.status, gone.last_error, gone.cancelled) == ("failed", "Cancelled by anonymous", True)
     event = read_jobs.job_events(gone.id)[-1]
-    assert (event.type, audit(event.data)) == ("cancelled", {**ANONYMOUS_API, "workflow": "report/2026"})
-    assert client.post("/api/workflows/report/2026/cancel/").get_json()["count"] == 0
-    retried = client.post("/api/workflows/report/2026/retry/?dry_run=false")
+    assert (event.type, audit(event.data)) == ("cancelled", {**ANONYMOUS_API, "workflow": "report-2026"})
+    assert client.post("/api/workflows/report-2026/cancel/").get_json()["count"] == 0
+    retried = client.post("/api/workflows/report-2026/retry/?dry_run=false")
     assert retried.get_json() == {
-        "workflow": "report/2026", "action": "retry", "dry_run": False, "count": 3, "exact": True,
+        "workflow": "report-2026", "action": "retry", "dry_run": False, "count": 3, "exact": True,
     }  # fmt: skip
-    counts = client.get("/api/workflows/report/2026/").get_json()["counts"]
+    counts = client.get("/api/workflows/report-2026/").get_json()["counts"]
     assert (counts["queued"], counts["waiting"], counts["failed"], counts["cancelled"]) == (2, 1, 0, 0)
     event = read_jobs.job_events(uuid.UUID(callback["id"]))[-1]
-    assert (event.type, audit(event.data)["workflow"]) == ("manual_retry", "report/2026")
+    assert (event.type, audit(event.data)["workflow"]) == ("manual_retry", "report-2026")
 
 
 def test_reading_a_workflow_needs_a_viewer_and_acting_on_it_an_operator(app, database_url, job_type):
