@@ -174,7 +174,9 @@ def upgrade():
     op.add_column("jobs_job", sa.Column("depends_on", postgresql.ARRAY(sa.Uuid()), nullable=True))
     op.add_column("jobs_job", sa.Column("on_parent_failure", sa.String(8), nullable=True))
     op.add_column("jobs_job", sa.Column("workflow", sa.String(120), nullable=True))
-    op.add_column("jobs_job", sa.Column("waiting_on", sa.Integer(), server_default=sa.text("0"), nullable=False))
+    op.add_column(
+        "jobs_job", sa.Column("waiting_on", sa.Integer(), server_default=sa.text("0"), nullable=False)
+    )
     op.add_column(
         "jobs_job", sa.Column("has_dependents", sa.Boolean(), server_default=sa.text("false"), nullable=False)
     )
@@ -220,5 +222,12 @@ def downgrade():
     op.drop_index("job_workflow_idx", table_name="jobs_job")
     op.drop_index("job_depends_on_idx", table_name="jobs_job")
     op.drop_constraint("job_on_parent_failure_valid", "jobs_job", type_="check")
-    for column in ("not_before", "has_dependents", "waiting_on", "workflow", "on_parent_failure", "depends_on"):
+    for column in (
+        "not_before",
+        "has_dependents",
+        "waiting_on",
+        "workflow",
+        "on_parent_failure",
+        "depends_on",
+    ):
         op.drop_column("jobs_job", column)
