@@ -43,8 +43,8 @@ INFO = {
         '`{"detail": "..."}`, plus `errors` (field -> messages) on 400. Timestamps are ISO 8601 '
         "with the offset of TIME_ZONE. Authentication: `Authorization: Bearer <token>` with a "
         "token from API_TOKENS; reads need a viewer (or operator) token, writes (every method "
-        "but GET: jobs, queues, schedules) an operator token. The health check, this schema and "
-        "its docs page are open. In development with no credential configured, no token is needed."
+        "but GET: jobs, queues, schedules, workflows) an operator token. The health check, this "
+        "schema and its docs page are open. In development with no credential configured, no token is needed."
     ),
 }
 
