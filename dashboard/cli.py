@@ -1,6 +1,7 @@
 """CLI commands: ``flask --app wsgi worker``, its options generated from the settings, and
 ``flask --app wsgi schedules`` (list; ``pause``, ``resume``, ``run`` one by name).
-``flask --app wsgi queues [list | pause NAME | resume NAME]``.
+``flask --app wsgi queues [list | pause NAME | resume NAME]``; ``flask --app wsgi workflows``
+(``show``, ``cancel``, ``retry`` one by id: ``cli_workflows.py``).
 
 Every field of :class:`~.config.WorkerSettings` (and of :class:`~.config.OpsSettings`) declared
 with ``option=True`` becomes an option of ``flask worker`` that overrides its environment
@@ -13,7 +14,6 @@ A boolean is a ``--name/--no-name`` pair, the log level a choice of :data:`LOG_L
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import logging
 import math
 import sys
@@ -26,6 +26,7 @@ from flask.cli import AppGroup, with_appcontext
 from flask.globals import app_ctx
 from flask.logging import default_handler
 
+from .cli_workflows import workflows_command
 from .config import ConfigError, OpsSettings, WorkerSettings, help_of
 from .config.parsers import (
     LOG_LEVELS,
@@ -52,15 +53,17 @@ def mount_commands(app: Flask, mount: Mount) -> None:
 
 
 def init_app(app: Flask, *, embedded: bool = False) -> None:
-    """Register the project's commands on ``app``: ``flask worker``, ``flask schedules`` and
-    ``flask queues``; in a host's app only ``flask worker`` at the top, the queue's other
-    commands under ``flask jobqueue`` (a host's own command names are left to it)."""
+    """Register the project's commands on ``app``: ``flask worker``, ``flask schedules``,
+    ``flask queues`` and ``flask workflows``; in a host's app only ``flask worker`` at the top,
+    the queue's other commands under ``flask jobqueue`` (a host's own command names are left
+    to it)."""
     app.cli.add_command(worker_command)
     if embedded:
         app.cli.add_command(jobqueue_group)
     else:
         app.cli.add_command(schedules_command)
         app.cli.add_command(queues_command)
+        app.cli.add_command(workflows_command)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -281,16 +284,16 @@ def _add_queue_commands() -> None:
         new_token_command,
         schedules_command,
         queues_command,
+        workflows_command,
     ):
         jobqueue_group.add_command(command)
 
 
 def _actor() -> str:
-    """Who acts from the command line: ``cli:`` and the operating-system user."""
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):  # no user name for this uid
-        return "cli"
+    """Who acts from the command line (``auth.principals.command_line_actor``)."""
+    from .auth.principals import command_line_actor
+
+    return command_line_actor()
 
 
 @click.group("schedules", invoke_without_command=True)

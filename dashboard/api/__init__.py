@@ -15,7 +15,7 @@ from flask.blueprints import BlueprintSetupState
 from ..extension import door
 from ..extensions import csrf
 from ..mount import Mount
-from . import access, bulk, docs, errors, jobs, queues, ready, schedules
+from . import access, bulk, docs, errors, jobs, queues, ready, schedules, workflows
 from .blueprint import bp, routes
 
 
@@ -39,4 +39,4 @@ bp.before_request(access.authenticate)
 csrf.exempt(bp)
 bp.record_once(_install_cors)
 
-__all__ = ["bp", "bulk", "docs", "jobs", "queues", "ready", "routes", "schedules"]
+__all__ = ["bp", "bulk", "docs", "jobs", "queues", "ready", "routes", "schedules", "workflows"]

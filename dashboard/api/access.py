@@ -1,7 +1,7 @@
 """The API's door: bearer tokens from ``API_TOKENS``, each with a role.
 
-Reads need a viewer token, writes (every method but GET: jobs, queues, schedules) an operator
-token. In the standalone app the health and readiness checks stay open for load balancers, and
+Reads need a viewer token, writes (every method but GET: jobs, queues, schedules, workflows) an
+operator token. In the standalone app the health and readiness checks stay open for load balancers, and
 so do the schema and its docs page, which describe the interface and hold no job data. Mounted
 in a host's app they are not open: a token opens them, or the host's ``authorize`` admitting the
 request (they only read), so the pages' link to the API docs works for the host's signed-in
@@ -77,8 +77,8 @@ def authenticate() -> None:
         _log_refusal(f"token {token.name!r} has the {token.role} role")
         raise ApiError(
             403,
-            f'The token "{token.name}" has the {token.role} role: changing jobs, queues '
-            "or schedules needs an operator token.",
+            f'The token "{token.name}" has the {token.role} role: changing jobs, queues, '
+            "schedules or workflows needs an operator token.",
         )
     g.api_actor = token.actor
 

@@ -11,7 +11,7 @@ parsed. ``null`` or an omitted field means the field's default.
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from flask import current_app, has_app_context
 from pydantic import (
@@ -37,10 +37,12 @@ from ..config.rules import (
     INT_MAX,
     JOB_PAGE_MAX,
     JOB_PAGE_SIZE,
+    PARENTS_MAX,
     PRIORITY_MAX,
     PRIORITY_MIN,
     Q_MAX_LENGTH,
     TYPE_MAX_LENGTH,
+    WORKFLOW_MAX_LENGTH,
 )
 from ..runtime.handlers import registered_types
 from ..store.reads import search
@@ -57,6 +59,15 @@ BULK_MAX_JOBS = 1000
 JobType = Annotated[str, TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)]
 IdempotencyKey = Annotated[str, TypeName(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
 TypeFilter = Annotated[str, Text(max_length=TYPE_MAX_LENGTH)]
+WorkflowId = Annotated[str, TypeName(min_length=1, max_length=WORKFLOW_MAX_LENGTH)]
+ParentPolicy = Literal["cancel", "run", "wait"]  # config.rules.PARENT_FAILURE_POLICIES
+
+
+def _distinct(parents: list[Any]) -> list[Any]:
+    """Refuse a parent named twice (the store would, after validation)."""
+    if len(set(parents)) != len(parents):
+        raise PydanticCustomError("depends_on_twice", "Names a job twice.")
+    return parents
 
 
 def types_strict() -> bool:
@@ -131,6 +142,43 @@ class CreateJob(BaseModel):
             "type's handler default (@handler(queue=...)), else `default`."
         ),
     )
+    depends_on: Annotated[list[uuid.UUID], AfterValidator(_distinct)] | None = Field(
+        default=None,
+        max_length=PARENTS_MAX,
+        description=(
+            f"Ids of existing jobs (at most {PARENTS_MAX}, each once) this job waits for: it is created "
+            "`queued` but not claimed until every one has succeeded (a parent that succeeded already, or "
+            "was deleted by retention after succeeding, counts). An unknown id is a 400 naming it. Null, "
+            "omitted or []: none."
+        ),
+    )
+    on_parent_failure: ParentPolicy | None = Field(
+        default=None,
+        description=(
+            "Only with `depends_on`. What a parent ending `failed` (cancelled included) does: `cancel` "
+            "(the default: this job is cancelled, `last_error` naming the parent, and its own dependents "
+            "follow their policies), `run` (released once every parent has ended, either way: a "
+            '"finally" step) or `wait` (it keeps waiting; a retry of the parent that then succeeds '
+            "releases it)."
+        ),
+    )
+    workflow: WorkflowId | None = Field(
+        default=None,
+        description=(
+            f"An id of 1 to {WORKFLOW_MAX_LENGTH} characters grouping jobs for "
+            "GET /api/workflows/{workflow}/ and the workflow actions. Null or omitted: a job with "
+            "`depends_on` joins its first parent's workflow (a first parent in none starts one, named "
+            "by the parent's id); any other, none."
+        ),
+    )
+
+    @field_validator("on_parent_failure")
+    @classmethod
+    def _with_parents(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A failure policy means nothing without parents: refused rather than ignored."""
+        if value is not None and "depends_on" in info.data and not info.data["depends_on"]:
+            raise PydanticCustomError("policy_without_parents", "Only with depends_on.")
+        return value
 
     @field_validator("type")
     @classmethod
@@ -150,12 +198,61 @@ class CreateJob(BaseModel):
         return value
 
 
+def _parent(value: object) -> uuid.UUID | int:
+    """A parent of a bulk create's job: a job id, or the index of a job of the same request
+    (an integer, ``5.0`` included, never ``true``); one message for either, not one per kind."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < BULK_MAX_JOBS:
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise PydanticCustomError(
+        "parent", "Must be a job id (a UUID) or the index of an earlier job of this request."
+    )
+
+
+BulkParent = Annotated[
+    uuid.UUID | int,
+    PlainValidator(_parent),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "uuid"},
+                {"type": "integer", "minimum": 0, "maximum": BULK_MAX_JOBS - 1},
+            ]
+        }
+    ),
+]
+BulkParents = Annotated[list[BulkParent], AfterValidator(_distinct)]
+
+
+class BulkCreateJob(CreateJob):
+    """One job of `POST /api/jobs/bulk/`: as for `POST /api/jobs/`, and `depends_on` may name an
+    earlier job of the same request by its index."""
+
+    model_config = ConfigDict(extra="forbid", title="BulkCreateJob")
+
+    depends_on: BulkParents | None = Field(  # type: ignore[assignment]
+        default=None,
+        max_length=PARENTS_MAX,
+        description=(
+            f"As on POST /api/jobs/ (at most {PARENTS_MAX}, each once), and an integer names an earlier job "
+            "of the same request by its index in `jobs` (`[0, 1]`: the first two), so one request "
+            "creates a whole graph. A later or its own index is a 400."
+        ),
+    )
+
+
 class BulkCreateJobs(BaseModel):
     """Body of `POST /api/jobs/bulk/`."""
 
     model_config = ConfigDict(extra="forbid", title="BulkCreateJobs")
 
-    jobs: list[CreateJob] = Field(
+    jobs: list[BulkCreateJob] = Field(
         min_length=1,
         max_length=BULK_MAX_JOBS,
         description=(
@@ -163,6 +260,16 @@ class BulkCreateJobs(BaseModel):
             "any is written; errors name the job by its index (`jobs.3.priority`)."
         ),
     )
+
+    def index_errors(self) -> dict[str, list[str]]:
+        """A ``depends_on`` index that is not an earlier job's, by the field it is in
+        (``jobs.3.depends_on``): the model validates each job alone, this the request."""
+        errors: dict[str, list[str]] = {}
+        for n, job in enumerate(self.jobs):
+            late = [p for p in job.depends_on or () if isinstance(p, int) and p >= n]
+            if late:
+                errors[f"jobs.{n}.depends_on"] = [f"{late[0]} is not the index of an earlier job."]
+        return errors
 
 
 def _searchable(value: str) -> str:

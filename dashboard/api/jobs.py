@@ -6,7 +6,10 @@ retried through ``store.actions``; reads go through the store's read modules.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode
 
@@ -29,8 +32,16 @@ from ..store.values import utcnow
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
-from .errors import ApiError
-from .inputs import BulkCreateJobs, CreateJob, EventFeedQuery, JobEventsQuery, JobListQuery, offset_max
+from .errors import ApiError, validation_error
+from .inputs import (
+    BulkCreateJob,
+    BulkCreateJobs,
+    CreateJob,
+    EventFeedQuery,
+    JobEventsQuery,
+    JobListQuery,
+    offset_max,
+)
 from .outputs import (
     BulkResults,
     Config,
@@ -137,8 +148,10 @@ def config() -> Response:
 )
 def create_job(body: CreateJob) -> Response:
     """Queue a job (event `created`). With an `idempotency_key` that is already taken, nothing
-    is created and the existing job is returned with 200, even when clients race."""
-    result = enqueue.create_job(job_spec(body), event_data=audit_data())
+    is created and the existing job is returned with 200, even when clients race. With
+    `depends_on` it waits for those jobs (docs: "Workflows"); an unknown one is a 400 naming it."""
+    with store_refusals():
+        result = enqueue.create_job(job_spec(body), event_data=audit_data())
     answer = job_json(result.job, settings_of(current_app).tz)  # = json_response(Job.model_validate(...))
     location = url_for("jobqueue_api.job_detail", job_id=result.job.id, _external=True)
     status = 201 if result.created else 200
@@ -146,7 +159,7 @@ def create_job(body: CreateJob) -> Response:
     return current_app.response_class(answer, status=status, headers=headers, mimetype="application/json")
 
 
-def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> enqueue.JobSpec:
+def job_spec(body: CreateJob | BulkCreateJob, max_attempts_default: int | None = None) -> enqueue.JobSpec:
     """A create body with its defaults filled in (null means default, as on every field).
     ``max_attempts_default``: the app's ``worker.max_attempts_default``, read once per bulk
     request rather than once per job."""
@@ -160,7 +173,30 @@ def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> enqueu
         max_attempts=body.max_attempts or max_attempts_default,
         idempotency_key=body.idempotency_key,
         queue=body.queue or handler_queue(body.type),
+        depends_on=tuple(body.depends_on or ()),
+        on_parent_failure=body.on_parent_failure,
+        workflow=body.workflow,
     )
+
+
+_REFUSED = re.compile(r"(?:job (\d+): )?(depends_on|on_parent_failure|workflow)\b:? ?(.*)", re.DOTALL)
+
+
+@contextmanager
+def store_refusals() -> Iterator[None]:
+    """A create the store refuses after validation (a parent that does not exist, or is gone
+    by now) as a 400 naming the field, ``jobs.3.depends_on`` in a bulk create; nothing is
+    written (the store's transaction rolled back)."""
+    try:
+        yield
+    except ValueError as exc:
+        found = _REFUSED.fullmatch(str(exc))
+        if found is None:
+            raise
+        index, field, message = found.groups()
+        where = f"jobs.{index}.{field}" if index is not None else field
+        text = message[:1].upper() + message[1:]
+        raise validation_error({where: [text + ("" if text.endswith(".") else ".")]}) from None
 
 
 @route(
@@ -178,16 +214,21 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     every job is validated first, and one invalid job makes the whole request a 400 that names
     it by index (`jobs.3.priority`) with nothing written. Idempotency keys work per job, as on
     `POST /api/jobs/`: a taken key (or one an earlier job of the same request holds) returns
-    that job with `created: false`. `results` follow the order of `jobs`."""
+    that job with `created: false`. `results` follow the order of `jobs`. A job's `depends_on`
+    may name an earlier job of the request by its index: one request creates a whole graph."""
+    if errors := body.index_errors():
+        raise validation_error(errors)
     settings = settings_of(current_app)
     default = settings.worker.max_attempts_default
     render, rendered = job_renderer(settings.tz), list[bytes]()
-    results = enqueue.create_jobs(
-        [job_spec(job, default) for job in body.jobs],
-        event_data=audit_data(),
-        meanwhile=lambda records: rendered.extend(map(render, records)),  # while the server inserts
-    )
-    answer = bulk_results_json(results, settings.tz, rendered)  # = BulkResults(...), without Job models
+    with store_refusals():
+        results = enqueue.create_jobs(
+            [job_spec(job, default) for job in body.jobs],
+            event_data=audit_data(),
+            meanwhile=lambda records: rendered.extend(map(render, records)),  # while the server inserts
+        )
+    whole = rendered if len(rendered) == len(results) else None  # a graph is rendered after
+    answer = bulk_results_json(results, settings.tz, whole)  # = BulkResults(...), without Job models
     status = 201 if any(r.created for r in results) else 200
     return current_app.response_class(answer, status=status, mimetype="application/json")
 

@@ -14,7 +14,7 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ..config.rules import QUEUE_NAME_PATTERN, SCHEDULE_NAME_PATTERN
+from ..config.rules import QUEUE_NAME_PATTERN, SCHEDULE_NAME_PATTERN, TYPE_PATTERN, WORKFLOW_MAX_LENGTH
 from .fields import COMPONENTS
 from .registry import Endpoint, Registry
 
@@ -23,10 +23,16 @@ BEARER = "bearerAuth"
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 _PATH_PARAM_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": {"type": "integer"}}
 # Path parameters by the segment before them and their name: a queue's or a schedule's name is
-# published with its own pattern (api/queues.py, api/schedules.py).
-_NAMED_PARAM_SCHEMAS = {
+# published with its own pattern (api/queues.py, api/schedules.py, api/workflows.py).
+_NAMED_PARAM_SCHEMAS: dict[tuple[str, str], dict[str, object]] = {
     ("queues", "name"): {"type": "string", "pattern": QUEUE_NAME_PATTERN},
     ("schedules", "name"): {"type": "string", "pattern": SCHEDULE_NAME_PATTERN},
+    ("workflows", "workflow"): {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": WORKFLOW_MAX_LENGTH,
+        "pattern": TYPE_PATTERN,
+    },
 }
 
 INFO = {
@@ -37,8 +43,8 @@ INFO = {
         '`{"detail": "..."}`, plus `errors` (field -> messages) on 400. Timestamps are ISO 8601 '
         "with the offset of TIME_ZONE. Authentication: `Authorization: Bearer <token>` with a "
         "token from API_TOKENS; reads need a viewer (or operator) token, writes (every method "
-        "but GET: jobs, queues, schedules) an operator token. The health check, this schema and "
-        "its docs page are open. In development with no credential configured, no token is needed."
+        "but GET: jobs, queues, schedules, workflows) an operator token. The health check, this "
+        "schema and its docs page are open. In development with no credential configured, no token is needed."
     ),
 }
 
@@ -132,6 +138,7 @@ def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
             {"name": "ops", "description": "Health, configuration and this documentation."},
             {"name": "queues", "description": "Named queues: figures, pause, resume, limits."},
             {"name": "schedules", "description": "Recurring jobs declared in code: state, pause, run now."},
+            {"name": "workflows", "description": "Jobs that wait for others: a workflow, cancel, retry."},
         ],
         "paths": paths,
         "security": [{BEARER: []}],

@@ -20,6 +20,7 @@ import pydantic_core
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -41,6 +42,10 @@ Timestamp = Annotated[
     PlainSerializer(_iso, return_type=str),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
+
+
+Parents = Annotated[list[uuid.UUID], BeforeValidator(lambda value: value or [])]
+"""A job's ``depends_on``: the store's ``None`` (no parents) is ``[]``."""
 
 
 class Output(BaseModel):
@@ -69,6 +74,17 @@ class Job(Output):
     updated_at: Timestamp
     finished_at: Timestamp | None
     queue: str = Field(description="The job's named queue (`default` unless one was named).")
+    depends_on: Parents = Field(description="Ids of the jobs it waits for or waited for ([]: none).")
+    on_parent_failure: Literal["cancel", "run", "wait"] | None = Field(
+        description="What a parent's failure does to it (null: it has no parents)."
+    )
+    workflow: str | None = Field(description="The workflow it belongs to (null: none).")
+    waiting_on: int = Field(
+        description=(
+            "How many parents have not yet succeeded (under `run`: not yet ended); 0 once released. "
+            "A waiting job is `queued` with `available_at` at the end of year 9999 until then."
+        )
+    )
 
 
 class BulkResult(BaseModel):
@@ -161,6 +177,10 @@ def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[
         "updated_at": iso(job.updated_at),
         "finished_at": iso(job.finished_at),
         "queue": job.queue,
+        "depends_on": job.depends_on or [],
+        "on_parent_failure": job.on_parent_failure,
+        "workflow": job.workflow,
+        "waiting_on": job.waiting_on,
     }
 
 

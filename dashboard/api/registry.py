@@ -98,7 +98,7 @@ class Registry:
 
             self.bp.add_url_rule(rule, endpoint=view.__name__, view_func=dispatch, methods=[method])
             implied = implied_replies(rule, query, body, access=access_replies(view.__name__, method))
-            all_replies = {**dict(replies), **implied}
+            all_replies = {**implied, **dict(replies)}  # an endpoint's own words win
             self.endpoints.append(
                 Endpoint(view.__name__, rule, method, view, summary, query, body, all_replies, tag)
             )

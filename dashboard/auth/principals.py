@@ -9,6 +9,7 @@ are kept only as werkzeug hashes; tokens only as SHA-256 digests, compared in co
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import hmac
 import secrets
@@ -48,6 +49,15 @@ class Actor:
 
 # The actor of every action while sign-in is off (development, or AUTH_DISABLED=true).
 ANONYMOUS = Actor("anonymous", None, "none")
+
+
+def command_line_actor() -> str:
+    """Who acts from the command line: ``cli:`` and the operating-system user (``cli`` for a
+    uid without a name)."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name for this uid
+        return "cli"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from flask import Flask
 from dashboard import create_app
 from dashboard.extensions import db
 from dashboard.store.records import JobRecord
+from dashboard.store.states import WAITING_AT
 from tests.support.factories import record
 from tests.support.open_access import OPEN_ACCESS
 from tests.support.timelines import table_snapshot  # noqa: F401  (this folder's tests use it)
@@ -21,7 +23,7 @@ TEST_TYPE = "test.api"  # registered by the `job_type` fixture
 JOB_FIELDS = [
     "id", "type", "payload", "status", "priority", "available_at", "attempts", "max_attempts",
     "idempotency_key", "locked_by", "locked_until", "last_error", "result", "created_at",
-    "updated_at", "finished_at", "queue",
+    "updated_at", "finished_at", "queue", "depends_on", "on_parent_failure", "workflow", "waiting_on",
 ]  # fmt: skip
 EVENT_FIELDS = ["id", "job", "type", "attempt", "worker_id", "message", "data", "created_at"]
 
@@ -34,6 +36,13 @@ RECORD_SHAPES = [
     {"status": "running", "attempts": 1, "locked_by": "w-1", "locked_until": RENDERED, "payload": "x"},
     {"status": "succeeded", "attempts": 2, "result": {"ok": [1, 2.5]}, "finished_at": RENDERED},
     {"status": "failed", "attempts": 3, "last_error": "boom", "finished_at": RENDERED},
+    {  # waiting for two parents, in a workflow
+        "available_at": WAITING_AT,
+        "depends_on": [uuid.UUID(int=1), uuid.UUID(int=2)],
+        "on_parent_failure": "run",
+        "workflow": "nightly ü",
+        "waiting_on": 2,
+    },
 ]
 
 

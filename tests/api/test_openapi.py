@@ -72,6 +72,8 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/schedules/{name}/run/", "POST"),
         ("/api/queues/", "GET"), ("/api/queues/{name}/", "GET"), ("/api/queues/{name}/", "PATCH"),
         ("/api/queues/{name}/pause/", "POST"), ("/api/queues/{name}/resume/", "POST"),
+        ("/api/workflows/{workflow}/", "GET"), ("/api/workflows/{workflow}/cancel/", "POST"),
+        ("/api/workflows/{workflow}/retry/", "POST"),
     } == routes  # fmt: skip
 
 
@@ -127,7 +129,9 @@ def test_document_carries_the_rules_the_code_enforces(document):
     assert set(bulk["responses"]) == {"200", "201", "400", "401", "403", "413", "415", "503"}
     jobs = document["components"]["schemas"]["BulkCreateJobs"]["properties"]["jobs"]
     assert (jobs["minItems"], jobs["maxItems"]) == (1, BULK_MAX_JOBS)
-    assert jobs["items"] == {"$ref": "#/components/schemas/CreateJob"}
+    assert jobs["items"] == {"$ref": "#/components/schemas/BulkCreateJob"}  # CreateJob's, with indexes
+    bulk_item = document["components"]["schemas"]["BulkCreateJob"]
+    assert set(bulk_item["properties"]) == set(create_body["properties"])
 
 
 def test_real_responses_conform_to_the_documented_schemas(client, document, job_type):

@@ -31,6 +31,8 @@ WRITES = {
     "schedule_pause",
     "schedule_resume",
     "schedule_run",
+    "workflow_cancel",
+    "workflow_retry",
 }
 
 
@@ -66,6 +68,9 @@ def endpoint_request(name: str, job_id: uuid.UUID) -> tuple[str, str, dict | Non
         "queue_pause": "/api/queues/mail/pause/",
         "queue_resume": "/api/queues/mail/resume/",
         "queue_limits": "/api/queues/mail/",
+        "workflow_detail": "/api/workflows/nightly-run/",
+        "workflow_cancel": "/api/workflows/nightly-run/cancel/",
+        "workflow_retry": "/api/workflows/nightly-run/retry/",
     }
     bodies = {
         "create_job": {"type": "demo.success"},
@@ -87,6 +92,7 @@ def call(client, method: str, path: str, body: dict | None, headers: dict[str, s
 
 def test_every_endpoint_against_every_kind_of_caller(app, secured_app):
     schedules.sync([NIGHTLY])
+    make_job("failed", workflow="nightly-run")
     client = secured_app.test_client()
     for name in sorted(ep.name for ep in routes.endpoints):
         job = make_job("failed")  # a fresh failed job for each endpoint, so each retry succeeds

@@ -9,6 +9,7 @@ validated input; the worker's transitions are in :mod:`.claim`, :mod:`.settle` a
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -282,6 +283,12 @@ def _create_graph(
                 results[n] = dependents.create_dependent(tx, spec, parents, event_data=event_data, now=now)
             except ValueError as exc:
                 raise ValueError(f"job {n}: {exc}") from None
+            first = spec.depends_on[0]
+            if isinstance(first, int) and results[first].job.workflow is None and spec.workflow is None:
+                # lock_parents made the first parent start a workflow named by its id: its record says so
+                parent = results[first]
+                adopted = dataclasses.replace(parent.job, workflow=str(parent.job.id))
+                results[first] = CreateResult(job=adopted, created=parent.created)
         return [results[n] for n in range(len(specs))]
 
     if within is not None:
