@@ -93,6 +93,10 @@ class Replica:
         finally:
             self._lock.release()
 
+    def forget(self) -> None:
+        """Drop the last measure: the next read measures the lag afresh."""
+        self._measure = None
+
     def failed(self, error: BaseException) -> None:
         """A read on the replica failed to connect: reads go to the primary for a while."""
         self._measure = Measure(None, time.time(), time.monotonic(), type(error).__name__)
