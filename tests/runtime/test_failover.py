@@ -105,14 +105,17 @@ def single_app(pair: Pair) -> Iterator[Flask]:
         db.engine.dispose()
 
 
-def read_only(pair: Pair, on: bool) -> None:
-    """New sessions of the test database read-only (or not), and the open ones ended."""
+def read_only(pair: Pair, app: Flask, on: bool) -> None:
+    """New sessions of the test database read-only (or not), and the open ones ended (the
+    test's own pool emptied too)."""
     setting = "SET default_transaction_read_only = on" if on else "RESET default_transaction_read_only"
     pair.primary.execute(f'ALTER DATABASE "{DATABASE}" {setting}')
     pair.primary.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
         f" WHERE datname = '{DATABASE}' AND pid <> pg_backend_pid()"
     )
+    with app.app_context():
+        db.engine.dispose()
 
 
 def test_a_read_only_server_is_a_connection_fault_and_charges_no_attempt(pair, single_app, start_worker):
@@ -124,9 +127,8 @@ def test_a_read_only_server_is_a_connection_fault_and_charges_no_attempt(pair, s
     with single_app.app_context():
         slow = enqueue.create_job(enqueue.JobSpec("demo.slow", {"sleep_seconds": 2})).job.id
         wait_for_status(slow, "running")
-        db.engine.dispose()
 
-    read_only(pair, True)
+    read_only(pair, single_app, True)
     # the running attempt cannot record its end; the idle threads cannot claim: both retry
     worker.wait_for_output("read-only transaction", count=2, timeout=30)
     output = worker.output
@@ -136,10 +138,29 @@ def test_a_read_only_server_is_a_connection_fault_and_charges_no_attempt(pair, s
         wait_until(lambda: "cannot record the end of job" in worker.output, 30, "the settle retried")
         assert job(slow).status == "running"  # its end not recorded yet, and not charged
 
-    read_only(pair, False)
+    read_only(pair, single_app, False)
     with single_app.app_context():
         done = wait_for_status(slow, "succeeded", "failed", timeout=30)
         assert done.status == "succeeded" and done.attempts == 1
         later = create(single_app)
         assert wait_for_status(later, "succeeded", timeout=30).attempts == 1
     assert worker.proc.poll() is None, worker.output
+
+
+def test_the_web_answers_503_until_a_standby_is_promoted_then_goes_on(pair, multi_host_app):
+    client = multi_host_app.test_client()
+    assert client.get("/jobs/").status_code == 200
+    pair.primary.kill()  # no primary: the standby alone is left, read-only
+
+    page = client.get("/jobs/")
+    assert page.status_code == 503 and "Database unavailable" in page.get_data(as_text=True)
+    api = client.get("/api/jobs/stats/")
+    assert api.status_code == 503 and api.get_json()["detail"] == "Database unavailable."
+    refused = client.post("/api/jobs/", json={"type": "demo.success", "idempotency_key": "across"})
+    assert refused.status_code == 503
+
+    pair.standby.promote()
+    created = client.post("/api/jobs/", json={"type": "demo.success", "idempotency_key": "across"})
+    assert created.status_code == 201  # nothing was created by the refused try
+    assert client.get("/jobs/").status_code == 200
+    assert client.get("/api/jobs/stats/").get_json()["by_status"]["queued"] == 1
