@@ -45,7 +45,7 @@ import psycopg
 from dashboard.store.lifecycle import create as enqueue
 
 from .chaos import Workers, job_mix, live_count, verify
-from .db import ROOT, fresh_database, make_app
+from .db import ROOT, fresh_database, libpq, make_app
 from .replication import Pair, free_port
 
 BOUND_SECONDS = 15.0  # promotion -> first success, first web read, first acknowledged enqueue
@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, str, bool]] = []
     try:
         fresh_database("failover", admin=pair.primary.url())
-        url = pair.url("failover", form=args.url_form)
+        url = pair.url("failover", form=args.url_form)  # what the processes are given
+        raw = libpq(url)  # the same hosts as libpq reads them, for this script's own checks
         app = make_app(url)
         with app.app_context():
             for i in range(0, plan.jobs, 1000):
@@ -262,14 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         drained_at: float | None = None
         while time.monotonic() < deadline:
             try:
-                live = backlog_live(url)
+                live = backlog_live(raw)
             except psycopg.OperationalError:
                 live = None  # between the kill and the promotion
             if (
                 promoted_at is None
                 and live is not None
                 and live <= plan.jobs * 0.7
-                and workers_up(url) >= plan.workers
+                and workers_up(raw) >= plan.workers
             ):
                 print(f"SIGKILL the primary ({live} jobs live), promote the standby", flush=True)
                 killed_at = time.time()
@@ -288,12 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         client.stop.set()
         # the web's last acknowledged enqueues run too before the count
         drain_deadline = time.monotonic() + 30
-        while live_count(url) and time.monotonic() < drain_deadline:
+        while live_count(raw) and time.monotonic() < drain_deadline:
             time.sleep(0.2)
         alive = [proc.poll() is None for proc in workers.procs] + [web.poll() is None]
         workers.stop()
         if promoted_at is not None:
-            with psycopg.connect(url) as conn:
+            with psycopg.connect(raw) as conn:
                 first = conn.execute(
                     "SELECT extract(epoch FROM min(created_at)) FROM jobs_jobevent"
                     " WHERE type = 'succeeded' AND created_at > to_timestamp(%s)",
@@ -309,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             timings["promotion to drained, s"] = (
                 None if drained_at is None else round(drained_at - promoted_at, 2)
             )
-        rows = [row for row in verify(url, {}) if not row[0].startswith("longest wait")]
-        rows += fault_checks(url, client.acknowledged)
+        rows = [row for row in verify(raw, {}) if not row[0].startswith("longest wait")]
+        rows += fault_checks(raw, client.acknowledged)
         rows.insert(
             0,
             ("primary killed and standby promoted", "yes" if promoted_at else "no", promoted_at is not None),
