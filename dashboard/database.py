@@ -25,7 +25,7 @@ import psycopg
 from sqlalchemy import Engine, event
 from sqlalchemy import exc as sa_exc
 
-from .config import PROJECT_ROOT, OpsSettings, Settings
+from .config import PROJECT_ROOT, OpsSettings, Settings, database_urls
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,11 @@ STATIC_DIR = _data_dir("static")
 
 
 def normalise_url(url: str) -> str:
-    """Accept ``postgresql://``/``postgres://`` and point SQLAlchemy at psycopg 3."""
-    for prefix in ("postgres://", "postgresql://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
+    """Accept ``postgresql://``/``postgres://`` and point SQLAlchemy at psycopg 3; a URL naming
+    several hosts (libpq's ``h1:p1,h2:p2`` or SQLAlchemy's ``?host=h1:p1&host=h2:p2``) becomes
+    ``?host=h1,h2&port=p1,p2``, which SQLAlchemy and libpq both read
+    (``config/database_urls.py``; ``DatabaseUrlError`` for a malformed list)."""
+    return database_urls.normalise(url)
 
 
 def postgres_url(settings: Settings) -> str:
@@ -242,16 +242,61 @@ PING_AFTER_IDLE_SECONDS = 10.0
 _last_failure = [0.0]  # monotonic time of the latest invalidated connection in this process
 
 
-def ping_when_suspect(engine: Engine) -> None:
-    """Install the checks above on ``engine``'s pool (:func:`engine_options` has no pre-ping)."""
+# SQLSTATEs that say the server reached cannot take this session's writes, or is going away:
+# read_only_sql_transaction (a standby, or a demoted primary behind a name or pooler that still
+# points at it), admin_shutdown, crash_shutdown, cannot_connect_now (starting, or in recovery).
+CONNECTION_FAULT_SQLSTATES = frozenset({"25006", "57P01", "57P02", "57P03"})
+
+
+def is_connection_fault(error: BaseException) -> bool:
+    """Whether ``error`` (SQLAlchemy's or psycopg's) means this connection cannot serve: the
+    database was not reached, the connection closed, or the server is read-only (25006) or
+    shutting down. Such an error is the connection's, never the statement's nor the job's: the
+    connection is dropped, the statement retried where that is safe, no attempt charged."""
+    if isinstance(error, sa_exc.DisconnectionError | sa_exc.TimeoutError):
+        return True
+    if isinstance(error, sa_exc.DBAPIError):
+        if error.connection_invalidated or isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
+            return True
+        error = error.orig if error.orig is not None else error
+    if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+        return True
+    return isinstance(error, psycopg.Error) and error.sqlstate in CONNECTION_FAULT_SQLSTATES
+
+
+def _fault_is_disconnect(context: Any) -> None:
+    """``handle_error``: a read-only server's refusal (or a shutdown's) invalidates the
+    connection like a lost one, so the pool opens a fresh one (libpq then finds the primary
+    among the URL's hosts) instead of handing the read-only one out again."""
+    original = context.original_exception
+    if isinstance(original, psycopg.Error) and original.sqlstate in CONNECTION_FAULT_SQLSTATES:
+        context.is_disconnect = True
+
+
+def ping_when_suspect(engine: Engine, *, writable: bool = True) -> None:
+    """Install the checks above on ``engine``'s pool (:func:`engine_options` has no pre-ping),
+    and :func:`_fault_is_disconnect` on its errors. ``writable``: a suspect connection that
+    finds its server read-only is replaced too (the primary's pool; not a replica's)."""
+    event.listen(engine, "handle_error", _fault_is_disconnect)
+    if not writable:
+        event.listen(engine, "connect", _read_only_expected)
     event.listen(engine, "checkin", _checked_in)
     event.listen(engine, "invalidate", _failed)
     event.listen(engine, "soft_invalidate", _failed)
     event.listen(engine, "checkout", _check)
 
 
+# The suspect connection's ping: whether the server takes this session's writes (a plain
+# statement, no prepare, no session state: it works through a transaction pooler too).
+PING = "SHOW transaction_read_only"
+
+
 def _checked_in(dbapi_connection: Any, record: Any) -> None:
     record.info["idle_since"] = time.monotonic()
+
+
+def _read_only_expected(dbapi_connection: Any, record: Any) -> None:
+    record.info["writable"] = False
 
 
 def _failed(dbapi_connection: Any, record: Any, exception: BaseException | None) -> None:
@@ -271,10 +316,13 @@ def _check(dbapi_connection: Any, record: Any, proxy: Any) -> None:
     autocommit = dbapi_connection.autocommit
     try:
         dbapi_connection.autocommit = True
-        dbapi_connection.execute("SELECT 1")
+        row = dbapi_connection.execute(PING).fetchone()
         dbapi_connection.autocommit = autocommit
     except Exception as error:
         raise sa_exc.DisconnectionError(str(error)) from error
+    if row is not None and row[0] == "on" and record.info.get("writable", True):
+        # a failover left this connection on a server that now refuses writes
+        raise sa_exc.DisconnectionError("the server is read-only (a standby, or a demoted primary)")
 
 
 def _has_input(dbapi_connection: Any) -> bool:

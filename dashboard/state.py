@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .config import Settings
     from .mount import Mount
     from .ops.web_metrics import QueueCollector
+    from .store.replica import Replica
 
 
 @dataclass
@@ -34,6 +35,7 @@ class QueueState:
     trusted_proxies: tuple[Any, ...] | None = None  # FORWARDED_ALLOW_IPS as networks; None: '*'
     metrics: QueueCollector | None = None
     openapi: tuple[Settings, dict[str, Any], str] | None = None  # built for these settings
+    replica: Replica | None = None  # DATABASE_REPLICA_URL's, built on first use (ops/replica.py)
 
 
 def state_of(app: Flask | App) -> QueueState:

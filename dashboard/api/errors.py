@@ -14,10 +14,10 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
 from flask.blueprints import BlueprintSetupState
-from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from ..database import is_connection_fault
 from ..mount import mount_of
 
 
@@ -96,9 +96,13 @@ def handle_unexpected(exc: Exception) -> Response:
     """A bug or an outage: log it, answer JSON without a traceback; elsewhere, re-raise."""
     if not is_api_request():
         raise exc
-    current_app.logger.exception("Unhandled error on %s %s", request.method, request.path)
-    if isinstance(exc, OperationalError):
+    if is_connection_fault(exc):  # down, restarting, failing over: the client may try again
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        current_app.logger.warning(
+            "database unavailable on %s %s: %s", request.method, request.path, first[0] if first else exc
+        )
         return json_error(503, "Database unavailable.")
+    current_app.logger.exception("Unhandled error on %s %s", request.method, request.path)
     return json_error(500, "Internal server error.")
 
 

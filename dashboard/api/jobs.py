@@ -58,6 +58,7 @@ from .outputs import (
     job_json,
     job_renderer,
 )
+from .read_source import from_replica
 from .registry import Reply, query_values
 from .stats_detail import detail as stats_detail
 
@@ -240,6 +241,7 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     query=JobListQuery,
     replies={200: Reply("A page of jobs, newest first.", JobPage)},
 )
+@from_replica
 def job_list(query: JobListQuery) -> Response:
     """Limit-offset pages, newest first. `limit` defaults to ``JOB_PAGE_SIZE``; a larger `limit`
     than ``JOB_PAGE_MAX`` is reduced to it (``dashboard/config/rules.py``)."""
@@ -286,6 +288,7 @@ def job_list(query: JobListQuery) -> Response:
     summary="Queue statistics",
     replies={200: Reply("Totals by status and queue health.", Stats)},
 )
+@from_replica
 def job_stats() -> Response:
     """Counts by status (all four always present), expired leases, queued retries and the
     oldest queued job's creation time."""
@@ -302,6 +305,7 @@ def job_stats() -> Response:
     summary="Queue statistics in detail",
     replies={200: Reply("The overview's figures: queued split, waits, per-type rows, charts.", StatsDetail)},
 )
+@from_replica
 def job_stats_detail() -> Response:
     """Queued split into ready / scheduled / retrying, the oldest ready job's wait (now minus
     its `available_at`), one row per job type, and per-minute outcomes, failure rate and claim
@@ -361,6 +365,7 @@ def job_retry(job_id: uuid.UUID) -> Response:
     query=EventFeedQuery,
     replies={200: Reply("A page of events, newest first.", JobEventPage)},
 )
+@from_replica
 def event_feed(query: EventFeedQuery) -> Response:
     """Cursor pages, newest first (default 50, at most 200). Follow `next` for older events:
     events that arrive meanwhile never shift a page, so each older event is seen once.

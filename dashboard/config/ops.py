@@ -1,8 +1,9 @@
 """Operations settings: metrics, logs, retention, the pooler, dead connections.
 
 ``LOG_FORMAT``, ``METRICS_*``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
-``DATABASE_DIRECT_URL``, ``DATABASE_POOLED`` and the TCP settings of every database connection
-(``DATABASE_KEEPALIVES_*``, ``DATABASE_TCP_USER_TIMEOUT_SECONDS``, read by
+``DATABASE_DIRECT_URL``, ``DATABASE_POOLED``, the replica the pages may read
+(``DATABASE_REPLICA_URL``, ``DATABASE_REPLICA_MAX_LAG_SECONDS``) and the TCP settings of every
+database connection (``DATABASE_KEEPALIVES_*``, ``DATABASE_TCP_USER_TIMEOUT_SECONDS``, read by
 ``database.tcp_connect_args``); every one safe when unset. ``Settings.ops``.
 """
 
@@ -16,6 +17,7 @@ from .parsers import (
     TOKEN_MIN_LENGTH,
     read_bool,
     read_choice,
+    read_database_url,
     read_days,
     read_int,
     read_number,
@@ -116,7 +118,7 @@ class OpsSettings:
         repr=False,
         metadata=env(
             "DATABASE_DIRECT_URL",
-            read_optional_str,
+            read_database_url,
             doc="A direct PostgreSQL URL for what cannot go through a pooler (LISTEN); setting it "
             "declares `DATABASE_URL` a pooler.",
         ),
@@ -129,6 +131,27 @@ class OpsSettings:
             derived=when_set("DATABASE_DIRECT_URL"),
             doc="`DATABASE_URL` is a transaction pooler (PgBouncer): no prepared statements, no "
             "session `SET`.",
+        ),
+    )
+    database_replica_url: str | None = field(
+        default=None,
+        repr=False,
+        metadata=env(
+            "DATABASE_REPLICA_URL",
+            read_database_url,
+            doc="A streaming replica for the pages' and the API's lists, counts, charts, search and "
+            "event feed; actions, a job's own page and the workers stay on the primary. Unset: "
+            "everything reads the primary.",
+        ),
+    )
+    database_replica_max_lag_seconds: float = field(
+        default=30.0,
+        metadata=env(
+            "DATABASE_REPLICA_MAX_LAG_SECONDS",
+            read_number,
+            minimum=0,
+            doc="Reads go to the primary while the replica is further behind than this (or down); "
+            "the pages say which they read and how far behind the replica is.",
         ),
     )
     database_keepalives_idle_seconds: int = field(

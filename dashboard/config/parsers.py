@@ -16,6 +16,7 @@ import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .database_urls import problem as database_url_problem
 from .rules import queue_problem
 
 TOKEN_MIN_LENGTH = 32  # API tokens and METRICS_TOKEN
@@ -144,6 +145,15 @@ def read_str(env: Mapping[str, str], name: str, default: str) -> str:
 def read_optional_str(env: Mapping[str, str], name: str, default: str | None) -> str | None:
     """Blank counts as unset."""
     return (env.get(name) or "").strip() or default
+
+
+def read_database_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """A PostgreSQL URL of one host or several (``database_urls``); blank counts as unset. The
+    error names ``name`` and the fault, never the URL (it may hold a password)."""
+    value = read_optional_str(env, name, default)
+    if value is not None and (problem := database_url_problem(value)):
+        raise ConfigError(f"{name}: {problem}")
+    return value
 
 
 def read_secret(env: Mapping[str, str], name: str, default: str) -> str:

@@ -30,6 +30,7 @@ from .ops import OpsSettings
 from .parsers import (
     Entry,
     read_bool,
+    read_database_url,
     read_entries,
     read_int,
     read_list,
@@ -81,8 +82,11 @@ class Settings:
         default=None,
         metadata=env(
             "DATABASE_URL",
-            read_optional_str,
-            doc="`postgresql://…` or `postgresql+psycopg://…`, used as is. Unset: the `POSTGRES_*` "
+            read_database_url,
+            doc="`postgresql://…` or `postgresql+psycopg://…`, used as is. Several hosts, in libpq's "
+            "form (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`) or SQLAlchemy's "
+            "(`?host=h1:5432&host=h2:5432`): the processes find the primary after a failover "
+            "(docs: high availability). Unset: the `POSTGRES_*` "
             "settings when `POSTGRES_HOST` is set, else an embedded PostgreSQL 16 (`pgserver`) in the "
             "instance folder, shared by web and worker.",
         ),

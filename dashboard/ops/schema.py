@@ -14,6 +14,7 @@ refuses ``behind`` (:func:`require_current`), naming the command to run.
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -91,12 +92,33 @@ def current_state() -> SchemaState:
         return schema_state(conn, mount.version_table, mount.upgrade_command)
 
 
-def require_current(app: Flask) -> None:
-    """Refuse to run code against an older schema (``flask worker``): a ``click`` error."""
+# How long a starting worker waits for a database it cannot reach (restarting, failing over to
+# a standby) before it gives up.
+START_WAIT_SECONDS = 60.0
+
+
+def require_current(app: Flask, wait_seconds: float = START_WAIT_SECONDS) -> None:
+    """Refuse to run code against an older schema (``flask worker``): a ``click`` error.
+
+    A database that cannot be reached (or only a read-only standby, mid-failover) is waited
+    for, up to ``wait_seconds``, trying again every second: a worker started during a
+    failover starts once the new primary takes writes. Past that, the error propagates."""
     import click
 
-    with app.app_context():
-        state = current_state()
+    from ..database import is_connection_fault
+
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            with app.app_context():
+                state = current_state()
+            break
+        except Exception as error:
+            if not is_connection_fault(error) or time.monotonic() >= deadline:
+                raise
+            first = str(getattr(error, "orig", None) or error).strip().splitlines()
+            app.logger.warning("database unavailable at start (%s); retrying", first[0] if first else error)
+            time.sleep(1.0)
     if state.state == "behind":
         raise click.ClickException(f"refusing to start: {state.reason()}")
     if state.state == "ahead":

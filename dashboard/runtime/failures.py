@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import exc as sa_exc
+from ..database import is_connection_fault
 
 MAX_ERROR_LENGTH = 4000
 MAX_TRACEBACK_LENGTH = 16_384  # characters of a traceback kept in a retry/failed event
@@ -124,10 +124,11 @@ def _has_nul(value: Any) -> bool:
 
 
 def is_connection_error(error: BaseException) -> bool:
-    """The database could not be reached (as opposed to refusing a statement)."""
-    if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
-        return True
-    return isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+    """The database could not be reached, or the server reached cannot take writes (a standby
+    after a failover: SQLSTATE 25006), as opposed to refusing a statement
+    (``database.is_connection_fault``): the connection is dropped, the step retried, no attempt
+    charged."""
+    return is_connection_fault(error)
 
 
 def first_line(error: BaseException) -> str:

@@ -1,21 +1,33 @@
-"""Read connections for the pages and the API, under an optional statement timeout."""
+"""Read connections for the pages and the API, under an optional statement timeout, on the
+primary or (inside :func:`replica_reads`) on a replica that keeps up (``replica.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import psycopg
 from sqlalchemy import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ..extensions import engine
+from .replica import Replica, Source, Why
 from .sql import query
 
 TIME_LIMIT = query("read_time_limit")
 
 _time_limit_ms: ContextVar[int | None] = ContextVar("read_time_limit_ms", default=None)
+
+
+@dataclass
+class _Route:
+    replica: Replica
+    source: Source
+
+
+_route: ContextVar[_Route | None] = ContextVar("read_route", default=None)
 
 
 class QueryTimeout(RuntimeError):
@@ -37,8 +49,46 @@ def time_limit(milliseconds: int | None) -> Iterator[None]:
 
 
 @contextmanager
+def replica_reads(replica: Replica | None, wrote_at: float | None = None) -> Iterator[Source | None]:
+    """Run the reads inside on ``replica`` while :meth:`Replica.choose` allows (else on the
+    primary); yields where they go (``None`` without a replica), and :func:`read_source` says
+    it inside, updated if the replica fails to connect meanwhile. Only for reads of
+    lists, counts and charts: a write inside still goes to the primary (it takes its own
+    connection, never :func:`reading`'s)."""
+    if replica is None:
+        yield None
+        return
+    route = _Route(replica, replica.choose(wrote_at))
+    token = _route.set(route)
+    try:
+        yield route.source
+    finally:
+        _route.reset(token)
+
+
+def read_source() -> Source | None:
+    """Where the reads of the current :func:`replica_reads` block went (``None`` outside one)."""
+    route = _route.get()
+    return route.source if route is not None else None
+
+
+def _connect() -> Connection:
+    """A read connection: the replica's inside :func:`replica_reads` when it was chosen and
+    connects, else the primary's. A replica that fails to connect is marked down and the read
+    goes to the primary."""
+    route = _route.get()
+    if route is not None and route.source.replica:
+        try:
+            return route.replica.engine.connect()
+        except SQLAlchemyError as error:
+            route.replica.failed(error)
+            route.source = Source(Why.DOWN, None, route.source.max_lag_seconds)
+    return engine().connect()
+
+
+@contextmanager
 def reading() -> Iterator[Connection]:
-    with engine().connect() as conn:
+    with _connect() as conn:
         limit = _time_limit_ms.get()
         if limit:  # this read's transaction only, never a pooled connection's default
             conn.execute(TIME_LIMIT, {"milliseconds": str(int(limit))})

@@ -24,6 +24,7 @@ from . import (  # noqa: F401
     metrics,
     overview,
     queues,
+    read_source,
     rendering,
     schedules,
     signin,

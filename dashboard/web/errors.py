@@ -7,10 +7,12 @@ small fragment for htmx.
 
 from __future__ import annotations
 
-from flask import render_template
+from flask import current_app, render_template
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException, NotFound
 
+from ..database import is_connection_fault
 from .blueprint import bp
 from .rendering import is_htmx
 
@@ -40,4 +42,19 @@ def csrf_failed(error: CSRFError) -> tuple[str, int]:
         "The form expired",
         f"The request was refused because its security token is missing or stale ({error.description}). "
         "Reload the page and try again.",
+    )
+
+
+@bp.errorhandler(SQLAlchemyError)
+def database_unavailable(error: SQLAlchemyError) -> tuple[str, int]:
+    """The database could not serve (down, restarting, failing over to a standby): 503 with a
+    page that says so, never a 500; any other database error is a bug and propagates."""
+    if not is_connection_fault(error):
+        raise error
+    current_app.logger.warning("database unavailable: %s", str(getattr(error, "orig", error)).splitlines()[0])
+    return _error(
+        503,
+        "Database unavailable",
+        "The database could not be reached (it may be restarting, or failing over to a standby). "
+        "Nothing was changed by this request; reload the page in a few seconds.",
     )

@@ -8,6 +8,7 @@ from ..store.reads import jobs as read_jobs
 from ..store.states import EVENT_TYPES
 from .blueprint import bp
 from .params import EventFilters, event_filters
+from .read_source import from_replica
 from .rendering import page_or_fragment, refused_status
 
 NEW_EVENTS_CAP = 100
@@ -25,6 +26,7 @@ def _newest_shown(filters: EventFilters, page: read_jobs.EventPage | None) -> in
 
 
 @bp.get("/events/")
+@from_replica
 def events() -> tuple[str, int]:
     """The event feed; a refused filter is marked at its field (:func:`refused_status`)."""
     filters = event_filters(request.args)
@@ -52,6 +54,7 @@ def events() -> tuple[str, int]:
 
 
 @bp.get("/events/newer/")
+@from_replica
 def newer_events() -> str:
     """The polled notice: how many events (with the feed's filters) are newer than ``after``."""
     filters = event_filters(request.args)

@@ -23,6 +23,7 @@ from .forms import CreateJobForm, RetryForm
 from .job_list import list_page
 from .job_panels import deleted_note, job_panels, running_owner
 from .params import _int, job_filters, keyset_param
+from .read_source import from_replica
 from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
 from .signin import audit_data, operator_required
 from .timeline import current_progress, fold, timeline_context
@@ -47,6 +48,7 @@ def _timeline_or_404(job_id: uuid.UUID) -> read_jobs.JobTimeline:
 
 
 @bp.get("/jobs/")
+@from_replica
 def job_list() -> tuple[str, int] | Response:
     """The job list; a refused filter is marked at its field (:func:`refused_status`)."""
     filters = job_filters(request.args)

@@ -31,6 +31,7 @@ from .blueprint import bp
 from .chart import build_chart
 from .figure_charts import build_figure_charts
 from .forms import RetryForm
+from .read_source import from_replica
 from .rendering import now, page_or_fragment
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ def _panel(load: Callable[[], T]) -> T | None:
 
 
 @bp.get("/")
+@from_replica
 def overview() -> str:
     return page_or_fragment(
         "jobqueue/overview.html", "jobqueue/fragments/overview.html", **overview_context()

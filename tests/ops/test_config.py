@@ -69,6 +69,11 @@ def test_values_are_parsed_including_fractions_and_lists():
         ("DEBUG", "maybe"),
         ("TIME_ZONE", "Mars/Olympus"),
         ("POSTGRES_PORT", "x"),
+        ("DATABASE_URL", "postgresql://u@h1:5432,,h2:5432/db"),
+        ("DATABASE_URL", "postgresql://u@h1:x,h2/db"),
+        ("DATABASE_REPLICA_URL", "postgresql://u@/db?host=a,b&port=1,2,3"),
+        ("DATABASE_DIRECT_URL", "postgresql://u@h1,h2/db?target_session_attrs=rw"),
+        ("DATABASE_REPLICA_MAX_LAG_SECONDS", "-1"),
     ],
 )
 def test_bad_values_name_the_variable(name, value):
@@ -259,3 +264,32 @@ def test_the_served_queues_are_read_checked_and_blank_means_every_queue():
     assert WorkerSettings.from_env({"JOB_WORKER_QUEUES": " , "}).queues is None
     with pytest.raises(ConfigError, match="JOB_WORKER_QUEUES"):
         WorkerSettings.from_env({"JOB_WORKER_QUEUES": "mail,no way"})
+
+
+@pytest.mark.parametrize(
+    ("url", "fault"),
+    [
+        ("postgresql://u:secret@h1:5432,,h2:5432/db", "host 2 of the list is empty"),
+        ("postgresql://u:secret@h1:99999,h2/db", "port 1 of the list ('99999') is not a port number"),
+        ("postgresql://u:secret@h1:,h2/db", "host 1 of the list has an empty port"),
+        ("postgresql://u:secret@h1,h2/db?host=h3", "both before the database name and in ?host="),
+        ("postgresql+psycopg://u:secret@/db?host=h1:1&host=h2:2&port=3", "mixes ?host=h:port with ?port="),
+        ("postgresql://u:secret@/db?host=a,b&port=1,2,3", "names 2 hosts but 3 ports"),
+        ("postgresql://u:secret@h1,h2/db?target_session_attrs=rw", "target_session_attrs must be one of"),
+    ],
+)
+def test_a_malformed_host_list_is_a_start_up_error_naming_the_setting_and_not_the_password(url, fault):
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"DATABASE_URL": url})
+    message = str(refused.value)
+    assert message.startswith("DATABASE_URL: ") and fault in message
+    assert "secret" not in message
+
+
+def test_the_replica_settings_are_off_by_default_and_read_when_set():
+    assert Settings.from_env({}).ops.database_replica_url is None
+    assert Settings.from_env({}).ops.database_replica_max_lag_seconds == 30.0
+    ops = Settings.from_env(
+        {"DATABASE_REPLICA_URL": "postgresql://r/db", "DATABASE_REPLICA_MAX_LAG_SECONDS": "2.5"}
+    ).ops
+    assert ops.database_replica_url == "postgresql://r/db" and ops.database_replica_max_lag_seconds == 2.5

@@ -24,6 +24,39 @@ def test_database_url_wins_and_is_pointed_at_psycopg(tmp_path):
     assert not (tmp_path / "pgdata").exists()  # nothing was started
 
 
+@pytest.mark.parametrize(
+    ("given", "normalised"),
+    [
+        (  # libpq's form, as RDS and Patroni hand it out
+            "postgresql://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write",
+            "postgresql+psycopg://u:p@/db?host=h1,h2&port=5432,5433&target_session_attrs=read-write",
+        ),
+        (  # SQLAlchemy's repeated host
+            "postgresql+psycopg://u@/db?host=h1:5432&host=h2:5433&target_session_attrs=read-write",
+            "postgresql+psycopg://u@/db?host=h1,h2&port=5432,5433&target_session_attrs=read-write",
+        ),
+        ("postgresql://u@h1,h2:5433/db", "postgresql+psycopg://u@/db?host=h1,h2&port=,5433"),  # h1: default
+        ("postgresql://u@[::1]:5432,[::2]:5433/db", "postgresql+psycopg://u@/db?host=::1,::2&port=5432,5433"),
+        ("postgresql://u@%2Ftmp%2Fa,%2Ftmp%2Fb/db", "postgresql+psycopg://u@/db?host=/tmp/a,/tmp/b"),
+        ("postgresql://u@/db?host=h1,h2&port=1,2", "postgresql+psycopg://u@/db?host=h1,h2&port=1,2"),
+        ("postgres://u:p@db:5432/q", "postgresql+psycopg://u:p@db:5432/q"),  # one host: as it is
+    ],
+)
+def test_several_hosts_become_one_form_that_sqlalchemy_and_libpq_both_read(given, normalised):
+    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+    from sqlalchemy.engine import make_url
+
+    assert normalise_url(given) == normalised
+    url = make_url(normalised)
+    args = PGDialect_psycopg().create_connect_args(url)[1]  # what SQLAlchemy hands psycopg
+    if "," in normalised:
+        assert args["host"] == url.query["host"]
+    libpq = url.set(drivername="postgresql").render_as_string(hide_password=False)  # the LISTEN's
+    import psycopg.conninfo
+
+    assert psycopg.conninfo.conninfo_to_dict(libpq)["host"] == args["host"]
+
+
 def test_postgres_variables_are_used_when_postgres_host_is_set(tmp_path):
     settings = Settings.from_env(
         {
