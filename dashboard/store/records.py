@@ -41,6 +41,10 @@ class JobRecord:
     on_parent_failure: str | None = None
     workflow: str | None = None
     waiting_on: int = 0
+    # Uniqueness windows: the key, its window (seconds) and the states it holds in.
+    unique_key: str | None = None
+    unique_for: float | None = None
+    unique_while: str | None = None
 
     @property
     def cancelled(self) -> bool:
