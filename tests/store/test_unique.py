@@ -8,8 +8,8 @@ import threading
 import pytest
 from flask import Flask
 
-from dashboard.store import lifecycle
 from dashboard.extensions import engine
+from dashboard.store import lifecycle
 from dashboard.store.lifecycle import actions
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.lifecycle.create import JobSpec
@@ -160,10 +160,9 @@ def test_transactions_racing_on_one_key_leave_one_job(app: Flask):
             assert thread.is_alive()  # waits on the index for this transaction to end
         thread.join(timeout=30)
     assert result and result[0].created is False and result[0].job.id == first.job.id
-    with engine().connect() as conn:
-        with conn.begin() as tx:
-            enqueue.create_job(spec("rolled"), now=T0, within=conn)
-            tx.rollback()
+    with engine().connect() as conn, conn.begin() as tx:
+        enqueue.create_job(spec("rolled"), now=T0, within=conn)
+        tx.rollback()
     assert enqueue.create_job(spec("rolled"), now=at(1)).created is True
 
 
