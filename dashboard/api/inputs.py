@@ -11,7 +11,7 @@ parsed. ``null`` or an omitted field means the field's default.
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from flask import current_app, has_app_context
 from pydantic import (
@@ -41,6 +41,8 @@ from ..config.rules import (
     PRIORITY_MIN,
     Q_MAX_LENGTH,
     TYPE_MAX_LENGTH,
+    UNIQUE_KEY_MAX_LENGTH,
+    WINDOW_MAX_SECONDS,
 )
 from ..runtime.handlers import registered_types
 from ..store.reads import search
@@ -57,6 +59,9 @@ BULK_MAX_JOBS = 1000
 JobType = Annotated[str, TypeName(min_length=1, max_length=TYPE_MAX_LENGTH)]
 IdempotencyKey = Annotated[str, TypeName(min_length=1, max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
 TypeFilter = Annotated[str, Text(max_length=TYPE_MAX_LENGTH)]
+UniqueKey = Annotated[str, TypeName(min_length=1, max_length=UNIQUE_KEY_MAX_LENGTH)]
+Window = Annotated[float, Field(strict=True, gt=0, le=WINDOW_MAX_SECONDS, allow_inf_nan=False)]
+Debounce = Annotated[float, Field(strict=True, ge=0, le=WINDOW_MAX_SECONDS, allow_inf_nan=False)]
 
 
 def types_strict() -> bool:
@@ -131,6 +136,47 @@ class CreateJob(BaseModel):
             "type's handler default (@handler(queue=...)), else `default`."
         ),
     )
+
+    unique_key: UniqueKey | None = Field(
+        default=None,
+        description=(
+            "While a job with this key is in `unique_while`'s states and younger than `unique_for`, a "
+            "create with the key returns that job (200), unchanged, also when creates race (Oban `unique`, "
+            "RQ `unique`)."
+        ),
+    )
+    unique_for: Window | None = Field(
+        default=None,
+        description="Seconds from the holder's created_at. Needs unique_key. Null or omitted: no limit.",
+    )
+    unique_while: Literal["queued", "active"] | None = Field(
+        default=None,
+        description="`queued` (while it waits) or `active` (queued or running). Null or omitted: active "
+        "(queued with debounce).",
+    )
+    debounce: Debounce | None = Field(
+        default=None,
+        description=(
+            "Seconds; needs unique_key, not with available_at. A create that finds the queued job with "
+            "the key replaces its payload and moves its start to now + debounce (200, event `debounced`); "
+            "else the job is created to start then."
+        ),
+    )
+
+    @field_validator("unique_for", "unique_while", "debounce")
+    @classmethod
+    def _keyed(cls, value: Any, info: ValidationInfo) -> Any:
+        """The unique options need a key; debounce sets the start and matches queued jobs only."""
+        if value is not None and "unique_key" in info.data and info.data["unique_key"] is None:
+            raise PydanticCustomError("unique_key_missing", "Needs unique_key.")
+        if info.field_name == "debounce" and value is not None:
+            if info.data.get("available_at") is not None:
+                raise PydanticCustomError("debounce_start", "Give debounce or available_at, not both.")
+            if info.data.get("unique_while") == "active":
+                raise PydanticCustomError(
+                    "debounce_states", "Debounce matches a queued job: unique_while active."
+                )
+        return value
 
     @field_validator("type")
     @classmethod

@@ -132,7 +132,7 @@ def config() -> Response:
     body=CreateJob,
     replies={
         201: Reply("Created.", Job),
-        200: Reply("A job with this idempotency_key already exists: that job.", Job),
+        200: Reply("A job with this idempotency_key, or live with this unique_key, exists: that job.", Job),
     },
 )
 def create_job(body: CreateJob) -> Response:
@@ -160,6 +160,10 @@ def job_spec(body: CreateJob, max_attempts_default: int | None = None) -> enqueu
         max_attempts=body.max_attempts or max_attempts_default,
         idempotency_key=body.idempotency_key,
         queue=body.queue or handler_queue(body.type),
+        unique_key=body.unique_key,
+        unique_for=body.unique_for,
+        unique_while=body.unique_while,
+        debounce=body.debounce,
     )
 
 

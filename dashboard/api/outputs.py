@@ -69,6 +69,13 @@ class Job(Output):
     updated_at: Timestamp
     finished_at: Timestamp | None
     queue: str = Field(description="The job's named queue (`default` unless one was named).")
+    unique_key: str | None = Field(default=None, description="Its unique key (null: none).")
+    unique_for: float | None = Field(
+        default=None, description="Its key's window in seconds (null: no limit)."
+    )
+    unique_while: str | None = Field(
+        default=None, description="`queued` or `active`: the states it holds its key in."
+    )
 
 
 class BulkResult(BaseModel):
@@ -161,6 +168,9 @@ def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[
         "updated_at": iso(job.updated_at),
         "finished_at": iso(job.finished_at),
         "queue": job.queue,
+        "unique_key": job.unique_key,
+        "unique_for": job.unique_for,
+        "unique_while": job.unique_while,
     }
 
 
