@@ -8,7 +8,13 @@ from dashboard.store.reads import lists as find_jobs
 
 
 def _form(token: str, **fields: str) -> dict[str, str]:
-    base = {"csrf_token": token, "type": "demo.success", "payload": "{}", "priority": "50", "max_attempts": "3"}
+    base = {
+        "csrf_token": token,
+        "type": "demo.success",
+        "payload": "{}",
+        "priority": "50",
+        "max_attempts": "3",
+    }
     return {**base, **fields}
 
 
