@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from .config.rules import (
 from .runtime import handlers as _handlers
 from .store.lifecycle import create as _store
 from .store.lifecycle import dependents as _dependents
+from .store.lifecycle import unique as _unique
 from .store.values import utcnow
 
 
@@ -61,7 +63,13 @@ def _spec(args: dict[str, Any], index: int | None = None) -> _store.JobSpec:
     for name in ("on_parent_failure", "workflow"):
         if args[name] is not None and not isinstance(args[name], str):
             raise TypeError(f"{name} must be a string, got {_kind(args[name])}")
+    unique = _unique_of(job_type, args, payload)
+    if unique["debounce"] is not None and available_at is not None:
+        if args.get("debounce") is not None:
+            raise ValueError("pass debounce or run_at/delay, not both: debounce sets when it starts")
+        unique["debounce"] = None  # the enqueue's own start wins over the type's debounce
     spec = _store.JobSpec(
+        **unique,
         type=job_type,
         payload=payload,
         available_at=available_at,
@@ -76,7 +84,77 @@ def _spec(args: dict[str, Any], index: int | None = None) -> _store.JobSpec:
     if attempts is not None:
         spec = spec._replace(max_attempts=attempts)
     _dependents.check(spec, index)
+    _unique.check(spec)
     return spec
+
+
+@dataclass(frozen=True)
+class UniqueDefaults:
+    """A type's unique options from ``@handler``: its key (text, or a function of the payload
+    that returns it) and the window, states and debounce a keyed enqueue of it gets."""
+
+    unique_key: str | Callable[[Any], str] | None = None
+    unique_for: float | None = None
+    unique_while: str | None = None
+    debounce: float | None = None
+
+
+UNIQUE_DEFAULTS: dict[str, UniqueDefaults] = {}  # by type, set by dashboard.jobs.handler
+
+
+def unique_defaults(
+    unique_key: Any, unique_for: Any, unique_while: Any, debounce: Any
+) -> UniqueDefaults | None:
+    """``@handler``'s unique options checked (the argument named), or ``None`` if none is given."""
+    if unique_key is None and unique_for is None and unique_while is None and debounce is None:
+        return None
+    if unique_key is not None and not (isinstance(unique_key, str) or callable(unique_key)):
+        raise TypeError(f"unique_key must be a string or a function of the payload, got {_kind(unique_key)}")
+    given = UniqueDefaults(
+        unique_key, _seconds("unique_for", unique_for), _state(unique_while), _seconds("debounce", debounce)
+    )
+    probe = _store.JobSpec("probe", unique_key=unique_key if isinstance(unique_key, str) else "probe")
+    _unique.check(
+        probe._replace(unique_for=given.unique_for, unique_while=given.unique_while, debounce=given.debounce)
+    )
+    return given
+
+
+def _unique_of(job_type: str, args: dict[str, Any], payload: Any) -> dict[str, Any]:
+    """The unique options of one enqueue, each checked for its kind: its own, else the type's
+    ``@handler`` defaults (those only where the type has a handler in this process)."""
+    found = UNIQUE_DEFAULTS.get(job_type) if _handlers.get_handler(job_type) is not None else None
+    defaults = found or UniqueDefaults()
+    key = args.get("unique_key")
+    if key is None and defaults.unique_key is not None:
+        key = defaults.unique_key if isinstance(defaults.unique_key, str) else defaults.unique_key(payload)
+        if not isinstance(key, str):
+            raise TypeError(f"unique_key: the handler's function returned {_kind(key)}, not a string")
+    elif key is not None and not isinstance(key, str):
+        raise TypeError(f"unique_key must be a string, got {_kind(key)}")
+    options: dict[str, Any] = {"unique_key": key}
+    for name, check in (("unique_for", _seconds), ("debounce", _seconds)):
+        own = check(name, args.get(name))
+        options[name] = own if own is not None or key is None else getattr(defaults, name)
+    own_state = _state(args.get("unique_while"))
+    options["unique_while"] = own_state if own_state is not None or key is None else defaults.unique_while
+    return options
+
+
+def _seconds(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be seconds or a timedelta, got {_kind(value)}")
+    return float(value)
+
+
+def _state(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"unique_while must be a string (queued or active), got {_kind(value)}")
+    return value
 
 
 def _parents(value: Any, index: int | None) -> tuple[uuid.UUID | int, ...]:

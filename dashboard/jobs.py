@@ -57,7 +57,8 @@ from flask import current_app, has_app_context
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session, scoped_session
 
-from .arguments import PayloadNotJSON, _check_int, _check_queue, _check_type, _kind, _spec
+from .arguments import UNIQUE_DEFAULTS, PayloadNotJSON, _check_int, _check_queue, _check_type, _kind, _spec
+from .arguments import unique_defaults as _unique_defaults
 from .config.rules import (
     INT_MAX,
     PRIORITY_MAX,
@@ -85,6 +86,10 @@ ARGUMENTS = (
     "depends_on",
     "on_parent_failure",
     "workflow",
+    "unique_key",
+    "unique_for",
+    "unique_while",
+    "debounce",
 )
 
 Connectable = Connection | Session | scoped_session[Session]
@@ -107,6 +112,7 @@ class EnqueuedJob:
     depends_on: tuple[uuid.UUID, ...] = ()  # its parents (workflows)
     workflow: str | None = None
     waiting_on: int = 0  # parents it still waits for; 0 once released (or with none)
+    unique_key: str | None = None  # the key it holds (or the job it was returned for holds)
 
 
 def enqueue(
@@ -122,6 +128,10 @@ def enqueue(
     depends_on: Iterable[uuid.UUID | str | EnqueuedJob] | None = None,
     on_parent_failure: str | None = None,
     workflow: str | None = None,
+    unique_key: str | None = None,
+    unique_for: timedelta | float | None = None,
+    unique_while: str | None = None,
+    debounce: timedelta | float | None = None,
     connection: Connectable | None = None,
 ) -> EnqueuedJob:
     """Queue one job; returns it (:class:`EnqueuedJob`).
@@ -141,6 +151,15 @@ def enqueue(
     parent to succeed). ``workflow``: an id (1-120 characters) grouping jobs on the pages;
     default, the first parent's. Its handler reads the parents' results as
     ``ctx.parent_results``.
+    ``unique_key`` (1-255 characters; Oban's ``unique``, RQ's ``unique``): while a job with
+    this key is queued or running (``unique_while="active"``, the default) or only queued
+    (``"queued"``), and created less than ``unique_for`` seconds ago (a ``timedelta`` too;
+    ``None``: no limit), an enqueue with the key returns that job (``created=False``),
+    unchanged, also when enqueues race. ``debounce`` (seconds or a ``timedelta``, needs
+    ``unique_key``, not with ``run_at``/``delay``): the job starts ``debounce`` after the last
+    enqueue of a burst, with its payload; an enqueue that finds the queued job with the key
+    replaces its payload and moves its start (``created=False``); one that finds it claimed
+    creates a new job. The type's ``@handler`` may give these as defaults.
     ``connection``: write in that transaction (see the module); without it, commit now.
     """
     spec = _spec(
@@ -156,6 +175,10 @@ def enqueue(
             depends_on=depends_on,
             on_parent_failure=on_parent_failure,
             workflow=workflow,
+            unique_key=unique_key,
+            unique_for=unique_for,
+            unique_while=unique_while,
+            debounce=debounce,
         )
     )
     _require_app(connection)
@@ -201,6 +224,10 @@ def handler(
     priority: int | None = None,
     max_attempts: int | None = None,
     timeout: float | timedelta | None = None,
+    unique_key: str | Callable[[Any], str] | None = None,
+    unique_for: float | timedelta | None = None,
+    unique_while: str | None = None,
+    debounce: float | timedelta | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated ``fn(ctx: JobContext)`` as the handler of ``type``.
 
@@ -208,7 +235,11 @@ def handler(
     none (an enqueue's own value wins). ``timeout`` (seconds or a ``timedelta``): a deadline
     per attempt. The worker fails an attempt still running past it (``last_error`` says so;
     retried while attempts remain), and the handler's late result is refused, like any result
-    of an attempt that is no longer the worker's; ``ctx.lost`` is true from then on. Put the
+    of an attempt that is no longer the worker's; ``ctx.lost`` is true from then on.
+    ``unique_key`` (text, or a function of the payload returning it: ``lambda p:
+    f"reindex:{p['customer']}"``), ``unique_for``, ``unique_while`` and ``debounce``: the
+    unique options of an enqueue of the type that gives none (see :func:`enqueue`); the
+    window, states and debounce apply to an enqueue with a key of its own too. Put the
     module in ``JOB_HANDLER_MODULES`` so that every worker imports it.
     """
     _check_type(type)
@@ -219,6 +250,11 @@ def handler(
     if max_attempts is not None:
         _check_int("max_attempts", max_attempts, 1, INT_MAX)
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    unique = _unique_defaults(unique_key, unique_for, unique_while, debounce)
+    if unique is not None:
+        UNIQUE_DEFAULTS[type] = unique
+    else:
+        UNIQUE_DEFAULTS.pop(type, None)
     return _handlers.handler(type, queue=queue, priority=priority, max_attempts=max_attempts, timeout=seconds)
 
 
@@ -268,4 +304,5 @@ def _enqueued(result: CreateResult) -> EnqueuedJob:
         depends_on=tuple(job.depends_on or ()),
         workflow=job.workflow,
         waiting_on=job.waiting_on,
+        unique_key=job.unique_key,
     )

@@ -26,9 +26,9 @@ from ..store.reads import search
 from .access import audit_data
 from .blueprint import routes
 from .errors import ApiError, validation_error
-from .inputs import SearchText, TypeFilter
 from .jobs import json_response
 from .outputs import Conflict
+from .queries import SearchText, TypeFilter
 from .registry import Reply
 
 

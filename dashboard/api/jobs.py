@@ -33,15 +33,7 @@ from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
 from .errors import ApiError, validation_error
-from .inputs import (
-    BulkCreateJob,
-    BulkCreateJobs,
-    CreateJob,
-    EventFeedQuery,
-    JobEventsQuery,
-    JobListQuery,
-    offset_max,
-)
+from .inputs import BulkCreateJob, BulkCreateJobs, CreateJob
 from .outputs import (
     BulkResults,
     Config,
@@ -58,6 +50,7 @@ from .outputs import (
     job_json,
     job_renderer,
 )
+from .queries import EventFeedQuery, JobEventsQuery, JobListQuery, offset_max
 from .read_source import from_replica
 from .registry import Reply, query_values
 from .stats_detail import detail as stats_detail
@@ -144,7 +137,7 @@ def config() -> Response:
     body=CreateJob,
     replies={
         201: Reply("Created.", Job),
-        200: Reply("A job with this idempotency_key already exists: that job.", Job),
+        200: Reply("A job with this idempotency_key, or live with this unique_key, exists: that job.", Job),
     },
 )
 def create_job(body: CreateJob) -> Response:
@@ -177,6 +170,10 @@ def job_spec(body: CreateJob | BulkCreateJob, max_attempts_default: int | None =
         depends_on=tuple(body.depends_on or ()),
         on_parent_failure=body.on_parent_failure,
         workflow=body.workflow,
+        unique_key=body.unique_key,
+        unique_for=body.unique_for,
+        unique_while=body.unique_while,
+        debounce=body.debounce,
     )
 
 

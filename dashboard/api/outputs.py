@@ -85,6 +85,13 @@ class Job(Output):
             "A waiting job is `queued` with `available_at` at the end of year 9999 until then."
         )
     )
+    unique_key: str | None = Field(default=None, description="Its unique key (null: none).")
+    unique_for: float | None = Field(
+        default=None, description="Its key's window in seconds (null: no limit)."
+    )
+    unique_while: str | None = Field(
+        default=None, description="`queued` or `active`: the states it holds its key in."
+    )
 
 
 class BulkResult(BaseModel):
@@ -181,6 +188,9 @@ def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[
         "on_parent_failure": job.on_parent_failure,
         "workflow": job.workflow,
         "waiting_on": job.waiting_on,
+        "unique_key": job.unique_key,
+        "unique_for": job.unique_for,
+        "unique_while": job.unique_while,
     }
 
 

@@ -21,6 +21,11 @@ IDEMPOTENCY_KEY_MAX_LENGTH = 255
 PARENTS_MAX = 100
 WORKFLOW_MAX_LENGTH = 120
 PARENT_FAILURE_POLICIES = ("cancel", "run", "wait")
+# Uniqueness windows: a key of 1 to 255 characters (jobs_job.unique_key varchar(255)), the
+# states it holds in, and windows in seconds (unique_for, debounce) of at most ten years.
+UNIQUE_KEY_MAX_LENGTH = 255
+UNIQUE_WHILE = ("queued", "active")
+WINDOW_MAX_SECONDS = 10 * 365 * 86400.0
 # A queue's name: 1 to 64 characters of A-Z a-z 0-9 _ . : - (jobs_job.queue varchar(64)), not
 # made only of dots: a name sits in the pages' and the API's paths (/queues/{name}/pause/),
 # where "." and ".." are path steps that a browser or a proxy resolves away.

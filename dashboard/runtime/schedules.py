@@ -35,6 +35,8 @@ from ..config.rules import (
 )
 from ..store.flow import cron as slots
 from ..store.flow.schedules import Declaration
+from ..store.lifecycle import unique
+from ..store.lifecycle.spec import JobSpec
 from .handlers import defaults_of
 
 _NAME = re.compile(SCHEDULE_NAME_PATTERN)
@@ -55,6 +57,9 @@ class Declared:
     max_attempts: int | None = None
     timezone: str | None = None
     missed: str = "latest"
+    unique_key: str | None = None
+    unique_for: float | None = None
+    unique_while: str | None = None
 
 
 _registry: dict[str, Declared] = {}
@@ -85,12 +90,18 @@ def schedule(
     max_attempts: int | None = None,
     timezone: str | None = None,
     missed: str = "latest",
+    unique_key: str | None = None,
+    unique_for: float | None = None,
+    unique_while: str | None = None,
 ) -> Declared:
     """Declare the recurring job ``name``: a job of ``type`` with ``payload`` at every slot of
     the five-field ``cron`` expression in ``timezone``; returns the declaration.
 
     ``missed``: for the slots that passed while no worker fired, ``"latest"`` enqueues only
-    the newest, ``"all"`` each of them (at most 100). Declaring one name again with the same
+    the newest, ``"all"`` each of them (at most 100). ``unique_key``, ``unique_for`` and
+    ``unique_while`` (as :func:`dashboard.jobs.enqueue` takes them): while a run holding the key
+    is live, a due slot enqueues nothing and that run stands for it (no overlapping runs).
+    Declaring one name again with the same
     arguments changes nothing; with other arguments it is a ``ValueError``.
     """
     if not isinstance(name, str):
@@ -126,7 +137,26 @@ def schedule(
         slots.check(expression, timezone or "UTC")
     except slots.CronError as problem:
         raise ValueError(f"schedule {name!r}: cron: {problem}") from None
-    declared = Declared(name, expression, job_type, payload, queue, priority, max_attempts, timezone, missed)
+    probe = JobSpec(job_type, unique_key=unique_key, unique_for=unique_for, unique_while=unique_while)
+    try:
+        unique.check(probe)
+    except (TypeError, ValueError) as problem:
+        raise ValueError(f"schedule {name!r}: {problem}") from None
+    window = None if unique_for is None else float(unique_for)
+    declared = Declared(
+        name,
+        expression,
+        job_type,
+        payload,
+        queue,
+        priority,
+        max_attempts,
+        timezone,
+        missed,
+        unique_key,
+        window,
+        unique_while or ("active" if unique_key is not None else None),
+    )
     existing = _registry.get(name)
     if existing is not None and existing != declared:
         raise ValueError(f"schedule {name!r} is already declared with other arguments")
@@ -171,6 +201,9 @@ def declarations(default_timezone: str, default_max_attempts: int) -> list[Decla
                 priority=DEFAULT_PRIORITY if priority is None else priority,
                 max_attempts=d.max_attempts or by_type.max_attempts or default_max_attempts,
                 missed=d.missed,
+                unique_key=d.unique_key,
+                unique_for=d.unique_for,
+                unique_while=d.unique_while,
             )
         )
     return resolved

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -35,7 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..config.rules import QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH, WORKFLOW_MAX_LENGTH
+from ..config.rules import QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH, UNIQUE_KEY_MAX_LENGTH, WORKFLOW_MAX_LENGTH
 from ..extensions import db
 from .states import CHART_EVENTS, EVENT_TYPES
 
@@ -67,6 +68,11 @@ STATUS_SHAPE_SQL = (
 )
 ATTEMPTS_SQL = "attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts"
 CANCELLED_SHAPE_SQL = "cancelled_at IS NULL OR status = 'failed'"
+UNIQUE_SHAPE_SQL = (
+    "(unique_key IS NULL AND unique_for IS NULL AND unique_while IS NULL)"
+    " OR (unique_key IS NOT NULL AND unique_while IN ('queued', 'active')"
+    " AND (unique_for IS NULL OR unique_for > 0))"
+)
 EVENT_TYPE_SQL = "type IN (" + ", ".join(f"'{t}'" for t in EVENT_TYPES) + ")"
 CHART_EVENTS_SQL = text("type IN (" + ", ".join(f"'{t}'" for t in CHART_EVENTS) + ")")
 
@@ -107,6 +113,12 @@ class Job(Model):
     waiting_on: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     has_dependents: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Uniqueness windows (migration 0019, lifecycle/unique.py): the key, its window in seconds,
+    # the states it holds in, and when a later create took the key from it (NULL: it holds it).
+    unique_key: Mapped[str | None] = mapped_column(String(UNIQUE_KEY_MAX_LENGTH), nullable=True)
+    unique_for: Mapped[float | None] = mapped_column(Float, nullable=True)
+    unique_while: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    unique_retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
@@ -115,6 +127,15 @@ class Job(Model):
         CheckConstraint(
             "on_parent_failure IS NULL OR on_parent_failure IN ('cancel', 'run', 'wait')",
             name="job_on_parent_failure_valid",
+        ),
+        CheckConstraint(UNIQUE_SHAPE_SQL, name="job_unique_valid"),
+        # The one job holding a unique key (``create_unique`` in unique.sql, ON CONFLICT): only
+        # jobs with a key that no later create took have an entry (lifecycle/unique.py).
+        Index(
+            "job_unique_key_idx",
+            "unique_key",
+            unique=True,
+            postgresql_where=text("unique_key IS NOT NULL AND unique_retired_at IS NULL"),
         ),
         # A parent's dependents, for the release trigger (migration 0018) and the job page.
         # Only jobs with parents have an entry; fastupdate off, so a lookup never walks a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import RowMapping
@@ -41,6 +41,11 @@ class JobRecord:
     on_parent_failure: str | None = None
     workflow: str | None = None
     waiting_on: int = 0
+    # Uniqueness windows: the key, its window (seconds) and the states it holds in.
+    unique_key: str | None = None
+    unique_for: float | None = None
+    unique_while: str | None = None
+    unique_retired_at: datetime | None = None  # a later create took its key
 
     @property
     def cancelled(self) -> bool:
@@ -50,6 +55,11 @@ class JobRecord:
     def waiting(self) -> bool:
         """Queued and waiting for parents: no claim takes it until they release it."""
         return self.status == "queued" and self.available_at.year == WAITING_YEAR
+
+    @property
+    def unique_until(self) -> datetime | None:
+        """The end of its key's window (``None``: no window)."""
+        return None if self.unique_for is None else self.created_at + timedelta(seconds=self.unique_for)
 
     @classmethod
     def from_row(cls, row: Row) -> JobRecord:

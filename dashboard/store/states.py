@@ -12,6 +12,7 @@
     queued  -> queued      run now (operator)        (event: rescheduled)
     queued  -> queued      its last parent settles   (event: released; a waiting job, below)
     queued  -> failed      a parent failed, cancel   (event: cancelled)
+    queued  -> queued      a create with debounce    (event: debounced; payload, start moved)
 
 A job that waits for parents (``depends_on``) is ``queued`` with ``available_at`` =
 :data:`WAITING_AT`, after any instant a client may give, so no claim picks it; the release
@@ -56,6 +57,8 @@ class EventType(StrEnum):
     RESCHEDULED = "rescheduled"  # queued, available_at moved to now ("run now")
     # Workflows: a waiting job's last parent is done (written by the release trigger).
     RELEASED = "released"
+    # Uniqueness windows: a create with debounce replaced a queued job's payload and start.
+    DEBOUNCED = "debounced"
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)

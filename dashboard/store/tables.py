@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..config.rules import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH
+from ..config.rules import NAME_MAX_LENGTH, QUEUE_NAME_MAX_LENGTH, TYPE_MAX_LENGTH, UNIQUE_KEY_MAX_LENGTH
 from ..extensions import db
 
 if TYPE_CHECKING:  # as in models.py: db.Model is made at run time
@@ -103,6 +103,10 @@ class Schedule(Model):
     skipped_count: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     declared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The unique options its runs carry (migration 0019); NULL: none.
+    unique_key: Mapped[str | None] = mapped_column(String(UNIQUE_KEY_MAX_LENGTH), nullable=True)
+    unique_for: Mapped[float | None] = mapped_column(Float, nullable=True)
+    unique_while: Mapped[str | None] = mapped_column(String(8), nullable=True)
 
     __table_args__ = (
         CheckConstraint("missed IN ('latest', 'all')", name="schedule_missed_valid"),

@@ -19,9 +19,11 @@ from wtforms import (
     HiddenField,
     IntegerField,
     PasswordField,
+    SelectField,
     StringField,
     TextAreaField,
 )
+from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]  # (wtforms 3.3; the stubs predate it)
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
 from ..config.rules import (
@@ -32,6 +34,8 @@ from ..config.rules import (
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
+    UNIQUE_KEY_MAX_LENGTH,
+    WINDOW_MAX_SECONDS,
     NonFiniteNumber,
     finite_float,
     json_problem,
@@ -137,6 +141,21 @@ class CreateJobForm(FlaskForm):
         description="Blank: the type's default queue, else default.",
     )
 
+    unique_key = StringField(
+        "Unique key",
+        filters=[lambda v: v.strip() if isinstance(v, str) else v],
+        validators=[Optional(), Length(max=UNIQUE_KEY_MAX_LENGTH)],
+    )
+    unique_for = FloatField(
+        "Unique for (seconds)", validators=[Optional(), NumberRange(0, WINDOW_MAX_SECONDS)]
+    )
+    unique_while = SelectField(
+        "Unique while",
+        choices=[SelectChoice("active", "queued or running"), SelectChoice("queued", "queued")],
+        default="active",
+    )
+    debounce = FloatField("Debounce (seconds)", validators=[Optional(), NumberRange(0, WINDOW_MAX_SECONDS)])
+
     # Set by the view before validation: the time zone naive times are read in, the types
     # registered in this process, and whether only those are accepted.
     time_zone: tzinfo | None = None
@@ -195,6 +214,28 @@ class CreateJobForm(FlaskForm):
         if problem := key_problem(field.data):  # NUL, other control characters, bidi marks
             raise ValidationError(f"The idempotency key {problem}.")
 
+    def validate_unique_key(self, field: StringField) -> None:
+        if field.data and (text_kind(field.data) == "surrogate" or key_problem(field.data)):
+            raise ValidationError(
+                f"The unique key {key_problem(field.data) or 'cannot contain a lone surrogate'}."
+            )
+
+    def validate_unique_for(self, field: FloatField) -> None:
+        if field.data is not None and (not math.isfinite(field.data) or field.data <= 0):
+            raise ValidationError("The window must be a number of seconds above 0.")
+        if field.data is not None and not self.unique_key.data:
+            raise ValidationError("Give a unique key for the window to apply to.")
+
+    def validate_debounce(self, field: FloatField) -> None:
+        if field.data is None:
+            return
+        if not math.isfinite(field.data):
+            raise ValidationError("The debounce must be a number of seconds.")
+        if not self.unique_key.data:
+            raise ValidationError("Debounce needs a unique key.")
+        if self.delay.data is not None or self.available_at.data:
+            raise ValidationError("Debounce sets the start: leave the delay and the time empty.")
+
     def available_at_for(self, now: datetime) -> datetime | None:
         """When the job becomes claimable: ``available_at``, ``now + delay`` or now (None)."""
         if self.parsed_available_at is not None:
@@ -216,6 +257,12 @@ class CreateJobForm(FlaskForm):
             max_attempts=max_attempts,
             idempotency_key=self.idempotency_key.data or None,
             queue=self.queue.data or type_queue(job_type),
+            unique_key=self.unique_key.data or None,
+            unique_for=self.unique_for.data if self.unique_key.data else None,
+            unique_while=(
+                None if not self.unique_key.data or self.debounce.data is not None else self.unique_while.data
+            ),
+            debounce=self.debounce.data,
         )
 
 

@@ -185,7 +185,11 @@ def job_new() -> str | Response | tuple[str, int]:
             if outcome.created:
                 flash("Job created.", "success")
             else:
-                flash("A job with this idempotency key already exists: here it is.", "info")
+                held = spec.unique_key is not None and outcome.job.unique_key == spec.unique_key
+                flash(
+                    f"A job with this {'unique' if held else 'idempotency'} key already exists: here it is.",
+                    "info",
+                )
             target = url_for("jobqueue_web.job_detail", job_id=outcome.job.id)
             if is_htmx():
                 navigate: Response = make_response("", 204, redirect=target)

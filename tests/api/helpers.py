@@ -24,6 +24,7 @@ JOB_FIELDS = [
     "id", "type", "payload", "status", "priority", "available_at", "attempts", "max_attempts",
     "idempotency_key", "locked_by", "locked_until", "last_error", "result", "created_at",
     "updated_at", "finished_at", "queue", "depends_on", "on_parent_failure", "workflow", "waiting_on",
+    "unique_key", "unique_for", "unique_while",
 ]  # fmt: skip
 EVENT_FIELDS = ["id", "job", "type", "attempt", "worker_id", "message", "data", "created_at"]
 
@@ -32,7 +33,14 @@ EVENT_FIELDS = ["id", "job", "type", "attempt", "worker_id", "message", "data", 
 RENDERED = datetime(2030, 7, 1, 12, 0, tzinfo=UTC)
 RECORD_SHAPES = [
     {"payload": {"i": 1, "é": [0.1, -0.0, 1e300, None, True, "ü\u2028"]}},
-    {"available_at": RENDERED, "idempotency_key": "k", "payload": [1, "two"]},
+    {
+        "available_at": RENDERED,
+        "idempotency_key": "k",
+        "payload": [1, "two"],
+        "unique_key": "u:1",
+        "unique_for": 90.5,
+        "unique_while": "queued",
+    },
     {"status": "running", "attempts": 1, "locked_by": "w-1", "locked_until": RENDERED, "payload": "x"},
     {"status": "succeeded", "attempts": 2, "result": {"ok": [1, 2.5]}, "finished_at": RENDERED},
     {"status": "failed", "attempts": 3, "last_error": "boom", "finished_at": RENDERED},

@@ -29,6 +29,8 @@ from sqlalchemy import Connection
 from ...config.rules import MISSED_ALL_MAX, SCHEDULE_NAME_PATTERN
 from .. import planner_stats
 from ..connection import autocommit, fetch_job, fetch_rows, transaction
+from ..lifecycle import unique
+from ..lifecycle.spec import JobSpec
 from ..records import JobRecord
 from ..sql import query
 from ..values import aware
@@ -88,6 +90,10 @@ class Declaration:
     priority: int
     max_attempts: int
     missed: str = "latest"
+    # The unique options each run carries (lifecycle/unique.py); None: none.
+    unique_key: str | None = None
+    unique_for: float | None = None
+    unique_while: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,9 @@ def sync(declarations: Sequence[Declaration], *, now: datetime | None = None) ->
                 "priority": d.priority,
                 "max_attempts": d.max_attempts,
                 "missed": d.missed,
+                "unique_key": d.unique_key,
+                "unique_for": d.unique_for,
+                "unique_while": d.unique_while if d.unique_key is not None else None,
                 "next_run_at": cron.next_slot(d.cron, d.timezone, clock),
                 "now": clock,
             }
@@ -225,6 +234,8 @@ def _enqueue_run(
 ) -> Run:
     key = run_key(row["name"], slot)
     data = {"source": "schedule", "slot": cron.slot_text(slot), "worker_id": worker_id}
+    if row["unique_key"] is not None:  # a live run holding the key is this slot's run
+        return Run(slot=slot, **_unique_run(conn, row, key, clock, data))
     job = fetch_job(conn, CREATE, _create_params(row, key, clock, data))
     if job is not None:
         return Run(slot=slot, job_id=job.id, created=True)
@@ -232,6 +243,26 @@ def _enqueue_run(
     if existing is None:  # pragma: no cover - the key's holder vanished within the transaction
         raise RuntimeError(f"the run {key} conflicts with a job that no longer exists")
     return Run(slot=slot, job_id=existing.id, created=False)
+
+
+def _unique_run(
+    conn: Connection, row: dict[str, Any], key: str, clock: datetime, data: dict[str, Any]
+) -> dict[str, Any]:
+    """A run of a schedule with unique options, created as any keyed create (unique.create):
+    the job that holds the key, if one is live in its states and window, stands for the slot."""
+    spec = JobSpec(
+        type=row["job_type"],
+        payload=row["payload"],
+        priority=row["priority"],
+        max_attempts=row["max_attempts"],
+        idempotency_key=key,
+        queue=row["queue"],
+        unique_key=row["unique_key"],
+        unique_for=row["unique_for"],
+        unique_while=row["unique_while"],
+    )
+    result = unique.create(spec, event_data={"schedule": row["name"], **data}, now=clock, conn=conn)
+    return {"job_id": result.job.id, "created": result.created}
 
 
 def seconds_until_due(*, now: datetime | None = None, conn: Connection | None = None) -> float | None:

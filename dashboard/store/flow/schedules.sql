@@ -16,22 +16,28 @@ SELECT {{clock}} AS now
 -- :next_run_at, and what passed under the old definition is not fired.
 WITH declared AS (
 INSERT INTO jobs_schedule AS s (name, cron, timezone, job_type, payload, queue, priority, max_attempts,
-                                missed, paused, retired_at, next_run_at, declared_at, updated_at)
+                                missed, paused, retired_at, next_run_at, declared_at, updated_at,
+                                unique_key, unique_for, unique_while)
 VALUES (:name, :cron, :timezone, :job_type, CAST(:payload AS jsonb), :queue, :priority, :max_attempts,
-        :missed, false, NULL, :next_run_at, :now, :now)
+        :missed, false, NULL, :next_run_at, :now, :now, CAST(:unique_key AS text),
+        CAST(:unique_for AS double precision), CAST(:unique_while AS text))
 ON CONFLICT (name) DO UPDATE
 SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, job_type = EXCLUDED.job_type,
     payload = EXCLUDED.payload, queue = EXCLUDED.queue, priority = EXCLUDED.priority,
     max_attempts = EXCLUDED.max_attempts, missed = EXCLUDED.missed, retired_at = NULL,
+    unique_key = EXCLUDED.unique_key, unique_for = EXCLUDED.unique_for,
+    unique_while = EXCLUDED.unique_while,
     next_run_at = CASE
         WHEN s.cron <> EXCLUDED.cron OR s.timezone <> EXCLUDED.timezone OR s.retired_at IS NOT NULL
           OR s.next_run_at IS NULL
         THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
     declared_at = EXCLUDED.declared_at,
     updated_at = CASE
-        WHEN (s.cron, s.timezone, s.job_type, s.payload, s.queue, s.priority, s.max_attempts, s.missed)
+        WHEN (s.cron, s.timezone, s.job_type, s.payload, s.queue, s.priority, s.max_attempts, s.missed,
+              s.unique_key, s.unique_for, s.unique_while)
              IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.job_type, EXCLUDED.payload,
-                               EXCLUDED.queue, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.missed)
+                               EXCLUDED.queue, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.missed,
+                               EXCLUDED.unique_key, EXCLUDED.unique_for, EXCLUDED.unique_while)
           OR s.retired_at IS NOT NULL
         THEN EXCLUDED.updated_at ELSE s.updated_at END
 RETURNING *

@@ -36,7 +36,7 @@ from ..sql import query
 from ..states import Status
 from ..values import aware as _aware
 from ..values import utcnow
-from . import dependents
+from . import dependents, unique
 from .spec import JobSpec as JobSpec
 
 CREATE, CREATE_MANY = query("create"), query("create_many")
@@ -70,6 +70,8 @@ def create_job(
     _check(spec)
     if spec.depends_on:
         return dependents.create_one(spec, event_data=event_data, now=now, conn=conn, within=within)
+    if spec.unique_key is not None:
+        return unique.create(spec, event_data=event_data or {}, now=now, conn=conn, within=within)
     params = {
         "id": uuid.uuid4(),
         "type": spec.type,
@@ -131,6 +133,7 @@ def _check(spec: JobSpec) -> None:
             raise ValueError(f"available_at {problem}")
     if spec.queue is not None and (problem := queue_problem(spec.queue)):
         raise ValueError(f"queue {problem}")
+    unique.check(spec)
 
 
 def create_jobs(
@@ -182,6 +185,8 @@ def create_jobs(
         return []
     if any(spec.depends_on for spec in specs):
         return _create_graph(specs, event_data=event_data or {}, now=now, conn=conn, within=within)
+    if any(spec.unique_key is not None for spec in specs):
+        return _create_unique(specs, event_data or {}, now, conn, within, meanwhile)
     # Insertion order: the jobs without a key as sent, then the keyed ones by key (a repeated
     # key's first job still first). Two requests with keys in common then take those keys in
     # the same order, so one waits for the other instead of both deadlocking.
@@ -295,6 +300,41 @@ def _create_graph(
         return write(within, {"within": within})
     with autocommit(conn) as conn, transaction(conn):
         return write(conn, {"conn": conn})  # the chunks' own transaction nests (a savepoint)
+
+
+def _create_unique(
+    specs: Sequence[JobSpec],
+    event_data: dict[str, Any],
+    now: datetime,
+    conn: Connection | None,
+    within: Connection | None,
+    meanwhile: Callable[[list[JobRecord]], object] | None,
+) -> list[CreateResult]:
+    """:func:`create_jobs` for specs of which some carry a unique key, in one transaction: the
+    others in chunks first, then each keyed one (:func:`unique.create`) in key order, so two
+    requests sharing keys take them in one order. ``meanwhile`` gets the final records."""
+    plain = [n for n, spec in enumerate(specs) if spec.unique_key is None]
+    keyed = sorted(
+        (n for n, spec in enumerate(specs) if spec.unique_key is not None),
+        key=lambda n: (specs[n].unique_key, n),
+    )
+    results: dict[int, CreateResult] = {}
+
+    def write(nested: dict[str, Any]) -> list[CreateResult]:
+        if plain:
+            made = create_jobs([specs[n] for n in plain], event_data=event_data, now=now, **nested)
+            results.update(zip(plain, made, strict=True))
+        for n in keyed:
+            results[n] = unique.create(specs[n], event_data=event_data, now=now, **nested)
+        ordered = [results[n] for n in range(len(specs))]
+        if meanwhile is not None:
+            meanwhile([result.job for result in ordered])
+        return ordered
+
+    if within is not None:
+        return write({"within": within})
+    with autocommit(conn) as conn, transaction(conn):
+        return write({"conn": conn})
 
 
 def _results(new: list[JobRecord], taken: set[int], existing: dict[str, JobRecord]) -> list[CreateResult]:

@@ -29,3 +29,9 @@ class JobSpec(NamedTuple):
     depends_on: tuple[uuid.UUID | int, ...] = ()
     on_parent_failure: str | None = None
     workflow: str | None = None
+    # Uniqueness windows (unique.py): the key, its window in seconds (None: no limit), the
+    # states it holds in (None: active, or queued with debounce), and the debounce in seconds.
+    unique_key: str | None = None
+    unique_for: float | None = None
+    unique_while: str | None = None
+    debounce: float | None = None
