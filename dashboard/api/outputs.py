@@ -69,6 +69,12 @@ class Job(Output):
     updated_at: Timestamp
     finished_at: Timestamp | None
     queue: str = Field(description="The job's named queue (`default` unless one was named).")
+    snoozes: int = Field(
+        0,
+        description="Attempts that snoozed (`raise Snooze(seconds)`). Each also added one to "
+        "`max_attempts`: the budget set at create is `max_attempts - snoozes`.",
+    )
+    traceparent: str | None = Field(None, description="The W3C trace context of its create (tracing).")
 
 
 class BulkResult(BaseModel):
@@ -161,6 +167,8 @@ def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[
         "updated_at": iso(job.updated_at),
         "finished_at": iso(job.finished_at),
         "queue": job.queue,
+        "snoozes": job.snoozes,
+        "traceparent": job.traceparent,
     }
 
 

@@ -1,6 +1,6 @@
 """Operations settings: metrics, logs, retention, the pooler, dead connections.
 
-``LOG_FORMAT``, ``METRICS_*``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
+``LOG_FORMAT``, ``METRICS_*``, ``TRACE_URL_TEMPLATE``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
 ``DATABASE_DIRECT_URL``, ``DATABASE_POOLED`` and the TCP settings of every database connection
 (``DATABASE_KEEPALIVES_*``, ``DATABASE_TCP_USER_TIMEOUT_SECONDS``, read by
 ``database.tcp_connect_args``); every one safe when unset. ``Settings.ops``.
@@ -21,6 +21,7 @@ from .parsers import (
     read_number,
     read_optional_str,
     read_token,
+    read_trace_url,
 )
 
 
@@ -46,6 +47,15 @@ class OpsSettings:
             read_token,
             min_length=TOKEN_MIN_LENGTH,
             doc="A bearer token for `GET /metrics` only; any `API_TOKENS` token works too.",
+        ),
+    )
+    trace_url_template: str | None = field(
+        default=None,
+        metadata=env(
+            "TRACE_URL_TEMPLATE",
+            read_trace_url,
+            doc="The job page links its trace id here (Jaeger `https://jaeger.example/trace/{trace_id}`, "
+            "Tempo, Honeycomb); unset: the trace id as plain text (docs/tracing.md).",
         ),
     )
     metrics_type_labels: int = field(

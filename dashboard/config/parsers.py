@@ -146,6 +146,20 @@ def read_optional_str(env: Mapping[str, str], name: str, default: str | None) ->
     return (env.get(name) or "").strip() or default
 
 
+def read_trace_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """A link to a trace viewer, ``http(s)://`` with ``{trace_id}`` in it; blank counts as unset."""
+    value = read_optional_str(env, name, default)
+    if value is None:
+        return None
+    if not re.match(r"https?://[^\s]+$", value) or "{trace_id}" not in value:
+        raise ConfigError(f"{name} must be an http(s):// URL with {{trace_id}} in it, got {value!r}")
+    try:
+        value.format(trace_id="0" * 32)
+    except (IndexError, KeyError, ValueError):
+        raise ConfigError(f"{name} may hold no {{...}} field but {{trace_id}}, got {value!r}") from None
+    return value
+
+
 def read_secret(env: Mapping[str, str], name: str, default: str) -> str:
     return env.get(name) or default
 

@@ -41,6 +41,8 @@ class JobRecord:
     on_parent_failure: str | None = None
     workflow: str | None = None
     waiting_on: int = 0
+    snoozes: int = 0  # attempts that snoozed (each added one to max_attempts: settle.sql)
+    traceparent: str | None = None  # the W3C trace context of its create (dashboard/tracing.py)
 
     @property
     def cancelled(self) -> bool:

@@ -10,6 +10,7 @@
     failed  -> queued      retry_job / bulk retry    (event: manual_retry)
     queued  -> failed      cancel (operator)         (event: cancelled)
     queued  -> queued      run now (operator)        (event: rescheduled)
+    running -> queued      snooze_job                (event: snoozed; failed past the cap)
     queued  -> queued      its last parent settles   (event: released; a waiting job, below)
     queued  -> failed      a parent failed, cancel   (event: cancelled)
 
@@ -56,6 +57,8 @@ class EventType(StrEnum):
     RESCHEDULED = "rescheduled"  # queued, available_at moved to now ("run now")
     # Workflows: a waiting job's last parent is done (written by the release trigger).
     RELEASED = "released"
+    # A handler raised Snooze(seconds): queued again, the attempt not counted (settle.sql).
+    SNOOZED = "snoozed"
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)

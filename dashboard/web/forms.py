@@ -43,6 +43,7 @@ from ..config.rules import (
     year_problem,
 )
 from ..store.lifecycle.create import JobSpec
+from ..tracing import traceparent
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
 
@@ -216,6 +217,7 @@ class CreateJobForm(FlaskForm):
             max_attempts=max_attempts,
             idempotency_key=self.idempotency_key.data or None,
             queue=self.queue.data or type_queue(job_type),
+            traceparent=traceparent(),
         )
 
 

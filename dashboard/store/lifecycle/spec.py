@@ -29,3 +29,4 @@ class JobSpec(NamedTuple):
     depends_on: tuple[uuid.UUID | int, ...] = ()
     on_parent_failure: str | None = None
     workflow: str | None = None
+    traceparent: str | None = None  # the W3C trace context to continue (dashboard/tracing.py)
