@@ -126,10 +126,10 @@ def record_exception(error: BaseException) -> None:
 
 
 def outcome(span: Any, end: str | None, error: str = "") -> None:
-    """Set how the attempt ended on its span: ``end`` the runtime's ``End`` value (``None``: the
-    success is recorded later, by the batch completer); an ERROR status for a failure."""
-    if end is None:
-        return
+    """Set how the attempt ended on its span: ``end`` the runtime's ``End`` value, ``None`` for
+    a handler's success that the batch completer records after the span (``succeeded``: what
+    the handler did); an ERROR status for a failure."""
+    end = end or "succeeded"
     span.set_attribute(OUTCOME, end)
     if end in ERRORS:
         span.set_status(_trace.Status(_trace.StatusCode.ERROR, error or end))

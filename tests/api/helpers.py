@@ -21,7 +21,7 @@ TEST_TYPE = "test.api"  # registered by the `job_type` fixture
 JOB_FIELDS = [
     "id", "type", "payload", "status", "priority", "available_at", "attempts", "max_attempts",
     "idempotency_key", "locked_by", "locked_until", "last_error", "result", "created_at",
-    "updated_at", "finished_at", "queue",
+    "updated_at", "finished_at", "queue", "snoozes", "traceparent",
 ]  # fmt: skip
 EVENT_FIELDS = ["id", "job", "type", "attempt", "worker_id", "message", "data", "created_at"]
 

@@ -138,7 +138,9 @@ def test_a_snooze_frees_its_concurrency_slot(app):
     second = claim("w2")
     assert second is not None and second.id != first.id
     with db.engine.connect() as conn:
-        held = conn.execute(text("SELECT job_id FROM jobs_queue_slot WHERE queue = 'partner'")).scalars().all()
+        held = (
+            conn.execute(text("SELECT job_id FROM jobs_queue_slot WHERE queue = 'partner'")).scalars().all()
+        )
     assert held == [second.id]
 
 
