@@ -54,8 +54,9 @@ class OpsSettings:
         metadata=env(
             "TRACE_URL_TEMPLATE",
             read_trace_url,
-            doc="The job page links its trace id here (Jaeger `https://jaeger.example/trace/{trace_id}`, "
-            "Tempo, Honeycomb); unset: the trace id as plain text (docs/tracing.md).",
+            doc="The job page links its trace id here, `{trace_id}` replaced by it (Jaeger: "
+            "`https://jaeger.example/trace/{trace_id}`; Tempo, Honeycomb: the Tracing guide); unset: the "
+            "trace id as plain text.",
         ),
     )
     metrics_type_labels: int = field(

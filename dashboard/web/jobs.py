@@ -103,7 +103,7 @@ def trace_link(traceparent: str | None, template: str | None) -> tuple[str, str 
     found = trace_id(traceparent)
     if found is None:
         return None
-    return found, template.format(trace_id=found) if template else None
+    return found, template.replace("{trace_id}", found) if template else None
 
 
 def detail_context(

@@ -102,13 +102,27 @@ def test_the_job_page_and_json_count_the_snoozes(app, client):
     [
         "jaeger/{trace_id}",
         "https://tempo.example/trace",
-        "https://x.example/{trace_id}/{span}",
+        "https://x.example/{trace_id} x",
         "ftp://x/{trace_id}",
     ],
 )
 def test_a_bad_trace_url_template_is_refused_at_start(value):
     with pytest.raises(ConfigError, match="TRACE_URL_TEMPLATE"):
         Settings.from_env({"TRACE_URL_TEMPLATE": value})
+
+
+def test_a_template_with_other_braces_keeps_them(app, client, monkeypatch):
+    template = 'https://grafana.example/explore?left={"queries":[{"query":"{trace_id}"}]}'
+    assert Settings.from_env({"TRACE_URL_TEMPLATE": template}).ops.trace_url_template == template
+    job = enqueue.create_job(enqueue.JobSpec("demo.success", traceparent=TRACEPARENT)).job
+    settings = settings_of(app)
+    ops = dataclasses.replace(settings.ops, trace_url_template=template)
+    monkeypatch.setattr(state_of(app), "settings", dataclasses.replace(settings, ops=ops))
+    html = _page(client, job.id)
+    assert (
+        'href="https://grafana.example/explore?left={&#34;queries&#34;:[{&#34;query&#34;:'
+        '&#34;4bf92f3577b34da6a3ce929d0e0e4736&#34;}]}"'
+    ) in html
 
 
 def test_a_trace_url_template_is_read(app):
