@@ -265,6 +265,7 @@ class Config(BaseModel):
     JOB_WORKER_PROCESSES: int = Field(
         description="Worker processes one `flask worker` starts, each with its threads (1: no supervisor)."
     )
+    JOB_MAX_SNOOZES: int = Field(description="Snoozes one job may take; the next fails it.")
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 
