@@ -3,7 +3,7 @@
 This is the one module of ``dashboard`` meant for application code; anything else under
 ``dashboard`` may change without notice::
 
-    from dashboard.jobs import JobContext, enqueue, enqueue_many, handler, schedule
+    from dashboard.jobs import JobContext, Snooze, enqueue, enqueue_many, handler, schedule
 
     @handler("mail.send", queue="mail", max_attempts=5, timeout=30)
     def send(ctx: JobContext) -> dict:
@@ -35,14 +35,19 @@ payload's problem names its place (``payload at items[3].when``); a value in it 
 JSON raises :class:`PayloadNotJSON`, both a ``TypeError`` and a ``ValueError``.
 
 **A handler and its context.** A handler is ``fn(ctx: JobContext) -> result``: ``ctx.payload``,
-``ctx.job_id``, ``ctx.attempt``, ``ctx.parent_results`` (a job with ``depends_on``: each
-parent's ``result`` by its id as a string, read when the attempt starts); ``ctx.renew()``
-extends the lease, ``ctx.progress(percent, message)`` reports progress. ``ctx.lost`` turns true
-once the worker learns the attempt is no longer its own (the lease ran out and the job was
-requeued, or the attempt passed its ``timeout``): stop then, since the result will be refused.
+``ctx.job_id``, ``ctx.attempt``, ``ctx.parent_results`` (a job with ``depends_on``: each parent's
+``result`` by its id as a string, read when the attempt starts); ``ctx.renew()`` extends the
+lease, ``ctx.progress(percent, message)`` reports progress. ``ctx.lost`` turns true once the
+worker learns the attempt is no longer its own (the lease ran out and the job was requeued, or
+the attempt passed its ``timeout``): stop then, since the result will be refused.
 ``ctx.stopping`` turns true when the worker was asked to shut down: a handler may finish, or
-stop at a safe point and raise so the attempt is retried. ``renew()`` and ``progress()`` return
-``False`` once the attempt is lost.
+stop at a safe point and raise so the attempt is retried. ``renew()`` and ``progress()``
+return ``False`` once the attempt is lost. ``raise Snooze(seconds)`` puts the job back to wait
+that long without spending an attempt (``ctx.snoozes`` counts them; ``JOB_MAX_SNOOZES`` caps
+them).
+
+**Tracing.** With OpenTelemetry set up (``dashboard/tracing.py``), an enqueue inside a span
+records its ``traceparent``, which the job's attempts continue.
 """
 
 from __future__ import annotations
@@ -68,10 +73,21 @@ from .mount import EXTENSION as MOUNTED
 from .runtime import handlers as _handlers
 from .runtime.handlers import Handler, JobContext
 from .runtime.schedules import schedule
+from .runtime.snooze import Snooze
 from .store.lifecycle import create as _store
 from .store.records import CreateResult
+from .tracing import traceparent as _traceparent
 
-__all__ = ["EnqueuedJob", "JobContext", "PayloadNotJSON", "enqueue", "enqueue_many", "handler", "schedule"]
+__all__ = [
+    "EnqueuedJob",
+    "JobContext",
+    "PayloadNotJSON",
+    "Snooze",
+    "enqueue",
+    "enqueue_many",
+    "handler",
+    "schedule",
+]
 
 SOURCE = "python"  # the door recorded in the created event
 ARGUMENTS = (
@@ -182,6 +198,8 @@ def enqueue(
         )
     )
     _require_app(connection)
+    if (traced := _traceparent()) is not None:
+        spec = spec._replace(traceparent=traced)
     within = _connection(connection)
     result = _store.create_job(spec, event_data={"source": SOURCE}, within=within)
     return _enqueued(result)
@@ -212,6 +230,8 @@ def enqueue_many(
             raise type(error)(f"jobs[{index}]: {error}") from None
         specs.append(spec)
     _require_app(connection)
+    if (traced := _traceparent()) is not None:
+        specs = [spec._replace(traceparent=traced) for spec in specs]
     within = _connection(connection)
     results = _store.create_jobs(specs, event_data={"source": SOURCE}, within=within)
     return [_enqueued(result) for result in results]

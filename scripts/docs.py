@@ -126,6 +126,7 @@ def accepts_text(spec: Field[Any]) -> str:
         "read_secret": "secret text",
         "read_token": f"secret, at least {options.get('min_length')} characters",
         "read_processes": "whole number ≥ 1, or `auto`",
+        "read_trace_url": "`http(s)://` URL with `{trace_id}` in it",
     }
     if parser == "read_choice":
         return " or ".join(f"`{choice}`" for choice in options["choices"])

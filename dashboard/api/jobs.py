@@ -29,6 +29,7 @@ from ..store.reads import lists as find_jobs
 from ..store.reads import search
 from ..store.reads import stats as read_stats
 from ..store.values import utcnow
+from ..tracing import traceparent
 from .access import audit_data
 from .blueprint import routes
 from .cursor import Cursor
@@ -145,7 +146,7 @@ def create_job(body: CreateJob) -> Response:
     is created and the existing job is returned with 200, even when clients race. With
     `depends_on` it waits for those jobs (docs: "Workflows"); an unknown one is a 400 naming it."""
     with store_refusals():
-        result = enqueue.create_job(job_spec(body), event_data=audit_data())
+        result = enqueue.create_job(job_spec(body, traceparent=traceparent()), event_data=audit_data())
     answer = job_json(result.job, settings_of(current_app).tz)  # = json_response(Job.model_validate(...))
     location = url_for("jobqueue_api.job_detail", job_id=result.job.id, _external=True)
     status = 201 if result.created else 200
@@ -153,10 +154,12 @@ def create_job(body: CreateJob) -> Response:
     return current_app.response_class(answer, status=status, headers=headers, mimetype="application/json")
 
 
-def job_spec(body: CreateJob | BulkCreateJob, max_attempts_default: int | None = None) -> enqueue.JobSpec:
+def job_spec(
+    body: CreateJob | BulkCreateJob, max_attempts_default: int | None = None, traceparent: str | None = None
+) -> enqueue.JobSpec:
     """A create body with its defaults filled in (null means default, as on every field).
     ``max_attempts_default``: the app's ``worker.max_attempts_default``, read once per bulk
-    request rather than once per job."""
+    request rather than once per job; ``traceparent``: the request's trace (``tracing.py``)."""
     if max_attempts_default is None:
         max_attempts_default = settings_of(current_app).worker.max_attempts_default
     return enqueue.JobSpec(
@@ -174,6 +177,7 @@ def job_spec(body: CreateJob | BulkCreateJob, max_attempts_default: int | None =
         unique_for=body.unique_for,
         unique_while=body.unique_while,
         debounce=body.debounce,
+        traceparent=traceparent,
     )
 
 
@@ -219,9 +223,10 @@ def create_jobs(body: BulkCreateJobs) -> Response:
     settings = settings_of(current_app)
     default = settings.worker.max_attempts_default
     render, rendered = job_renderer(settings.tz), list[bytes]()
+    traced = traceparent()
     with store_refusals():
         results = enqueue.create_jobs(
-            [job_spec(job, default) for job in body.jobs],
+            [job_spec(job, default, traced) for job in body.jobs],
             event_data=audit_data(),
             meanwhile=lambda records: rendered.extend(map(render, records)),  # while the server inserts
         )

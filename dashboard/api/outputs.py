@@ -92,6 +92,12 @@ class Job(Output):
     unique_while: str | None = Field(
         default=None, description="`queued` or `active`: the states it holds its key in."
     )
+    snoozes: int = Field(
+        0,
+        description="Attempts that snoozed (`raise Snooze(seconds)`). Each also added one to "
+        "`max_attempts`: the budget set at create is `max_attempts - snoozes`.",
+    )
+    traceparent: str | None = Field(None, description="The W3C trace context of its create (tracing).")
 
 
 class BulkResult(BaseModel):
@@ -191,6 +197,8 @@ def _job_fields(job: Any, iso: Callable[[datetime | None], str | None]) -> dict[
         "unique_key": job.unique_key,
         "unique_for": job.unique_for,
         "unique_while": job.unique_while,
+        "snoozes": job.snoozes,
+        "traceparent": job.traceparent,
     }
 
 
@@ -287,6 +295,7 @@ class Config(BaseModel):
     JOB_WORKER_PROCESSES: int = Field(
         description="Worker processes one `flask worker` starts, each with its threads (1: no supervisor)."
     )
+    JOB_MAX_SNOOZES: int = Field(description="Snoozes one job may take; the next fails it.")
     job_types: list[str] = Field(description="Job types registered in the web process (any is accepted).")
 
 

@@ -1,6 +1,6 @@
 """Operations settings: metrics, logs, retention, the pooler, dead connections.
 
-``LOG_FORMAT``, ``METRICS_*``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
+``LOG_FORMAT``, ``METRICS_*``, ``TRACE_URL_TEMPLATE``, ``JOB_RETENTION_*``, ``JOB_WORKER_METRICS_*``,
 ``DATABASE_DIRECT_URL``, ``DATABASE_POOLED``, the replica the pages may read
 (``DATABASE_REPLICA_URL``, ``DATABASE_REPLICA_MAX_LAG_SECONDS``) and the TCP settings of every
 database connection (``DATABASE_KEEPALIVES_*``, ``DATABASE_TCP_USER_TIMEOUT_SECONDS``, read by
@@ -23,6 +23,7 @@ from .parsers import (
     read_number,
     read_optional_str,
     read_token,
+    read_trace_url,
 )
 
 
@@ -48,6 +49,16 @@ class OpsSettings:
             read_token,
             min_length=TOKEN_MIN_LENGTH,
             doc="A bearer token for `GET /metrics` only; any `API_TOKENS` token works too.",
+        ),
+    )
+    trace_url_template: str | None = field(
+        default=None,
+        metadata=env(
+            "TRACE_URL_TEMPLATE",
+            read_trace_url,
+            doc="The job page links its trace id here, `{trace_id}` replaced by it (Jaeger: "
+            "`https://jaeger.example/trace/{trace_id}`; Tempo, Honeycomb: the Tracing guide); unset: the "
+            "trace id as plain text.",
         ),
     )
     metrics_type_labels: int = field(

@@ -156,6 +156,16 @@ def read_database_url(env: Mapping[str, str], name: str, default: str | None) ->
     return value
 
 
+def read_trace_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """A link to a trace viewer, ``http(s)://`` with ``{trace_id}`` in it; blank counts as unset."""
+    value = read_optional_str(env, name, default)
+    if value is None:
+        return None
+    if not re.match(r"https?://[^\s]+$", value) or "{trace_id}" not in value:
+        raise ConfigError(f"{name} must be an http(s):// URL with {{trace_id}} in it, got {value!r}")
+    return value  # {trace_id} is replaced as it is written; other braces (Tempo's JSON) stay
+
+
 def read_secret(env: Mapping[str, str], name: str, default: str) -> str:
     return env.get(name) or default
 

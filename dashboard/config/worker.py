@@ -111,6 +111,16 @@ class WorkerSettings:
             doc="`max_attempts` of jobs that do not say.",
         ),
     )
+    max_snoozes: int = field(
+        default=100,
+        metadata=env(
+            "JOB_MAX_SNOOZES",
+            read_int,
+            minimum=0,
+            doc="How many times one job may snooze (`raise Snooze(seconds)`); the next snooze fails it "
+            "for good, saying so in `last_error`. A manual retry starts the count again.",
+        ),
+    )
     log_level: str = field(
         default="INFO",
         metadata=env(

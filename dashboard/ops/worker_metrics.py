@@ -45,6 +45,9 @@ FAILED = Counter("jobqueue_worker_jobs_failed_total", "Attempts failed for good"
 RETRIED = Counter(
     "jobqueue_worker_jobs_retried_total", "Attempts failed, retry scheduled", ["type"], registry=REGISTRY
 )
+SNOOZED = Counter(
+    "jobqueue_worker_jobs_snoozed_total", "Attempts snoozed, not counted", ["type"], registry=REGISTRY
+)
 LOST = Counter(
     "jobqueue_worker_jobs_lost_total",
     "Attempts whose end was refused: the lease had been recovered (stale write)",
@@ -83,6 +86,7 @@ _COUNTERS = {
     "succeeded": SUCCEEDED,
     "retried": RETRIED,
     "failed": FAILED,
+    "snoozed": SNOOZED,
     "lost": LOST,
     "abandoned": ABANDONED,
 }
@@ -120,7 +124,7 @@ def attempt(job: Any, worker_id: str, label: str | None = None) -> Iterator[None
 
 
 def finished(job_type: str, end: str, seconds: float) -> None:
-    """An attempt ended as ``end`` (``succeeded``, ``retried``, ``failed``, ``lost`` or
+    """An attempt ended as ``end`` (``succeeded``, ``retried``, ``failed``, ``snoozed``, ``lost`` or
     ``abandoned``: the runtime's ``End``) after ``seconds``; ``job_type`` is its ``type``
     label (:func:`type_label`)."""
     counter = _COUNTERS.get(end)

@@ -69,6 +69,7 @@ class Deadline:
                     event_data={"exception_type": "TimeoutError", "timeout_seconds": self.seconds},
                     progress=ctx.settle_progress(),
                     started_at=ctx.started_at,
+                    snoozes=ctx.snoozes,
                 )
         except sa_exc.SQLAlchemyError as problem:  # an outage: the lease decides instead
             log.warning("%s: could not fail job %s past its timeout: %s", ctx.worker_id, ctx.job_id, problem)

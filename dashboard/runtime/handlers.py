@@ -239,8 +239,12 @@ class JobContext:
         return self.job.attempts
 
     @property
-    def max_attempts(self) -> int:
+    def max_attempts(self) -> int:  # with the snoozes so far: the attempt number of the last allowed
         return self.job.max_attempts
+
+    @property
+    def snoozes(self) -> int:  # the job's attempts that snoozed (Snooze), not counted
+        return self.job.snoozes
 
     @property
     def payload(self) -> Any:

@@ -24,6 +24,8 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
+import dashboard.tracing as tracing
+
 from ..ops import worker_metrics
 from ..store import lifecycle
 from ..store.jsonb import UnreadableJson
@@ -42,6 +44,7 @@ from .failures import (
 )
 from .handlers import Handler, JobContext, declared_defaults, get_handler
 from .progress import Flusher
+from .snooze import Snooze, cap_error
 from .threads import Backoff, ThreadRuntime
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,7 @@ class End(StrEnum):
     SUCCEEDED = "succeeded"
     RETRIED = "retried"  # failed, queued again after its backoff (``retry_scheduled``)
     FAILED = "failed"  # failed for good
+    SNOOZED = "snoozed"  # the handler raised Snooze: queued again later, the attempt not counted
     LOST = "lost"  # no longer this worker's (lease rescued, or failed by its timeout): nothing recorded
     ABANDONED = "abandoned"  # its end could not be recorded before the lease ran out: the rescuer's
 
@@ -155,6 +159,13 @@ class Runner:
                 with runtime.attempts.running(ctx, runtime.worker_id):
                     if claimed_ahead and not ctx.renew():  # lost, or unreachable until its lease ran out
                         return self.finish(ctx, End.LOST if ctx.lost else End.ABANDONED, "", started)
+                    if tracing.active():  # OpenTelemetry there and set up: the attempt's span
+                        with tracing.attempt_span(job) as span:
+                            outcome = self._handle(ctx, job, started)
+                            tracing.outcome(
+                                span, outcome.end if outcome else None, outcome.error if outcome else ""
+                            )
+                            return outcome
                     return self._handle(ctx, job, started)
             finally:
                 self.current = None
@@ -180,6 +191,8 @@ class Runner:
             result = fn(ctx)
             check_result(result)
         except BaseException as raised:  # a handler calling sys.exit() must not end the thread
+            if isinstance(raised, Snooze):
+                return self.snooze(ctx, raised.seconds, started)
             if ctx.raised_by_worker(raised):  # the worker's own write failed, not the handler
                 log.error(
                     "%s: job %s attempt %d: the worker's own write failed inside the handler; "
@@ -190,6 +203,7 @@ class Runner:
                     exc_info=raised,
                 )
                 return self.finish(ctx, End.ABANDONED, describe(raised), started)
+            tracing.record_exception(raised)
             data = {
                 "exception_type": type(raised).__name__,
                 "traceback": cap_traceback("".join(traceback.format_exception(raised))),
@@ -234,6 +248,7 @@ class Runner:
                 progress=ctx.settle_progress(),
                 started_at=ctx.started_at,
                 conn=self.runtime.connection,
+                snoozes=ctx.job.snoozes,
             )
 
         settled = self.settle(ctx, call)
@@ -243,6 +258,34 @@ class Runner:
             return self.finish(ctx, End.LOST, error, started)
         end = End.RETRIED if settled.status == "queued" else End.FAILED
         return self.finish(ctx, end, error, started, retry_at=settled)
+
+    def snooze(self, ctx: JobContext, seconds: float, started: float) -> Outcome:
+        """Record a snooze at once: queued again in ``seconds``, the attempt not counted; or,
+        past ``JOB_MAX_SNOOZES``, failed for good (``store/lifecycle/snooze.py``)."""
+        cap = self.runtime.settings.max_snoozes
+
+        def call() -> JobRecord | None:
+            return lifecycle.snooze_job(
+                ctx.job_id,
+                ctx.worker_id,
+                ctx.attempt,
+                seconds,
+                max_snoozes=cap,
+                cap_error=cap_error(cap),
+                message=f"Snoozed for {seconds:g}s",
+                progress=ctx.settle_progress(),
+                started_at=ctx.started_at,
+                conn=self.runtime.connection,
+            )
+
+        settled = self.settle(ctx, call)
+        if settled is Unrecorded.LEASE_OVER:
+            return self.finish(ctx, End.ABANDONED, "", started)
+        if settled is None:
+            return self.finish(ctx, End.LOST, "", started)
+        if settled.status == "queued":
+            return self.finish(ctx, End.SNOOZED, "", started, retry_at=settled)
+        return self.finish(ctx, End.FAILED, settled.last_error, started)
 
     def settle(self, ctx: JobContext, call: Callable[[], T]) -> T | Unrecorded:
         """Record the attempt's end, retrying through a database outage while the lease lasts.
@@ -299,6 +342,9 @@ class Runner:
         elif end is End.RETRIED and retry_at is not None:
             delay = (retry_at.available_at - retry_at.updated_at).total_seconds()
             log.info("%s: %s failed in %.2fs, retry in %gs: %s", ctx.worker_id, what, seconds, delay, error)
+        elif end is End.SNOOZED and retry_at is not None:
+            delay = (retry_at.available_at - retry_at.updated_at).total_seconds()
+            log.info("%s: %s snoozed after %.2fs, runs again in %gs", ctx.worker_id, what, seconds, delay)
         elif end is End.FAILED:
             log.info("%s: %s failed for good in %.2fs: %s", ctx.worker_id, what, seconds, error)
         elif end is End.LOST:

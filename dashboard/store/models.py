@@ -74,6 +74,7 @@ UNIQUE_SHAPE_SQL = (
     " AND (unique_for IS NULL OR unique_for > 0))"
 )
 EVENT_TYPE_SQL = "type IN (" + ", ".join(f"'{t}'" for t in EVENT_TYPES) + ")"
+QUEUED, RETRIED = text("status = 'queued'"), "least(attempts, 1)"
 CHART_EVENTS_SQL = text("type IN (" + ", ".join(f"'{t}'" for t in CHART_EVENTS) + ")")
 
 
@@ -119,11 +120,16 @@ class Job(Model):
     unique_for: Mapped[float | None] = mapped_column(Float, nullable=True)
     unique_while: Mapped[str | None] = mapped_column(String(8), nullable=True)
     unique_retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Migration 0020: attempts that snoozed (each also adds one to max_attempts, so the budget
+    # it was created with is max_attempts - snoozes); the W3C trace context of its create.
+    snoozes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    traceparent: Mapped[str | None] = mapped_column(String(55), nullable=True)
 
     __table_args__ = (
         CheckConstraint(STATUS_SHAPE_SQL, name="job_status_valid_shape"),
         CheckConstraint(ATTEMPTS_SQL, name="job_attempts_valid"),
         CheckConstraint(CANCELLED_SHAPE_SQL, name="job_cancelled_shape"),
+        CheckConstraint("snoozes >= 0 AND snoozes < max_attempts", name="job_snoozes_valid"),
         CheckConstraint(
             "on_parent_failure IS NULL OR on_parent_failure IN ('cancel', 'run', 'wait')",
             name="job_on_parent_failure_valid",
@@ -220,19 +226,8 @@ class Job(Model):
         ),
         # The overview's live figures (``read_overview``): ready / scheduled / retrying as
         # capped ranges, the oldest ready job, the same per type, failures of the last 24 h.
-        Index(
-            "job_queued_idx",
-            text("least(attempts, 1)"),
-            "available_at",
-            postgresql_where=text("status = 'queued'"),
-        ),
-        Index(
-            "job_queued_type_idx",
-            "type",
-            text("least(attempts, 1)"),
-            "available_at",
-            postgresql_where=text("status = 'queued'"),
-        ),
+        Index("job_queued_idx", text(RETRIED), "available_at", postgresql_where=QUEUED),
+        Index("job_queued_type_idx", "type", text(RETRIED), "available_at", postgresql_where=QUEUED),
         # Failures of the last 24 hours per type; cancels are not failures (migration 0010).
         Index(
             "job_failure_type_idx",

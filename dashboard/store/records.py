@@ -46,6 +46,8 @@ class JobRecord:
     unique_for: float | None = None
     unique_while: str | None = None
     unique_retired_at: datetime | None = None  # a later create took its key
+    snoozes: int = 0  # attempts that snoozed (each added one to max_attempts: settle.sql)
+    traceparent: str | None = None  # the W3C trace context of its create (dashboard/tracing.py)
 
     @property
     def cancelled(self) -> bool:

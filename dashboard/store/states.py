@@ -10,6 +10,7 @@
     failed  -> queued      retry_job / bulk retry    (event: manual_retry)
     queued  -> failed      cancel (operator)         (event: cancelled)
     queued  -> queued      run now (operator)        (event: rescheduled)
+    running -> queued      snooze_job                (event: snoozed; failed past the cap)
     queued  -> queued      its last parent settles   (event: released; a waiting job, below)
     queued  -> failed      a parent failed, cancel   (event: cancelled)
     queued  -> queued      a create with debounce    (event: debounced; payload, start moved)
@@ -59,6 +60,8 @@ class EventType(StrEnum):
     RELEASED = "released"
     # Uniqueness windows: a create with debounce replaced a queued job's payload and start.
     DEBOUNCED = "debounced"
+    # A handler raised Snooze(seconds): queued again, the attempt not counted (settle.sql).
+    SNOOZED = "snoozed"
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)

@@ -47,6 +47,7 @@ from ..config.rules import (
     year_problem,
 )
 from ..store.lifecycle.create import JobSpec
+from ..tracing import traceparent
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
 
@@ -263,6 +264,7 @@ class CreateJobForm(FlaskForm):
                 None if not self.unique_key.data or self.debounce.data is not None else self.unique_while.data
             ),
             debounce=self.debounce.data,
+            traceparent=traceparent(),
         )
 
 

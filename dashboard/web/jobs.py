@@ -18,6 +18,7 @@ from ..store.lifecycle import create as enqueue
 from ..store.reads import jobs as read_jobs
 from ..store.records import EventRecord, JobRecord
 from ..store.states import LIVE, STATUSES, Status
+from ..tracing import trace_id
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
 from .job_list import list_page
@@ -98,6 +99,15 @@ def type_note(job: JobRecord) -> str | None:
     return None
 
 
+def trace_link(traceparent: str | None, template: str | None) -> tuple[str, str | None] | None:
+    """The trace id of a job's ``traceparent`` and its link through ``TRACE_URL_TEMPLATE``
+    (``None`` when unset), or ``None`` for a job created outside any trace."""
+    found = trace_id(traceparent)
+    if found is None:
+        return None
+    return found, template.replace("{trace_id}", found) if template else None
+
+
 def detail_context(
     timeline: read_jobs.JobTimeline,
     notices: list[tuple[str, str]] | None = None,
@@ -125,6 +135,7 @@ def detail_context(
         "retry_form": RetryForm(),
         "notices": notices or [],
         "type_note": type_note(job),
+        "trace": trace_link(job.traceparent, settings_of(current_app).ops.trace_url_template),
         # Why a queued job is not running, each attempt's error, cancel and run now.
         **(job_panels(job, timeline.events) if extras else {}),
     }

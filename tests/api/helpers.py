@@ -25,6 +25,7 @@ JOB_FIELDS = [
     "idempotency_key", "locked_by", "locked_until", "last_error", "result", "created_at",
     "updated_at", "finished_at", "queue", "depends_on", "on_parent_failure", "workflow", "waiting_on",
     "unique_key", "unique_for", "unique_while",
+    "snoozes", "traceparent",
 ]  # fmt: skip
 EVENT_FIELDS = ["id", "job", "type", "attempt", "worker_id", "message", "data", "created_at"]
 

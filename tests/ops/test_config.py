@@ -90,7 +90,7 @@ def test_worker_settings_are_shown_under_their_environment_names():
     assert shown["JOB_WORKER_SCHEDULES"] is True
     assert shown["JOB_WORKER_QUEUES"] is None  # every queue
     assert shown["JOB_WORKER_PROCESSES"] == 1
-    assert len(shown) == 18
+    assert len(shown) == 19
 
 
 def test_job_types_strict_and_the_shutdown_timeout_are_read_from_the_environment():

@@ -119,6 +119,7 @@ def test_an_attempts_end_is_an_enum_the_metrics_count_by_its_value(app):
         "succeeded",
         "retried",
         "failed",
+        "snoozed",
         "lost",
         "abandoned",
     }

@@ -6,6 +6,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.support.forms import csrf_token
+from tests.support.tracing import memory_spans  # noqa: F401  (a fixture)
 
 
 @pytest.fixture

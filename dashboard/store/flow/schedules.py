@@ -224,6 +224,7 @@ def _create_params(row: dict[str, Any], key: str, clock: datetime, data: dict[st
         "idempotency_key": key,
         "queue": row["queue"],
         "workflow": None,
+        "traceparent": None,
         "event_data": {"type": row["job_type"], "schedule": row["name"], **data},
         "now": clock,
     }

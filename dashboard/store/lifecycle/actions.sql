@@ -5,7 +5,8 @@
 -- :message is the event's message, "Cancelled by <actor>" or "Run now by <actor>".
 
 -- name: retry
--- failed -> queued with a fresh set of attempts, available now (event `manual_retry`).
+-- failed -> queued with a fresh set of attempts, available now (event `manual_retry`); the
+-- snoozes go too, and the attempts they added to max_attempts with them (snooze.sql).
 -- Clears what the failure (or a cancel) left: last_error, result, finished_at, cancelled_at.
 -- Wakes idle workers: the jobs are due at once. A job with parents waits again (available_at
 -- {{waiting}}) for those not done: a parent retried in the same action, or one (locked FOR
@@ -30,7 +31,7 @@ WITH target AS (
     GROUP BY t.id
 ), changed AS (
     UPDATE jobs_job AS j
-    SET status = 'queued', attempts = 0,
+    SET status = 'queued', attempts = 0, max_attempts = j.max_attempts - j.snoozes, snoozes = 0,
         available_at = CASE WHEN waits.n > 0 THEN {{waiting}} ELSE :now END,
         waiting_on = COALESCE(waits.n, 0), locked_by = NULL,
         locked_until = NULL, last_error = '', result = NULL, finished_at = NULL,

@@ -82,6 +82,7 @@ def create_job(
         "idempotency_key": spec.idempotency_key,
         "queue": spec.queue or DEFAULT_QUEUE,
         "workflow": spec.workflow,
+        "traceparent": spec.traceparent,
         "event_data": {"type": spec.type, **(event_data or {})},
         "now": now,
     }
@@ -110,6 +111,7 @@ def _create_within(conn: Connection, params: dict[str, Any]) -> CreateResult:
     return CreateResult(job=JobRecord.from_row(found[0]), created=False)
 
 
+TRACEPARENT_LENGTH = 55  # version, trace id, span id and flags: 00-{32 hex}-{16 hex}-{2 hex}
 CREATE_CHUNK = 250  # jobs per statement of a bulk create (docs/benchmarks.md, "Bulk create in chunks")
 
 
@@ -134,6 +136,8 @@ def _check(spec: JobSpec) -> None:
     if spec.queue is not None and (problem := queue_problem(spec.queue)):
         raise ValueError(f"queue {problem}")
     unique.check(spec)
+    if spec.traceparent is not None and len(spec.traceparent) != TRACEPARENT_LENGTH:
+        raise ValueError(f"traceparent must be a W3C traceparent of {TRACEPARENT_LENGTH} characters")
 
 
 def create_jobs(
@@ -208,7 +212,7 @@ def create_jobs(
     def row(position: int, n: int) -> dict[str, Any]:
         spec = specs[n]
         job_id = ids[n] = uuid.uuid4()
-        return {
+        built = {
             "n": position,
             "id": str(job_id),
             "type": spec.type,
@@ -220,6 +224,9 @@ def create_jobs(
             "queue": spec.queue or DEFAULT_QUEUE,
             "workflow": spec.workflow,
         }
+        if spec.traceparent is not None:  # a key left out reads as NULL
+            built["traceparent"] = spec.traceparent
+        return built
 
     shared = {"now": now, "event_data": event_data or {}}
 
@@ -368,4 +375,5 @@ def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
         finished_at=None,
         queue=spec.queue or DEFAULT_QUEUE,
         workflow=spec.workflow,
+        traceparent=spec.traceparent,
     )

@@ -18,9 +18,9 @@ WITH named AS (
 ), ins AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
                           max_attempts, idempotency_key, last_error, created_at, updated_at, queue,
-                          workflow)
+                          workflow, traceparent)
     VALUES (:id, :type, CAST(:payload AS jsonb), 'queued', :priority, :available_at, 0,
-            :max_attempts, :idempotency_key, '', :now, :now, :queue, :workflow)
+            :max_attempts, :idempotency_key, '', :now, :now, :queue, :workflow, :traceparent)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), ev AS (
@@ -42,7 +42,7 @@ WITH input AS (
     SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         n integer, id uuid, type text, payload jsonb, priority smallint,
         available_at timestamptz, max_attempts integer, idempotency_key text, queue text,
-        workflow text)
+        workflow text, traceparent text)
 ), named AS (
     INSERT INTO jobs_queue (name, created_at)
     SELECT DISTINCT queue, CAST(:now AS timestamptz) FROM input ORDER BY queue
@@ -50,9 +50,9 @@ WITH input AS (
 ), ins AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
                           max_attempts, idempotency_key, last_error, created_at, updated_at, queue,
-                          workflow)
+                          workflow, traceparent)
     SELECT id, type, COALESCE(payload, '{}'::jsonb), 'queued', priority, available_at, 0,
-           max_attempts, idempotency_key, '', :now, :now, queue, workflow
+           max_attempts, idempotency_key, '', :now, :now, queue, workflow, traceparent
     FROM input ORDER BY n
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, type, available_at, queue

@@ -131,6 +131,7 @@ def create_dependent(
         "waiting_on": waiting_on,
         "not_before": spec.available_at if waits and spec.available_at and spec.available_at > now else None,
         "failed_parent": str(failed[0]) if cancelled else None,
+        "traceparent": spec.traceparent,
         "event_data": {"type": spec.type, **event_data, "depends_on": [str(parent) for parent in parents]},
         "now": now,
     }

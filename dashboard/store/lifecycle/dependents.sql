@@ -38,13 +38,13 @@ WITH named AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
                           max_attempts, idempotency_key, last_error, created_at, updated_at,
                           finished_at, cancelled_at, queue, depends_on, on_parent_failure,
-                          workflow, waiting_on, not_before)
+                          workflow, waiting_on, not_before, traceparent)
     VALUES (:id, :type, CAST(:payload AS jsonb), CAST(:status AS text), :priority, :available_at, 0,
             :max_attempts, :idempotency_key, :last_error, :now, :now,
             CASE WHEN CAST(:status AS text) = 'failed' THEN CAST(:now AS timestamptz) END,
             CASE WHEN CAST(:status AS text) = 'failed' THEN CAST(:now AS timestamptz) END,
             :queue, CAST(:depends_on AS uuid[]), :on_parent_failure, :workflow, :waiting_on,
-            :not_before)
+            :not_before, :traceparent)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), ev AS (

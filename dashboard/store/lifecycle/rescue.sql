@@ -6,7 +6,7 @@
 -- whose it was; last_error starts with :lease_expired_prefix, which the claim's avoid-expired
 -- rule reads (claim.sql). Their events take ids in expiry order (one INSERT ... ORDER BY, as
 -- every statement that writes events for several jobs). :delays[n] is the backoff after
--- attempt n, :max_delay past the table's end. Index: job_timeout_idx (locked_until) WHERE
+-- attempt n (its snoozes not counted: snooze.sql), :max_delay past the table's end. Index: job_timeout_idx (locked_until) WHERE
 -- status = 'running'. SKIP LOCKED: a row whose owner is completing or renewing it right now
 -- is left alone; if the owner's statement wins, the lease is no longer expired or the job is
 -- no longer running. The time is the database's clock unless :now is given (claim.sql).
@@ -22,7 +22,7 @@ WITH expired AS (
     SET status = CASE WHEN j.attempts < j.max_attempts THEN 'queued' ELSE 'failed' END,
         available_at = CASE WHEN j.attempts < j.max_attempts
             THEN {{clock}} + make_interval(
-                secs => COALESCE((CAST(:delays AS float8[]))[j.attempts], CAST(:max_delay AS float8)))
+                secs => COALESCE((CAST(:delays AS float8[]))[j.attempts - j.snoozes], CAST(:max_delay AS float8)))
             ELSE j.available_at END,
         finished_at = CASE WHEN j.attempts < j.max_attempts
                            THEN NULL ELSE {{clock}} END,

@@ -184,13 +184,15 @@ def fail_job(
     started_at: datetime | None = None,
     now: datetime | None = None,
     conn: Connection | None = None,
+    snoozes: int = 0,
 ) -> JobRecord | None:
     """Record a failed attempt: requeue after the backoff while attempts remain, else fail.
 
     Returns the job in its new state (``queued`` or ``failed``), or ``None`` if this worker
-    no longer owns the attempt.
+    no longer owns the attempt. ``snoozes``: the job's, as claimed: the backoff counts the
+    attempts that did not snooze (snooze.sql).
     """
-    delay = retry_delay(max(attempt, 1), backoff_base_seconds, backoff_max_seconds)
+    delay = retry_delay(max(attempt - snoozes, 1), backoff_base_seconds, backoff_max_seconds)
     error = pg_safe(error)
     params = {
         **owner(job_id, worker_id, attempt),

@@ -35,3 +35,4 @@ class JobSpec(NamedTuple):
     unique_for: float | None = None
     unique_while: str | None = None
     debounce: float | None = None
+    traceparent: str | None = None  # the W3C trace context to continue (dashboard/tracing.py)

@@ -130,6 +130,7 @@ def create(
         "idempotency_key": spec.idempotency_key,
         "queue": spec.queue or DEFAULT_QUEUE,
         "workflow": spec.workflow,
+        "traceparent": spec.traceparent,
         "unique_key": spec.unique_key,
         "unique_for": None if spec.unique_for is None else float(spec.unique_for),
         "unique_while": states_of(spec),

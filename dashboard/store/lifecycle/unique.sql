@@ -28,10 +28,11 @@ WITH named AS (
 ), holder AS (
     INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
                           max_attempts, idempotency_key, last_error, created_at, updated_at, queue,
-                          workflow, unique_key, unique_for, unique_while)
+                          workflow, unique_key, unique_for, unique_while, traceparent)
     SELECT :id, :type, CAST(:payload AS jsonb), 'queued', :priority, :available_at, 0,
            :max_attempts, :idempotency_key, '', :now, :now, :queue, :workflow,
-           CAST(:unique_key AS text), CAST(:unique_for AS double precision), CAST(:unique_while AS text)
+           CAST(:unique_key AS text), CAST(:unique_for AS double precision), CAST(:unique_while AS text),
+           CAST(:traceparent AS text)
     FROM (SELECT count(*) FROM unseated) AS after_unseated
     ON CONFLICT DO NOTHING
     RETURNING *
