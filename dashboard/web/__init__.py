@@ -29,6 +29,7 @@ from . import (  # noqa: F401
     signin,
     timeline,
     workers,
+    workflows,
 )
 from .blueprint import bp
 

@@ -20,7 +20,7 @@ from ..store.records import EventRecord, JobRecord
 from ..store.states import LIVE, STATUSES, Status
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .job_list import list_page
+from .job_list import WAITING_CAP, list_page
 from .job_panels import deleted_note, job_panels, running_owner
 from .params import _int, job_filters, keyset_param
 from .rendering import is_htmx, now, page_or_fragment, refused_status, safe_next
@@ -64,6 +64,8 @@ def job_list() -> tuple[str, int] | Response:
         keyset=keyset_param,
         newer=read.newer,
         payload_search=read.payload_search,
+        waiting=read.waiting,
+        waiting_cap=WAITING_CAP,
     )
     return html, refused_status(bool(filters.errors))
 
