@@ -179,8 +179,8 @@ def job_new() -> str | Response | tuple[str, int]:
         try:
             spec = form.job_spec(now(), handlers.handler_queue)
             outcome = enqueue.create_job(spec, event_data=audit_data())
-        except ValueError as exc:  # the service's own limits; the form checks them first
-            form.form_errors.append(str(exc))
+        except ValueError as exc:  # the store's own checks (an unknown parent); at its field
+            form.store_refused(exc)
         else:
             if outcome.created:
                 flash("Job created.", "success")

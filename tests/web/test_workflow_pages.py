@@ -248,3 +248,56 @@ def test_the_queue_json_and_the_stats_detail_count_waiting(app, client):
     detail = client.get("/api/jobs/stats/detail/").get_json()
     assert detail["waiting"] == {"count": 2, "exact": True}
     assert detail["ready"]["count"] == 1 and detail["scheduled"]["count"] == 0
+
+
+def _create(client: FlaskClient, **fields: str):
+    token = csrf_token(client)
+    form = {
+        "csrf_token": token,
+        "type": "demo.success",
+        "payload": "{}",
+        "priority": "0",
+        "max_attempts": "3",
+    }
+    return client.post("/jobs/new/", data={**form, **fields})
+
+
+def test_the_new_job_form_creates_a_job_that_waits_for_its_parents(app, client):
+    first, second = (enqueue.create_job(JobSpec("etl.fetch")).job for _ in range(2))
+    created = _create(
+        client, depends_on=f"{first.id},\n {second.id}\n", on_parent_failure="run", workflow="by-hand"
+    )
+    assert created.status_code == 303
+    job = read_jobs.get_job(uuid.UUID(created.headers["Location"].rstrip("/").rsplit("/", 1)[-1]))
+    assert job.depends_on == [first.id, second.id] and job.waiting and job.waiting_on == 2
+    assert (job.on_parent_failure, job.workflow) == ("run", "by-hand")
+    html = client.get("/jobs/new/").get_data(as_text=True)
+    assert 'name="depends_on"' in html and 'name="on_parent_failure"' in html and 'name="workflow"' in html
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"depends_on": "not-an-id"}, "depends_on", "is not a job id"),
+        ({"depends_on": str(uuid.UUID(int=7))}, "depends_on", f"No job {uuid.UUID(int=7)}"),
+        ({"depends_on": f"{uuid.UUID(int=7)} {uuid.UUID(int=7)}"}, "depends_on", "is named twice"),
+        ({"depends_on": ",".join(str(uuid.uuid4()) for _ in range(101))}, "depends_on", "At most 100"),
+        ({"on_parent_failure": "run"}, "on_parent_failure", "Only a job with parents"),
+        (
+            {"on_parent_failure": "explode", "depends_on": str(uuid.uuid4())},
+            "on_parent_failure",
+            "Choose one",
+        ),
+        ({"workflow": "x" * 121}, "workflow", "1 to 120 characters"),
+        ({"workflow": "bad\u0007bell"}, "workflow", "The workflow id"),
+    ],
+)
+def test_the_workflow_fields_refuse_bad_input_inline_and_create_nothing(app, client, fields, field, words):
+    refused = _create(client, **fields)
+    html = refused.get_data(as_text=True)
+    assert refused.status_code == 400
+    assert f'id="{field}" name="{field}"' in html or f'name="{field}"' in html
+    error = re.search(rf'id="{field}-error">(.*?)</div>', html, re.S)
+    assert error is not None and words in error.group(1), html[:2000]
+    assert read_workflows.counts("by-hand").total == 0
+    assert client.get("/api/jobs/").get_json()["count"] == 0
