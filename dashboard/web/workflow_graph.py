@@ -35,7 +35,7 @@ TYPE_CHARS = 22  # a longer type is cut with an ellipsis in its box (whole in it
 STATES = ("waiting", "queued", "running", "succeeded", "failed", "cancelled")
 # state -> (glyph, word): the box shows both; the outline differs too (app.css: .wf-<state>).
 STATE_MARKS = {
-    "waiting": ("⧗", "waiting"),
+    "waiting": ("◌", "waiting"),
     "queued": ("○", "queued"),
     "running": ("▶", "running"),
     "succeeded": ("✓", "succeeded"),

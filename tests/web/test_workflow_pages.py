@@ -69,7 +69,7 @@ def test_the_graph_is_drawn_with_each_job_linked_and_its_state_in_words(app, cli
     for job, state in ((fetch, "queued"), (transform, "waiting"), (load, "waiting")):
         assert f'href="/jobs/{job.id}/" data-job="{job.id}" data-state="{state}"' in html
     assert html.count('class="wf-edge') == 2  # fetch -> transform -> load
-    assert "○ queued" in html and "⧗ waiting" in html  # a glyph and a word, not colour alone
+    assert "○ queued" in html and "◌ waiting" in html  # a glyph and a word, not colour alone
     assert 'hx-trigger="every 3s, poll-now"' in html and 'data-live="true"' in html
     layers = re.findall(r'<td data-label="layer">(\d)</td>', html)
     assert layers == ["1", "2", "3"]
