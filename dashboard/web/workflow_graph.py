@@ -20,8 +20,11 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..store.reads.workflows import Member, Node
+
+K = TypeVar("K", uuid.UUID, str)  # a job's id, or its text
 
 DRAW_CAP = 150  # jobs a workflow page draws; past it, the summary
 TYPES_SHOWN = 50  # rows of the summary's table by type
@@ -44,26 +47,31 @@ STATE_MARKS = {
 }
 
 
-def layers(parents: Mapping[uuid.UUID, Sequence[uuid.UUID]]) -> dict[uuid.UUID, int]:
+def layers(parents: Mapping[K, Sequence[K]]) -> dict[K, int]:
     """Each job's depth: 0 without a parent among ``parents``' keys, else one more than its
     deepest parent's. Iterative (a chain of thousands never recurses); a cycle, which the
     store cannot make, would leave its jobs at the depth reached."""
-    depth: dict[uuid.UUID, int] = {}
+    depth: dict[K, int] = {}
     for start in parents:
         if start in depth:
             continue
         stack, on_stack = [start], {start}
         while stack:
             job = stack[-1]
-            pending = [p for p in parents[job] if p in parents and p not in depth and p not in on_stack]
+            level, pending = 0, []
+            for parent in parents[job]:  # one pass: the known depths, the parents still to do
+                known = depth.get(parent)
+                if known is not None:
+                    level = max(level, known + 1)
+                elif parent in parents and parent not in on_stack:
+                    pending.append(parent)
             if pending:
                 stack.extend(pending)
                 on_stack.update(pending)
                 continue
             stack.pop()
             on_stack.discard(job)
-            known = [depth[p] for p in parents[job] if p in depth]
-            depth[job] = max(known) + 1 if known else 0
+            depth[job] = level
     return depth
 
 

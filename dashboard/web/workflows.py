@@ -5,7 +5,8 @@ it runs), and its two actions, cancel it and retry its failed jobs.
   state and a progress bar (``reads/workflows.recent``: bounded scan, capped counts).
 - ``GET /workflows/<workflow>/``: its counts, and its graph drawn on the server as inline SVG
   (:mod:`.workflow_graph`) when it has at most ``draw_cap`` jobs, else a summary (counts per
-  layer, type and state). htmx polls the same address for the fragment every few seconds
+  layer, type and state; read with the garbage collector held off, :func:`collector_paused`).
+  htmx polls the same address for the fragment every few seconds
   while any job of it is queued or running; once every job has ended the poll is answered
   286, which stops it. An unknown workflow (or an id no workflow may have) is a 404.
 - ``GET /workflows/<workflow>/?action=cancel|retry``: the dry run (operator): how many jobs
@@ -19,6 +20,9 @@ it runs), and its two actions, cancel it and retry its failed jobs.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, url_for
@@ -65,22 +69,44 @@ def workflow_list() -> str:
     )
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off for a bounded burst of allocations: a summary
+    reads up to ``MEMBERS_CAP`` rows as tuples and strings, and a full collection it would
+    otherwise set off walks every object of the process (tens of milliseconds). Nothing it
+    allocates forms a cycle; the collector runs again as soon as it ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def workflow_context(name: str, *, draw_cap: int | None = None) -> dict[str, Any]:
     """The page's figures: counts, the bar, and the graph (at most ``draw_cap`` jobs, default
     :data:`DRAW_CAP`) or the summary; 404 for a workflow with no job."""
     draw_cap = DRAW_CAP if draw_cap is None else draw_cap
-    found = read_workflows.workflow(name, cap=draw_cap + 1)
-    if found is None:
+    counts = read_workflows.counts(name)
+    if counts.total == 0:
         abort(404, description="No workflow has that id: it has no job (or retention deleted them all).")
-    counts = found.counts
-    drawn = found.complete and len(found.jobs) <= draw_cap
+    found = None
+    if counts.total <= draw_cap:  # small: its jobs (and its counts again, in the same moment)
+        found = read_workflows.workflow(name, cap=draw_cap + 1)
+        counts = found.counts if found is not None else counts
+    drawn = found is not None and found.complete and len(found.jobs) <= draw_cap
     live = counts.queued + counts.waiting + counts.running > 0
+    summary = None
+    if not drawn:
+        with collector_paused():
+            summary = summarise(read_workflows.members(name))
     return {
         "name": name,
         "counts": counts,
         "segments": bar(counts.as_dict()),
-        "graph": layout(found.jobs) if drawn else None,
-        "summary": None if drawn else summarise(read_workflows.members(name)),
+        "graph": layout(found.jobs) if drawn and found is not None else None,
+        "summary": summary,
         "members_cap": read_workflows.MEMBERS_CAP,
         "count_cap": read_workflows.WORKFLOW_COUNT_CAP,
         "draw_cap": draw_cap,

@@ -301,3 +301,50 @@ def test_the_workflow_fields_refuse_bad_input_inline_and_create_nothing(app, cli
     assert error is not None and words in error.group(1), html[:2000]
     assert read_workflows.counts("by-hand").total == 0
     assert client.get("/api/jobs/").get_json()["count"] == 0
+
+
+WAITING_ROWS_SQL = """
+    INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, max_attempts,
+                          last_error, created_at, updated_at, depends_on, on_parent_failure,
+                          workflow, waiting_on)
+    SELECT gen_random_uuid(), 'demo.t' || (g % 7), '{}', 'queued', 0, :waiting, 0, 3, '', :now, :now,
+           ARRAY[gen_random_uuid()], 'cancel', 'wf-' || (g % 50), 1
+    FROM generate_series(1, 3000) AS g
+"""
+
+
+def test_the_waiting_counts_read_one_point_of_the_queued_indexes(app):
+    """Planned on an analysed table (a backlog and waiting jobs, rolled back): the overview's
+    waiting count, the list's (with and without a type) and a workflow's members each walk an
+    index, never the table."""
+    from sqlalchemy import func, select, text
+
+    from dashboard.extensions import db
+    from dashboard.store.reads import overview as read_overview
+    from dashboard.store.values import utcnow
+    from tests.support.factories import seed_analysed_backlog
+
+    now = utcnow()
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text(WAITING_ROWS_SQL), {"now": now, "waiting": WAITING_AT})
+        seed_analysed_backlog(conn, now)
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plans = {}
+        split = text("EXPLAIN " + str(read_overview.GLOBAL_SPLIT))
+        plans["split"] = conn.execute(split, {"now": now, "cap": 11}).scalars().all()
+        for name, types in (("list", None), ("list-type", ["demo.t1"])):
+            capped = select(text("1")).where(*read_workflows.waiting_filter(types, None)).limit(11)
+            query = select(func.count()).select_from(capped.select_from(read_workflows.jobs).subquery())
+            compiled = query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+            plans[name] = conn.exec_driver_sql(f"EXPLAIN {compiled}").scalars().all()
+        members = text("EXPLAIN " + str(read_workflows.MEMBERS))
+        plans["members"] = conn.execute(members, {"workflow": "wf-1", "cap": 100}).scalars().all()
+        transaction.rollback()
+    for name, lines in plans.items():
+        plan = "\n".join(lines)
+        assert "Seq Scan" not in plan, (name, plan)
+    assert "9999-12-31" in "\n".join(plans["split"])
+    assert "job_queued_idx" in "\n".join(plans["list"]) and "job_queued_type_idx" in "\n".join(
+        plans["list-type"]
+    )
+    assert "job_workflow_idx" in "\n".join(plans["members"])
