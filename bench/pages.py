@@ -96,10 +96,41 @@ def seed_schedules(app: Flask) -> None:
             pass
 
 
+BIG_WORKFLOW = "bench-pages-fan-in"  # 10,000 members, 100 joins, one callback: summarised
+SMALL_WORKFLOW = "bench-pages-chain"  # 40 jobs in a chain: drawn
+
+
+def seed_workflows(app: Flask, url: str, members: int = 10_000) -> str:
+    """Two workflows, made once in the database and kept with it: a fan-in of ``members``
+    (the page summarises it) and a chain of 40 (the page draws it), then ANALYZE (as
+    autovacuum would after so many rows); the id of a job of the chain's that waits (the job
+    page's parents and why)."""
+    from dashboard.store.lifecycle import create as enqueue
+    from dashboard.store.reads import workflows as read_workflows
+
+    from .workflows import chain_specs, fan_in_specs
+
+    with app.app_context():
+        made = False
+        for name, specs in ((BIG_WORKFLOW, fan_in_specs(members)), (SMALL_WORKFLOW, chain_specs(40))):
+            if read_workflows.counts(name, cap=1).total == 0:
+                made = True
+                enqueue.create_jobs(
+                    [spec._replace(workflow=name) if spec.workflow else spec for spec in specs]
+                )
+        chain = read_workflows.workflow(SMALL_WORKFLOW, cap=2)
+    if made:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE jobs_job")
+    waiting = [job for job in chain.jobs if job.waiting] if chain is not None else []
+    return str(waiting[0].id) if waiting else ""
+
+
 def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, dict[str, str]]]:
     """(path, headers) pairs to measure."""
     ids = _sample_ids(url)
     seed_schedules(app)
+    waiting_job = seed_workflows(app, url)
     found: list[tuple[str, dict[str, str]]] = []
     for rule in app.url_map.iter_rules():
         if "GET" not in (rule.methods or set()) or rule.endpoint == "static" or ".static" in rule.endpoint:
@@ -143,6 +174,14 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         (f"/jobs/{long}/live/?after=0&status=running", {"HX-Request": "true"}),
         (f"/api/jobs/{long}/events/?limit=50", {}),
     ]
+    # The workflow pages: a fan-in of 10,101 (summarised) and a chain of 40 (drawn), each as
+    # a page, as its poll, and with a dry run; a waiting job's page (its parents, why).
+    for name in (BIG_WORKFLOW, SMALL_WORKFLOW):
+        found += [(f"/workflows/{name}/", {}), (f"/workflows/{name}/", {"HX-Request": "true"})]
+        found += [(f"/workflows/{name}/?action=cancel", {}), (f"/workflows/{name}/?action=retry", {})]
+    if waiting_job:
+        found.append((f"/jobs/{waiting_job}/", {}))
+    found.append(("/jobs/?status=queued&type=bench", {"HX-Request": "true"}))  # with its waiting count
     found.append(("/api/schedules/bench-0/", {}))
     found += [("/api/queues/default/", {}), ("/api/queues/backlog1/", {})]  # 404 without the backlog
     for slug in ("retry", "cancel", "run-now", "delete"):

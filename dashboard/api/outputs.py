@@ -351,6 +351,7 @@ class StatsDetail(BaseModel):
     ready: CappedCount = Field(description="Queued and due now (first runs and due retries).")
     scheduled: CappedCount = Field(description="Queued for later, never run.")
     retrying: CappedCount = Field(description="Queued for later after a failed attempt (backing off).")
+    waiting: CappedCount = Field(description="Queued and waiting for their parents (`depends_on`).")
     running: CappedCount
     overdue_running: int
     oldest_ready_at: Timestamp | None

@@ -51,6 +51,9 @@ class Queue(BaseModel):
     retrying: int
     running: int
     oldest_ready_wait_seconds: float | None
+    waiting: int = Field(
+        description="Queued jobs waiting for their parents (`depends_on`): not due until released."
+    )
 
 
 class QueueList(BaseModel):

@@ -17,6 +17,7 @@ def detail(now: datetime) -> dict[str, Any]:
         "ready": queue.ready.as_dict(),
         "scheduled": queue.scheduled.as_dict(),
         "retrying": queue.retrying.as_dict(),
+        "waiting": queue.waiting.as_dict(),
         "running": queue.running.as_dict(),
         "overdue_running": queue.overdue_running,
         "oldest_ready_at": queue.oldest_ready_at,

@@ -30,6 +30,7 @@ from . import (  # noqa: F401
     signin,
     timeline,
     workers,
+    workflows,
 )
 from .blueprint import bp
 

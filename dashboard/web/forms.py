@@ -1,14 +1,17 @@
 """Flask-WTF forms: the retry button (CSRF only), the create-job form, sign-in and sign-out.
 
 The create form's field names are the JSON API's create body (``type``, ``payload``,
-``priority``, ``available_at``, ``max_attempts``, ``idempotency_key``, ``queue``) plus ``delay``, a
-convenience the API spells as ``available_at``.
+``priority``, ``available_at``, ``max_attempts``, ``idempotency_key``, ``queue``, ``depends_on``,
+``on_parent_failure``, ``workflow``) plus ``delay``, a convenience the API spells as
+``available_at``. ``depends_on`` is text: job ids, one per line or separated by commas.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -31,6 +34,8 @@ from ..config.rules import (
     IDEMPOTENCY_KEY_MAX_LENGTH,
     INT_MAX,
     MAX_JSON_DEPTH,
+    PARENT_FAILURE_POLICIES,
+    PARENTS_MAX,
     PRIORITY_MAX,
     PRIORITY_MIN,
     TYPE_MAX_LENGTH,
@@ -47,9 +52,33 @@ from ..config.rules import (
     year_problem,
 )
 from ..store.lifecycle.create import JobSpec
+from ..store.lifecycle.dependents import workflow_problem
 from ..tracing import traceparent
 
 DELAY_MAX_SECONDS = 10 * 365 * 86400
+ID_SEPARATORS = re.compile(r"[\s,]+")
+# The fields a store refusal may name (its ValueError starts with the name): shown there.
+STORE_FIELDS = ("depends_on", "on_parent_failure", "workflow", "queue")
+
+
+def parse_parents(text: str) -> tuple[uuid.UUID, ...]:
+    """Job ids, one per line or separated by commas (spaces allowed), in their order; a
+    ``ValueError`` naming the first that is not an id, a repeated one, or too many."""
+    found: list[uuid.UUID] = []
+    for word in ID_SEPARATORS.split(text.strip()):
+        if not word:
+            continue
+        try:
+            job_id = uuid.UUID(word)
+        except ValueError:
+            shown = word if len(word) <= 40 and word.isprintable() else "an entry"
+            raise ValueError(f"“{shown}” is not a job id (like 3f2c…, 36 characters).") from None
+        if job_id in found:
+            raise ValueError(f"{job_id} is named twice.")
+        found.append(job_id)
+    if len(found) > PARENTS_MAX:
+        raise ValueError(f"At most {PARENTS_MAX} parents ({len(found)} given).")
+    return tuple(found)
 
 
 class RetryForm(FlaskForm):
@@ -141,6 +170,18 @@ class CreateJobForm(FlaskForm):
         validators=[Optional()],
         description="Blank: the type's default queue, else default.",
     )
+    depends_on = TextAreaField("Depends on (job ids)", validators=[Optional()])
+    on_parent_failure = SelectField(
+        "When a parent fails",
+        choices=[SelectChoice("", "cancel this job (default)")]
+        + [SelectChoice(policy, policy) for policy in PARENT_FAILURE_POLICIES if policy != "cancel"],
+        validate_choice=False,  # checked below, with a message of its own
+    )
+    workflow = StringField(
+        "Workflow",
+        filters=[lambda v: v.strip() if isinstance(v, str) else v],
+        validators=[Optional()],
+    )
 
     unique_key = StringField(
         "Unique key",
@@ -164,6 +205,7 @@ class CreateJobForm(FlaskForm):
     types_strict: bool = False
     parsed_payload: dict[str, Any] | None = None
     parsed_available_at: datetime | None = None
+    parsed_parents: tuple[uuid.UUID, ...] = ()
 
     def validate_type(self, field: StringField) -> None:
         if not isinstance(field.data, str):
@@ -206,6 +248,43 @@ class CreateJobForm(FlaskForm):
             return
         if problem := queue_problem(field.data):
             raise ValidationError(f"The queue name {problem}.")
+
+    def validate_depends_on(self, field: TextAreaField) -> None:
+        if not field.data:
+            return
+        if not isinstance(field.data, str):
+            raise ValidationError("The parents must be typed into the form as text.")
+        try:
+            self.parsed_parents = parse_parents(field.data)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def validate_on_parent_failure(self, field: SelectField) -> None:
+        if not field.data:
+            return
+        if field.data not in PARENT_FAILURE_POLICIES:
+            raise ValidationError(f"Choose one of {', '.join(PARENT_FAILURE_POLICIES)}.")
+        if not (self.depends_on.data or "").strip():
+            raise ValidationError("Only a job with parents (depends on) has a parent to fail.")
+
+    def validate_workflow(self, field: StringField) -> None:
+        if not field.data:
+            return
+        if text_kind(field.data) == "surrogate":
+            raise ValidationError("The workflow cannot contain a lone surrogate.")
+        if problem := workflow_problem(field.data):
+            raise ValidationError(f"The workflow id {problem}.")
+
+    def store_refused(self, exc: ValueError) -> None:
+        """Show the store's refusal at the field it names (an unknown parent at ``depends_on``),
+        else above the form."""
+        message = str(exc)
+        for name in STORE_FIELDS:
+            if message.startswith(name):
+                words = message.removeprefix(name).lstrip(": ")
+                self[name].errors = [*self[name].errors, words[:1].upper() + words[1:] + "."]
+                return
+        self.form_errors.append(message)
 
     def validate_idempotency_key(self, field: StringField) -> None:
         if not field.data:
@@ -265,6 +344,9 @@ class CreateJobForm(FlaskForm):
             ),
             debounce=self.debounce.data,
             traceparent=traceparent(),
+            depends_on=self.parsed_parents,
+            on_parent_failure=self.on_parent_failure.data or None,
+            workflow=self.workflow.data or None,
         )
 
 

@@ -18,16 +18,18 @@ from datetime import timedelta
 from flask import current_app
 
 from ..config import settings_of
-from ..config.rules import PREVIEW_CHARS
+from ..config.rules import LIVE_COUNT_CAP, PREVIEW_CHARS
 from ..ops import recount
 from ..store import reading
 from ..store.reads import lists as find_jobs
 from ..store.reads import search
+from ..store.reads import workflows as read_workflows
 from ..store.reads.columns import JobPage, Keyset
 from .params import JobFilters
 from .rendering import now
 
 NEW_JOBS_CAP = 100
+WAITING_CAP = LIVE_COUNT_CAP
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class ListRead:
     # error column with the match marked whatever the status filter.
     excerpts: dict[str, search.ErrorExcerpt] = field(default_factory=dict)
     newer: int = 0  # a held first page: jobs newer than its top row (at most NEW_JOBS_CAP)
+    # A queued list: how many of the filter's jobs wait for their parents (at most
+    # WAITING_CAP + 1), apart from the ready ones; None for any other list.
+    waiting: int | None = None
     payload_search: bool = False  # reads the filter's newest 10,000 jobs: not re-run by polls
 
 
@@ -85,7 +90,12 @@ def list_page(filters: JobFilters) -> ListRead:
 
         page = read(filters.limit, held or filters.before, filters.after)
         newer = len(read(NEW_JOBS_CAP, None, filters.top).results) if held else 0
-        return ListRead(page, [], newer=newer)
+        waiting = None
+        if filters.status == "queued" and filters.cancelled is not True:
+            waiting = read_workflows.count_waiting(
+                type=filters.type or None, queue=filters.queue or None, cap=WAITING_CAP + 1
+            )
+        return ListRead(page, [], newer=newer, waiting=waiting)
     try:
         terms = search.parse_q(filters.q)
     except search.SearchError as exc:

@@ -1,10 +1,11 @@
 """What a job's page adds to the job's fields: why a queued job is not running, who owns a
 running one (and whether that owner still sends heartbeats), each attempt's error with its
-traceback as lines, the cancel, run-now and delete buttons, and for a deleted job's id what
-the audit log says."""
+traceback as lines, the cancel, run-now and delete buttons, its parents and dependents (and
+the parent whose failure cancelled it), and for a deleted job's id what the audit log says."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -13,12 +14,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..store import audit, reading
 from ..store.reads import capacity, why
+from ..store.reads import workflows as read_workflows
 from ..store.records import EventRecord, JobRecord
 from ..store.states import TERMINAL
 from .rendering import now
 from .timefmt import absolute, relative
 
 ERROR_EVENTS = ("retry_scheduled", "failed", "timeout_requeued", "cancelled")
+# The last_error of a job its parent's failure cancelled (dependents.py, migration 0018).
+CANCELLED_BY_PARENT = re.compile(r"Cancelled: parent ([0-9a-f-]{36}) failed")
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,27 @@ def job_panels(job: JobRecord, events: list[EventRecord]) -> dict[str, Any]:
         "why_reasons": reasons,
         "attempt_errors": attempt_errors(events) if job.status == "failed" else [],
         "can_cancel": job.status == "queued",
-        "can_run_now": job.status == "queued" and job.available_at > current,
+        "can_run_now": job.status == "queued" and job.available_at > current and not job.waiting,
         "can_delete": job.status in TERMINAL,
+        **relatives(job),
+    }
+
+
+def relatives(job: JobRecord) -> dict[str, Any]:
+    """The job's parents (at most 100: its ``depends_on``), its dependents (at most
+    ``DEPENDENTS_CAP`` + 1 read, to say "more"), and the parent whose failure cancelled it."""
+    try:
+        parents = read_workflows.parents(job.depends_on or [])
+        found = read_workflows.dependents(job.id, cap=read_workflows.DEPENDENTS_CAP + 1)
+    except reading.QueryTimeout:
+        return {"parents": [], "dependents": [], "more_dependents": False, "relatives_timed_out": True}
+    cause = CANCELLED_BY_PARENT.fullmatch(job.last_error) if job.cancelled_at is not None else None
+    return {
+        "parents": parents,
+        "parents_gone": len(job.depends_on or []) - len(parents),
+        "dependents": found[: read_workflows.DEPENDENTS_CAP],
+        "more_dependents": len(found) > read_workflows.DEPENDENTS_CAP,
+        "cancelled_by_parent": cause.group(1) if cause else None,
     }
 
 

@@ -21,7 +21,7 @@ from ..store.states import LIVE, STATUSES, Status
 from ..tracing import trace_id
 from .blueprint import bp
 from .forms import CreateJobForm, RetryForm
-from .job_list import list_page
+from .job_list import WAITING_CAP, list_page
 from .job_panels import deleted_note, job_panels, running_owner
 from .params import _int, job_filters, keyset_param
 from .read_source import from_replica
@@ -67,6 +67,8 @@ def job_list() -> tuple[str, int] | Response:
         keyset=keyset_param,
         newer=read.newer,
         payload_search=read.payload_search,
+        waiting=read.waiting,
+        waiting_cap=WAITING_CAP,
     )
     return html, refused_status(bool(filters.errors))
 
@@ -190,8 +192,8 @@ def job_new() -> str | Response | tuple[str, int]:
         try:
             spec = form.job_spec(now(), handlers.handler_queue)
             outcome = enqueue.create_job(spec, event_data=audit_data())
-        except ValueError as exc:  # the service's own limits; the form checks them first
-            form.form_errors.append(str(exc))
+        except ValueError as exc:  # the store's own checks (an unknown parent); at its field
+            form.store_refused(exc)
         else:
             if outcome.created:
                 flash("Job created.", "success")

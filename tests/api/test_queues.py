@@ -14,7 +14,7 @@ from .helpers import table_snapshot
 
 QUEUE_FIELDS = {
     "name", "paused", "concurrency_limit", "rate_limit", "ready", "scheduled", "retrying", "running",
-    "oldest_ready_wait_seconds",
+    "oldest_ready_wait_seconds", "waiting",
 }  # fmt: skip
 
 

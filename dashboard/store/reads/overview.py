@@ -1,6 +1,6 @@
 """The overview's detailed figures (``/api/jobs/stats/detail/``): the queued split into ready,
-scheduled and retrying, the wait of the oldest ready job, a per-type table, and per-minute
-charts of failures, waits and run times.
+scheduled, retrying and waiting (for parents: queued at ``states.WAITING_AT``), the wait of
+the oldest ready job, a per-type table, and per-minute charts of failures, waits and run times.
 
 Every live count is bounded: it reads at most ``cap + 1`` index entries and past that says
 "more than ``cap``" (:class:`Capped`). Indexes (migration 0008): job_queued_idx
@@ -63,6 +63,7 @@ SPLIT_ESTIMATES = {
     "ready": query("estimate_ready"),
     "scheduled": query("estimate_scheduled"),
     "retrying": query("estimate_retrying"),
+    "waiting": query("estimate_waiting"),
 }
 
 
@@ -88,7 +89,9 @@ class QueueDetail:
     oldest_ready_wait_seconds: float | None
     types: list[TypeRow] = field(default_factory=list)
     types_truncated: bool = False
-    queued: Capped | None = None  # ready + scheduled + retrying
+    queued: Capped | None = None  # ready + scheduled + retrying + waiting
+    # queued for parents (depends_on), never due until released
+    waiting: Capped = field(default_factory=lambda: Capped(0, LIVE_COUNT_CAP))
 
 
 def _split(conn: Connection, statement: Any, now: datetime, cap: int, **params: Any) -> dict[str, Any]:
@@ -118,6 +121,7 @@ def queue_detail(
             "ready": split["ready"],
             "scheduled": split["scheduled"],
             "retrying": split["retrying"],
+            "waiting": split["waiting"],
         }
         counts["queued"] = sum(counts.values())
         guesses = {
@@ -137,6 +141,7 @@ def queue_detail(
         types=rows,
         types_truncated=truncated,
         queued=figures["queued"],
+        waiting=figures["waiting"],
     )
 
 

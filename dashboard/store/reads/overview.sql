@@ -2,13 +2,15 @@
 -- per type, and the hour's charts. Every live count reads at most :cap index entries.
 
 -- name: queued_split
--- The queued jobs split into ready (first runs, retries), scheduled and retrying, each up to :cap, and the oldest ready.
+-- The queued jobs split into ready (first runs, retries), scheduled, retrying and waiting, each up to :cap, and the oldest ready.
 -- `least(attempts, 1)`: 0 for a job never run, 1 for one that failed before (a retry). Each
 -- capped count walks its range of job_queued_idx (least(attempts, 1), available_at) WHERE
 -- status = 'queued' in order (ORDER BY available_at), so it stops at the cap: a bitmap scan
 -- would read the whole range first (500,000 entries for a burst). Ready jobs are two ranges
 -- (first runs, due retries) counted as one: the second is read only while the first held fewer
--- than the cap (an Append under the outer LIMIT). The same split per queue:
+-- than the cap (an Append under the outer LIMIT). A job waiting for its parents is queued at
+-- {{waiting}} (states.WAITING_AT), after every later time: it is `waiting`, the two ranges'
+-- point at that instant, and scheduled and retrying stop before it. The same split per queue:
 -- queue_rows (queues.sql); per type: type_rows.
 SELECT
   (SELECT count(*) FROM (
@@ -19,11 +21,18 @@ SELECT
           AND least(attempts, 1) = 1 AND available_at <= :now ORDER BY available_at LIMIT :cap)
       LIMIT :cap) AS r) AS ready,
   (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
-      AND least(attempts, 1) = 0 AND available_at > :now
+      AND least(attempts, 1) = 0 AND available_at > :now AND available_at < {{waiting}}
       ORDER BY available_at LIMIT :cap) AS r) AS scheduled,
   (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
-      AND least(attempts, 1) = 1 AND available_at > :now
+      AND least(attempts, 1) = 1 AND available_at > :now AND available_at < {{waiting}}
       ORDER BY available_at LIMIT :cap) AS r) AS retrying,
+  (SELECT count(*) FROM (
+      (SELECT 1 FROM jobs_job WHERE status = 'queued'
+          AND least(attempts, 1) = 0 AND available_at = {{waiting}} LIMIT :cap)
+      UNION ALL
+      (SELECT 1 FROM jobs_job WHERE status = 'queued'
+          AND least(attempts, 1) = 1 AND available_at = {{waiting}} LIMIT :cap)
+      LIMIT :cap) AS r) AS waiting,
   LEAST(
     (SELECT min(available_at) FROM jobs_job WHERE status = 'queued'
         AND least(attempts, 1) = 0 AND available_at <= :now),
@@ -44,7 +53,7 @@ SELECT t.type,
           AND least(attempts, 1) = 1 AND available_at <= :now ORDER BY available_at LIMIT :cap)
       LIMIT :cap) AS r) AS ready,
   (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND type = t.type
-      AND least(attempts, 1) = 1 AND available_at > :now
+      AND least(attempts, 1) = 1 AND available_at > :now AND available_at < {{waiting}}
       ORDER BY available_at LIMIT :cap) AS r) AS retrying,
   LEAST(
     (SELECT min(available_at) FROM jobs_job WHERE status = 'queued' AND type = t.type
@@ -124,7 +133,13 @@ SELECT 1 FROM jobs_job WHERE status = 'queued' AND available_at <= now()
 -- name: estimate_scheduled
 -- Probe: the queued first runs due later.
 SELECT 1 FROM jobs_job WHERE status = 'queued' AND least(attempts, 1) = 0 AND available_at > now()
+  AND available_at < {{waiting}}
 
 -- name: estimate_retrying
 -- Probe: the queued retries due later.
 SELECT 1 FROM jobs_job WHERE status = 'queued' AND least(attempts, 1) = 1 AND available_at > now()
+  AND available_at < {{waiting}}
+
+-- name: estimate_waiting
+-- Probe: the queued jobs waiting for their parents.
+SELECT 1 FROM jobs_job WHERE status = 'queued' AND available_at = {{waiting}}

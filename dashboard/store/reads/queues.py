@@ -41,6 +41,7 @@ class QueueInfo:
     rate_used: int = 0  # claims in the current window (rate limit)
     rate_free_at: datetime | None = None  # when the next ring entry frees, if the window is full
     cap: int = LIVE_COUNT_CAP
+    waiting: int = 0  # queued for parents (depends_on): not due until released
 
     @property
     def full(self) -> bool:
@@ -67,6 +68,7 @@ class QueueInfo:
             "retrying": self.retrying,
             "running": self.running,
             "oldest_ready_wait_seconds": self.oldest_ready_wait_seconds,
+            "waiting": self.waiting,
         }
 
 
@@ -114,6 +116,7 @@ def _info(row: Any, now: datetime, cap: int) -> QueueInfo:
         rate_used=row["rate_used"],
         rate_free_at=row["rate_free_at"] if full_rate else None,
         cap=cap,
+        waiting=min(row["waiting"], cap + 1),
     )
 
 

@@ -3,7 +3,8 @@
 
 -- name: queue_rows
 -- One row per queue of :names, in their order: its settings, the queued split and running (each up to :cap), slots and rate window.
--- Per queue: the overview's split (queued_split in overview.sql) over one queue's ranges of
+-- Per queue: the overview's split (queued_split in overview.sql, waiting for parents apart
+-- at {{waiting}}) over one queue's ranges of
 -- job_queued_queue_idx, each read to :cap (the caller's cap + 1: past the cap, "more than");
 -- running through job_timeout_idx, the same; the slots held, the ring entries taken within
 -- the period and the earliest that frees. Run in index order (reading.in_index_order).
@@ -15,11 +16,16 @@ SELECT names.name, q.paused, q.paused_at, q.paused_by, q.concurrency_limit, q.ra
       AND least(attempts, 1) = 1 AND available_at <= :now ORDER BY available_at LIMIT :cap) AS r)
       AS ready,
   (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
-      AND least(attempts, 1) = 0 AND available_at > :now ORDER BY available_at LIMIT :cap) AS r)
-      AS scheduled,
+      AND least(attempts, 1) = 0 AND available_at > :now AND available_at < {{waiting}}
+      ORDER BY available_at LIMIT :cap) AS r) AS scheduled,
   (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
-      AND least(attempts, 1) = 1 AND available_at > :now ORDER BY available_at LIMIT :cap) AS r)
-      AS retrying,
+      AND least(attempts, 1) = 1 AND available_at > :now AND available_at < {{waiting}}
+      ORDER BY available_at LIMIT :cap) AS r) AS retrying,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
+      AND least(attempts, 1) = 0 AND available_at = {{waiting}} LIMIT :cap) AS r)
+  + (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued' AND queue = names.name
+      AND least(attempts, 1) = 1 AND available_at = {{waiting}} LIMIT :cap) AS r)
+      AS waiting,
   (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'running' AND queue = names.name
       LIMIT :cap) AS r) AS running,
   LEAST(

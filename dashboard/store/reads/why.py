@@ -1,6 +1,11 @@
 """Why is this queued job not running? Every reason that holds, as plain data that
 ``templates/fragments/why_not_running.html`` puts into words:
 
+- ``parents``: it waits for its parents (``depends_on``): the ones not yet done, with their
+  states (under ``on_parent_failure`` ``run`` a parent that ended either way is done; under
+  ``wait`` a failed parent stays awaited until a retry of it succeeds). The only reason given:
+  no worker may claim it before they release it, so its queue and the workers are beside
+  the point;
 - ``scheduled``: its ``available_at`` is later (created with a delay);
 - ``backing_off``: an attempt failed and the retry waits for its backoff (retry n of m, the
   last error);
@@ -33,6 +38,7 @@ from ..reading import reading
 from ..records import JobRecord
 from ..sql import query
 from . import queues as read_queues
+from . import workflows as read_workflows
 from .capacity import capacity
 
 AHEAD_CAP = 1000
@@ -66,6 +72,8 @@ def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:
     """The reasons a queued job is not running now; empty for any other status."""
     if job.status != "queued":
         return []
+    if job.waiting:
+        return [awaited(job)]
     reasons: list[Reason] = []
     due = job.available_at <= now
     if not due:
@@ -107,6 +115,20 @@ def why_not_running(job: JobRecord, now: datetime) -> list[Reason]:
         }
         reasons.append(Reason("waiting", values))
     return reasons
+
+
+def awaited(job: JobRecord) -> Reason:
+    """The ``parents`` reason of a waiting job: its parents not yet done (at most 100, by
+    primary key), how many it waits for, and its policy."""
+    policy = job.on_parent_failure or "cancel"
+    found = read_workflows.parents(job.depends_on or [])
+    ended = ("succeeded", "failed", "cancelled") if policy == "run" else ("succeeded",)
+    values = {
+        "waiting_on": job.waiting_on,
+        "parents": [parent for parent in found if parent.state not in ended],
+        "policy": policy,
+    }
+    return Reason("parents", values)
 
 
 def _held_by_queue(queue: read_queues.QueueInfo | None, due: bool) -> list[Reason]:

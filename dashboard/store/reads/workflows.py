@@ -9,20 +9,28 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
+from sqlalchemy import ColumnElement, func
+
+from ..models import Job
 from ..reading import reading
 from ..records import WAITING_YEAR
 from ..sql import query
+from ..states import WAITING_AT
+from .lists import capped_count, types_matching
 
 WORKFLOW_JOBS_CAP = 500  # jobs a workflow's page and API read; more are summarised by state
 WORKFLOW_COUNT_CAP = 100_000  # index entries each of a workflow's counts reads
 DEPENDENTS_CAP = 100  # dependents a job's page lists
 RECENT_SCAN = 5_000  # newest workflow jobs read for the recent workflows
 RECENT_MAX = 25
+MEMBERS_CAP = 20_000  # jobs a summary of a workflow too large to draw reads
 
 JOBS, COUNTS, RECENT = query("workflow_jobs"), query("workflow_counts"), query("recent_workflows")
 PARENTS, DEPENDENTS = query("job_parents"), query("job_dependents")
+MEMBERS = query("workflow_members")
+jobs = Job.__table__
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +166,43 @@ def dependents(job_id: uuid.UUID, *, cap: int = DEPENDENTS_CAP) -> list[Node]:
     with reading() as conn:
         rows = conn.execute(DEPENDENTS, {"id": job_id, "cap": cap}).mappings().all()
     return [_node(row) for row in rows]
+
+
+class Member(NamedTuple):
+    """One job of a workflow as its summary counts it: light, a summary reads thousands."""
+
+    id: str  # the job's id as text (a summary only matches ids)
+    type: str
+    state: str  # waiting and cancelled apart, as Node.state
+    depends_on: Sequence[str]
+
+
+def members(name: str, *, cap: int = MEMBERS_CAP) -> list[Member]:
+    """Up to ``cap`` jobs of the workflow ``name``, in no order (job_workflow_idx)."""
+    with reading() as conn:
+        rows = conn.execute(MEMBERS, {"workflow": name, "cap": cap}).all()
+    return [Member._make(row) for row in rows]  # the columns in Member's order
+
+
+def count_waiting(*, type: str | None = None, queue: str | None = None, cap: int) -> int:
+    """The queued jobs waiting for their parents, with the job list's ``type`` (a substring)
+    and ``queue`` filters, counted up to ``cap`` (the point ``available_at = WAITING_AT`` of
+    job_queued_idx's two ranges, or of job_queued_type_idx's / job_queued_queue_idx's)."""
+    with reading() as conn:
+        types = types_matching(conn, type) if type else None
+        return capped_count(conn, waiting_filter(types, queue), cap)
+
+
+def waiting_filter(types: list[str] | None, queue: str | None) -> list[ColumnElement[bool]]:
+    """The waiting jobs (of these ``types``, in this ``queue``) as WHERE clauses: one point of
+    each of the two ranges of job_queued_idx's ``(least(attempts, 1), available_at)``."""
+    where = [
+        jobs.c.status == "queued",
+        func.least(jobs.c.attempts, 1).in_([0, 1]),
+        jobs.c.available_at == WAITING_AT,
+    ]
+    if types is not None:
+        where.append(jobs.c.type.in_(types))
+    if queue:
+        where.append(jobs.c.queue == queue)
+    return where
