@@ -8,13 +8,13 @@ where a read goes: the replica while it answers and is no further behind than it
 ``max_lag_seconds`` and holds the reader's own last write; the primary otherwise, saying why.
 Inside :func:`reading.replica_reads` the store's reads (``reading.reading``) run on it.
 
-No thread: a request measures when the last measure is stale (one at a time; the others use
-the last figure meanwhile).
+No thread and no lock: a request measures when the last measure is stale, and while one
+measures the others use the last figure (two that look at the same instant may both measure:
+one query more, nothing wrong).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -75,23 +75,19 @@ class Replica:
         self.engine = engine
         self.max_lag_seconds = max_lag_seconds
         self._measure: Measure | None = None
-        self._lock = threading.Lock()
+        self._measuring = False
 
     def measure(self) -> Measure:
         """The lag, measured now unless the last measure is fresh (or one is under way)."""
         last = self._measure
-        if last is not None and time.monotonic() - last.checked < _kept(last):
+        if last is not None and (self._measuring or time.monotonic() - last.checked < _kept(last)):
             return last
-        if not self._lock.acquire(blocking=last is None):
-            return last  # type: ignore[return-value]  # another request measures; blocking when None
+        self._measuring = True
         try:
-            last = self._measure
-            if last is not None and time.monotonic() - last.checked < _kept(last):
-                return last
             self._measure = _measured(self.engine)
             return self._measure
         finally:
-            self._lock.release()
+            self._measuring = False
 
     def forget(self) -> None:
         """Drop the last measure: the next read measures the lag afresh."""
