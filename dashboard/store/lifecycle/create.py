@@ -38,6 +38,7 @@ from ..values import aware as _aware
 from ..values import utcnow
 from . import dependents, unique
 from .spec import JobSpec as JobSpec
+from .spec import row_params
 
 CREATE, CREATE_MANY = query("create"), query("create_many")
 FIND_BY_IDEMPOTENCY_KEY, FIND_BY_IDEMPOTENCY_KEYS = (
@@ -72,20 +73,7 @@ def create_job(
         return dependents.create_one(spec, event_data=event_data, now=now, conn=conn, within=within)
     if spec.unique_key is not None:
         return unique.create(spec, event_data=event_data or {}, now=now, conn=conn, within=within)
-    params = {
-        "id": uuid.uuid4(),
-        "type": spec.type,
-        "payload": {} if spec.payload is None else spec.payload,
-        "priority": spec.priority,
-        "available_at": spec.available_at or now,
-        "max_attempts": spec.max_attempts,
-        "idempotency_key": spec.idempotency_key,
-        "queue": spec.queue or DEFAULT_QUEUE,
-        "workflow": spec.workflow,
-        "traceparent": spec.traceparent,
-        "event_data": {"type": spec.type, **(event_data or {})},
-        "now": now,
-    }
+    params = row_params(spec, event_data, now)
     if within is not None:
         return _create_within(within, params)
     with autocommit(conn) as conn:

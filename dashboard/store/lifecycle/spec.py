@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from ...config.rules import DEFAULT_PRIORITY
+from ...config.rules import DEFAULT_PRIORITY, DEFAULT_QUEUE
 
 
 class JobSpec(NamedTuple):
@@ -36,3 +36,22 @@ class JobSpec(NamedTuple):
     unique_while: str | None = None
     debounce: float | None = None
     traceparent: str | None = None  # the W3C trace context to continue (dashboard/tracing.py)
+
+
+def row_params(spec: JobSpec, event_data: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """The parameters a create statement's new row and its ``created`` event take from
+    ``spec`` (``create.sql``, ``unique.sql``): a fresh id, the defaults filled in."""
+    return {
+        "id": uuid.uuid4(),
+        "type": spec.type,
+        "payload": {} if spec.payload is None else spec.payload,
+        "priority": spec.priority,
+        "available_at": spec.available_at or now,
+        "max_attempts": spec.max_attempts,
+        "idempotency_key": spec.idempotency_key,
+        "queue": spec.queue or DEFAULT_QUEUE,
+        "workflow": spec.workflow,
+        "traceparent": spec.traceparent,
+        "event_data": {"type": spec.type, **(event_data or {})},
+        "now": now,
+    }

@@ -36,7 +36,6 @@ holder deleted or retired in between), then ``RuntimeError``.
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +43,6 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ...config.rules import (
-    DEFAULT_QUEUE,
     UNIQUE_KEY_MAX_LENGTH,
     UNIQUE_WHILE,
     WINDOW_MAX_SECONDS,
@@ -54,7 +52,7 @@ from .. import planner_stats
 from ..connection import autocommit, fetch_rows, fetch_rows_within
 from ..records import CreateResult, JobRecord
 from ..sql import query
-from .spec import JobSpec
+from .spec import JobSpec, row_params
 
 CREATE_UNIQUE, DEBOUNCE, FIND_HOLDER = (
     query("create_unique"),
@@ -121,21 +119,10 @@ def create(
     job that holds its idempotency key. ``conn``: an autocommit connection, each statement
     committed as it runs (each is whole on its own); ``within``: the caller's transaction."""
     params = {
-        "id": uuid.uuid4(),
-        "type": spec.type,
-        "payload": {} if spec.payload is None else spec.payload,
-        "priority": spec.priority,
-        "available_at": spec.available_at or now,
-        "max_attempts": spec.max_attempts,
-        "idempotency_key": spec.idempotency_key,
-        "queue": spec.queue or DEFAULT_QUEUE,
-        "workflow": spec.workflow,
-        "traceparent": spec.traceparent,
+        **row_params(spec, event_data, now),
         "unique_key": spec.unique_key,
         "unique_for": None if spec.unique_for is None else float(spec.unique_for),
         "unique_while": states_of(spec),
-        "event_data": {"type": spec.type, **event_data},
-        "now": now,
     }
     if spec.debounce is not None:
         params["available_at"] = now + timedelta(seconds=spec.debounce)
