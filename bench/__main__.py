@@ -537,7 +537,10 @@ def main(argv: list[str] | None = None) -> int:
         with large_app.app_context():
             stats_refresh.refresh_finished_counts()
         long_events = 1_000 if args.smoke else 100_000  # the long job's timeline (pages.long_job)
-        measured = pages.measure(large_app, large_url, samples=sizes.page_samples, long_events=long_events)
+        waiting = 200 if args.smoke else 100_000  # jobs waiting for a parent (pages.seed_workflows)
+        measured = pages.measure(
+            large_app, large_url, samples=sizes.page_samples, long_events=long_events, waiting=waiting
+        )
         results["pages_ms"] = measured
         for path, (p50, p95, status) in measured.items():
             row(f"GET {path} ({status}), p50 / p95", f"{p50:.1f} / {p95:.1f} ms")

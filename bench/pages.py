@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 import psycopg
@@ -80,8 +81,6 @@ SCHEDULE_RUNS = 100  # runs of each schedule, among the seeded jobs
 def seed_schedules(app: Flask) -> None:
     """Ten every-minute schedules, each with :data:`SCHEDULE_RUNS` runs enqueued (its missed
     slots of the last hours, fired with ``missed="all"``), so /schedules/ reads real runs."""
-    from datetime import timedelta
-
     from dashboard.store.flow.schedules import Declaration, fire_due, sync
     from dashboard.store.values import utcnow
 
@@ -98,14 +97,18 @@ def seed_schedules(app: Flask) -> None:
 
 BIG_WORKFLOW = "bench-pages-fan-in"  # 10,000 members, 100 joins, one callback: summarised
 SMALL_WORKFLOW = "bench-pages-chain"  # 40 jobs in a chain: drawn
+BACKLOG_WORKFLOW = "bench-pages-waiting"  # one parent not yet due, and its waiting children
+BACKLOG_CHUNK = 10_000  # children created per call
 
 
-def seed_workflows(app: Flask, url: str, members: int = 10_000) -> str:
-    """Two workflows, made once in the database and kept with it: a fan-in of ``members``
-    (the page summarises it) and a chain of 40 (the page draws it), then ANALYZE (as
-    autovacuum would after so many rows); the id of a job of the chain's that waits (the job
-    page's parents and why)."""
+def seed_workflows(app: Flask, url: str, members: int = 10_000, waiting: int = 0) -> str:
+    """Three workflows, made once in the database and kept with it: a fan-in of ``members``
+    (the page summarises it), a chain of 40 (the page draws it) and ``waiting`` jobs waiting
+    for one parent due in a year (the waiting backlog every count and list passes over), then
+    ANALYZE (as autovacuum would after so many rows); the id of a job of the chain's that
+    waits (the job page's parents and why)."""
     from dashboard.store.lifecycle import create as enqueue
+    from dashboard.store.lifecycle.create import JobSpec
     from dashboard.store.reads import workflows as read_workflows
 
     from .workflows import chain_specs, fan_in_specs
@@ -118,19 +121,28 @@ def seed_workflows(app: Flask, url: str, members: int = 10_000) -> str:
                 enqueue.create_jobs(
                     [spec._replace(workflow=name) if spec.workflow else spec for spec in specs]
                 )
+        if waiting and read_workflows.counts(BACKLOG_WORKFLOW, cap=1).total == 0:
+            made = True
+            later = datetime.now(UTC) + timedelta(days=365)
+            parent = enqueue.create_job(JobSpec("bench.noop", available_at=later, workflow=BACKLOG_WORKFLOW))
+            for start in range(0, waiting, BACKLOG_CHUNK):
+                count = min(BACKLOG_CHUNK, waiting - start)
+                enqueue.create_jobs([JobSpec("bench.noop", depends_on=(parent.id,))] * count)
         chain = read_workflows.workflow(SMALL_WORKFLOW, cap=2)
     if made:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE jobs_job")
-    waiting = [job for job in chain.jobs if job.waiting] if chain is not None else []
-    return str(waiting[0].id) if waiting else ""
+    waiting_jobs = [job for job in chain.jobs if job.waiting] if chain is not None else []
+    return str(waiting_jobs[0].id) if waiting_jobs else ""
 
 
-def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, dict[str, str]]]:
-    """(path, headers) pairs to measure."""
+def routes(
+    app: Flask, url: str, long_events: int = 100_000, waiting: int = 0
+) -> list[tuple[str, dict[str, str]]]:
+    """(path, headers) pairs to measure; ``waiting``: the waiting backlog seeded first."""
     ids = _sample_ids(url)
     seed_schedules(app)
-    waiting_job = seed_workflows(app, url)
+    waiting_job = seed_workflows(app, url, waiting=waiting)
     found: list[tuple[str, dict[str, str]]] = []
     for rule in app.url_map.iter_rules():
         if "GET" not in (rule.methods or set()) or rule.endpoint == "static" or ".static" in rule.endpoint:
@@ -174,9 +186,10 @@ def routes(app: Flask, url: str, long_events: int = 100_000) -> list[tuple[str, 
         (f"/jobs/{long}/live/?after=0&status=running", {"HX-Request": "true"}),
         (f"/api/jobs/{long}/events/?limit=50", {}),
     ]
-    # The workflow pages: a fan-in of 10,101 (summarised) and a chain of 40 (drawn), each as
-    # a page, as its poll, and with a dry run; a waiting job's page (its parents, why).
-    for name in (BIG_WORKFLOW, SMALL_WORKFLOW):
+    # The workflow pages: a fan-in of 10,101 (summarised), a chain of 40 (drawn) and the
+    # waiting backlog (summarised), each as a page, as its poll, and with a dry run; a waiting
+    # job's page (its parents, why).
+    for name in (BIG_WORKFLOW, SMALL_WORKFLOW, BACKLOG_WORKFLOW):
         found += [(f"/workflows/{name}/", {}), (f"/workflows/{name}/", {"HX-Request": "true"})]
         found += [(f"/workflows/{name}/?action=cancel", {}), (f"/workflows/{name}/?action=retry", {})]
     if waiting_job:
@@ -206,12 +219,12 @@ FILTERS = (
 
 
 def measure(
-    app: Flask, url: str, *, samples: int, long_events: int = 100_000
+    app: Flask, url: str, *, samples: int, long_events: int = 100_000, waiting: int = 0
 ) -> dict[str, tuple[float, float, int]]:
     """path (+ ' [fragment]') -> (p50 ms, p95 ms, status code)."""
     client = app.test_client()
     results = {}
-    for path, headers in routes(app, url, long_events):
+    for path, headers in routes(app, url, long_events, waiting):
         client.get(path, headers=headers)  # warm up
         times = []
         status = 0

@@ -64,6 +64,7 @@ class OneJobLoop:
         runtime = self.runtime
         log.debug("%s: started", runtime.worker_id)
         with runtime.holding_connection():
+            waited = False  # the last pass found nothing and the loop waited since
             while not runtime.stopping.is_set() or self.carry.carried is not None:
                 seen = self.doorbell.rings
                 try:
@@ -72,6 +73,9 @@ class OneJobLoop:
                     runtime.back_off(error)
                     continue
                 runtime.backoff.reset()
+                if worked and waited:  # woken (or polled) into work: wake the next idle loop
+                    self.doorbell.pass_on()
+                waited = not worked
                 if not worked:
                     idle = runtime.idle_seconds()
                     log.debug("%s: nothing to claim, sleeping %g ms", runtime.worker_id, idle * 1000)

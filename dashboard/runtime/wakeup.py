@@ -5,6 +5,11 @@ Statements that make a job claimable now send ``NOTIFY jobqueue_jobs`` at commit
 connection and rings the :class:`Doorbell`; idle claim loops wait on the doorbell with the
 poll interval as their timeout. Polling stays the fallback: a lost notification, or a
 listener that is reconnecting after a database restart, costs at most one poll interval.
+
+A ring wakes one idle loop, not all of them: a notification usually means one job (a create,
+a release, a freed slot), and sixteen threads claiming for it cost fifteen empty claims. A
+loop that claims a job after a wait rings again (:meth:`Doorbell.pass_on`), so a burst wakes
+the idle loops one after another for as long as they find work.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class Doorbell:
-    """Idle loops wait here; a ring wakes them all.
+    """Idle loops wait here; a ring wakes one of them, :meth:`ring_all` every one.
 
     A loop reads :attr:`rings` before it claims and waits only if nobody rang since, so a
     notification that arrives between an empty claim and the wait is not slept through.
@@ -34,6 +39,17 @@ class Doorbell:
         self.rings = 0
 
     def ring(self) -> None:
+        """Wake one idle loop (a job may be there)."""
+        with self._cond:
+            self.rings += 1
+            self._cond.notify()
+
+    def pass_on(self) -> None:
+        """A loop woken by a ring found a job: there may be more, wake the next idle loop."""
+        self.ring()
+
+    def ring_all(self) -> None:
+        """Wake every idle loop: the worker stops, or notifications may have been missed."""
         with self._cond:
             self.rings += 1
             self._cond.notify_all()
@@ -91,7 +107,7 @@ class Listener:
                     self.connected.set()
                     log.info("listening for new jobs on %s", NOTIFY_CHANNEL)
                     delay = 0.5
-                    self.doorbell.ring()  # jobs may have arrived while we were not listening
+                    self.doorbell.ring_all()  # jobs may have arrived while we were not listening
                     while not self.stopping.is_set():
                         for notice in conn.notifies(timeout=0.5):
                             if self.concerns(notice.payload):

@@ -248,7 +248,7 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming; running handlers finish and their threads then end."""
         self.stopping.set()
-        self.doorbell.ring()  # idle loops stop waiting at once
+        self.doorbell.ring_all()  # idle loops stop waiting at once
 
     def stop_services(self) -> None:
         """Stop every service started, the last started first (once: a second call, or one
