@@ -192,3 +192,37 @@ def test_a_listen_connection_closed_while_the_worker_stops_is_no_warning(app, ca
     assert not thread.is_alive()
     said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dashboard.runtime.wakeup"]
     assert not [m for level, m in said if level == "WARNING"], said
+
+
+def test_a_ring_wakes_one_idle_loop_and_a_loop_woken_into_work_wakes_the_next():
+    """The doorbell: one ring, one waiter woken (the others sleep on); ``pass_on`` wakes the
+    next; ``ring_all`` (stopping, a listener back) wakes every one."""
+    from dashboard.runtime.wakeup import Doorbell
+
+    bell = Doorbell()
+    woken: list[int] = []
+    lock = threading.Lock()
+
+    def idle(n: int) -> None:
+        if bell.wait(bell.rings, 30):
+            with lock:
+                woken.append(n)
+
+    def start(count: int) -> list[threading.Thread]:
+        threads = [threading.Thread(target=idle, args=(n,), daemon=True) for n in range(count)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(bell._cond._waiters) == count, timeout=10)  # type: ignore[attr-defined]
+        return threads
+
+    threads = start(4)
+    bell.ring()
+    wait_until(lambda: len(woken) == 1, timeout=10)
+    assert len(bell._cond._waiters) == 3  # type: ignore[attr-defined]  # the others still wait
+    bell.pass_on()
+    wait_until(lambda: len(woken) == 2, timeout=10)
+    assert len(bell._cond._waiters) == 2  # type: ignore[attr-defined]
+    bell.ring_all()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(woken) == [0, 1, 2, 3]
