@@ -60,12 +60,12 @@ def test_a_schedules_unique_options_are_shown_in_words_only_when_set(app, client
     unique = section["held"].split('data-field="unique">')[1].split("</dd>")[0]
     assert unique.startswith('key <span class="mono wrap">nightly:&lt;report&gt;</span>, for ')
     assert '<span data-seconds="600.0">10 min</span>, while queued <span class="muted">' in unique
-    assert "created less than 10 min before" in unique
+    assert "holding the key is in those states, within that time of its creation)" in unique
     open_words = section["open"].split('data-field="unique">')[1].split("</dd>")[0]
     assert (
         ", while queued or running" in open_words
         and ", for" not in open_words
-        and "created less" not in open_words
+        and "within that time" not in open_words
     )
     assert ">90 s</span>, while queued or running" in section["odd"]  # not rounded down to 1 min
 
