@@ -292,8 +292,9 @@ def job_list(query: JobListQuery) -> Response:
 )
 @from_replica
 def job_stats() -> Response:
-    """Counts by status (all four always present), expired leases, queued retries and the
-    oldest queued job's creation time."""
+    """Counts by status (all four always present), expired leases, queued retries, the
+    oldest queued job's creation time, and `waiting`: the queued jobs waiting for their
+    parents (still counted in `queued`)."""
     return json_response(
         Stats.model_validate(
             read_stats.stats(utcnow(), recount.policy_of(settings_of(current_app))).as_dict()

@@ -256,6 +256,10 @@ class Stats(BaseModel):
     overdue_running: int = Field(description="Running jobs whose lease has expired.")
     retries_pending: int = Field(description="Queued jobs with attempts > 0.")
     oldest_queued_at: Timestamp | None = Field(description="Earliest created_at among queued jobs.")
+    waiting: int = Field(
+        description="Of the queued jobs, those waiting for their parents (`depends_on`): never due "
+        "until released. They stay counted in `by_status.queued`."
+    )
 
 
 class Health(BaseModel):

@@ -27,13 +27,26 @@ from .registry import Reply
 
 
 class JobTemplate(BaseModel):
-    """The job each run enqueues."""
+    """The job each run enqueues, with the unique options it carries (null when none)."""
 
     type: str
     payload: Any
     queue: str
     priority: int
     max_attempts: int
+    unique_key: str | None = Field(
+        default=None,
+        description="The unique key each run holds: while a run holding it is live, a due slot "
+        "enqueues nothing (null: none).",
+    )
+    unique_for: float | None = Field(
+        default=None, description="The key's window in seconds from a run's creation (null: no limit)."
+    )
+    unique_while: Literal["queued", "active"] | None = Field(
+        default=None,
+        description="`queued` or `active` (queued or running): the states a run holds the key in "
+        "(null: no key).",
+    )
 
 
 class Schedule(BaseModel):
@@ -81,6 +94,9 @@ def schedule_json(row: ScheduleRow) -> Schedule:
             queue=row.queue,
             priority=row.priority,
             max_attempts=row.max_attempts,
+            unique_key=row.unique_key,
+            unique_for=row.unique_for,
+            unique_while=row.unique_while,  # type: ignore[arg-type]
         ),
         missed=row.missed,  # type: ignore[arg-type]
         state=row.state,  # type: ignore[arg-type]

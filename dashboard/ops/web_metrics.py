@@ -105,6 +105,10 @@ class QueueCollector:
         live = {
             "ready": ("jobqueue_jobs_ready", "Queued jobs eligible now, by type"),
             "scheduled": ("jobqueue_jobs_scheduled", "Queued jobs due later (delays, backoff), by type"),
+            "waiting": (
+                "jobqueue_jobs_waiting",
+                "Queued jobs waiting for their parents (depends_on), by type; also within scheduled",
+            ),
             "running": ("jobqueue_jobs_running", "Running jobs, by type"),
             "overdue": ("jobqueue_jobs_overdue", "Running jobs whose lease has expired, by type"),
         }

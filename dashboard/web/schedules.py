@@ -19,6 +19,7 @@ from .blueprint import bp
 from .forms import RetryForm
 from .rendering import limited, now, page_or_fragment
 from .signin import audit_data, current_actor, operator_required
+from .timefmt import duration
 
 RUNS_SHOWN = read_schedules.RUNS_SHOWN
 
@@ -56,6 +57,16 @@ def local_time(moment: datetime, zone: str) -> str:
     except (ValueError, KeyError, OSError):
         return ""
     return f"{local:%a %d %b %H:%M} {zone}"
+
+
+@bp.app_template_filter("jq_window")
+def window(seconds: float) -> str:
+    """A unique window for the page: exact under a minute or when not a whole number of
+    minutes below an hour (``45 s``, ``90 s``, ``0.5 s``), else :func:`timefmt.duration`
+    (``10 min``, ``1 h 30 min``, ``2 d``)."""
+    if seconds < 60 or (seconds < 3600 and seconds % 60):
+        return f"{seconds:,g} s"
+    return duration(seconds)
 
 
 @bp.get("/schedules/")

@@ -10,6 +10,7 @@ import pytest
 from dashboard.config import settings_of
 from dashboard.runtime import handlers
 from dashboard.store.reads import jobs as read_jobs
+from dashboard.store.states import WAITING_AT
 from tests.support.factories import make_job
 
 from .helpers import JOB_FIELDS, another_app, create, table_snapshot
@@ -56,6 +57,7 @@ def test_stats_shape_and_counts(client):
         "overdue_running": 0,
         "retries_pending": 0,
         "oldest_queued_at": None,
+        "waiting": 0,
     }
     oldest = datetime(2026, 1, 1, tzinfo=UTC)
     make_job("queued", created_at=oldest)
@@ -63,14 +65,16 @@ def test_stats_shape_and_counts(client):
     make_job("running", locked_until=datetime.now(UTC) - timedelta(minutes=1))
     make_job("succeeded")
     make_job("failed")
+    make_job("queued", available_at=WAITING_AT, depends_on=[uuid.uuid4()], waiting_on=1, created_at=oldest)
     response = client.get("/api/jobs/stats/")
     assert response.status_code == 200
     assert response.get_json() == {
-        "total": 5,
-        "by_status": {"queued": 2, "running": 1, "succeeded": 1, "failed": 1},
+        "total": 6,
+        "by_status": {"queued": 3, "running": 1, "succeeded": 1, "failed": 1},
         "overdue_running": 1,
         "retries_pending": 1,
         "oldest_queued_at": "2026-01-01T00:00:00+00:00",
+        "waiting": 1,  # waiting for a parent: apart, and still within queued
     }
 
 

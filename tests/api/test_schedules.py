@@ -3,6 +3,7 @@ schedule's runs one search away (``/api/jobs/?q=schedule:{name}``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from dashboard.store.flow.schedules import Declaration, fire_due, sync
@@ -27,6 +28,9 @@ def test_the_list_shows_each_schedule_with_its_template_next_runs_and_state(clie
         "queue": "reports",
         "priority": 60,
         "max_attempts": 5,
+        "unique_key": None,
+        "unique_for": None,
+        "unique_while": None,
     }
     assert nightly["state"] == "active" and nightly["paused"] is False and nightly["missed"] == "latest"
     assert nightly["next_run_at"] == "2026-06-02T04:00:00+00:00"  # 06:00 CEST
@@ -36,6 +40,21 @@ def test_the_list_shows_each_schedule_with_its_template_next_runs_and_state(clie
     assert tick["fired_count"] == 3 and tick["skipped_count"] == 0
     one = client.get("/api/schedules/tick/").get_json()
     assert one == tick
+
+
+def test_the_job_template_carries_the_schedules_unique_options(client):
+    report = replace(TICK, name="report", unique_key="report:daily", unique_for=600.0, unique_while="queued")
+    sync([report, TICK], now=T0)
+    listed = {s["name"]: s for s in client.get("/api/schedules/").get_json()["results"]}
+    job = client.get("/api/schedules/report/").get_json()["job"]
+    assert job == listed["report"]["job"]
+    assert (job["unique_key"], job["unique_for"], job["unique_while"]) == ("report:daily", 600.0, "queued")
+    assert {listed["tick"]["job"][k] for k in ("unique_key", "unique_for", "unique_while")} == {None}
+    # a key without a window: no limit
+    sweep = Declaration("sweep", "0 * * * *", "UTC", "demo.success", {}, "default", 50, 3)
+    sync([replace(sweep, unique_key="sweep", unique_while="active")], now=T0)
+    swept = client.get("/api/schedules/sweep/").get_json()["job"]
+    assert (swept["unique_key"], swept["unique_for"], swept["unique_while"]) == ("sweep", None, "active")
 
 
 def test_an_unknown_schedule_is_a_404_for_every_path(client):

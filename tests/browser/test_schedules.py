@@ -23,7 +23,17 @@ from .test_pages import _check, every_view
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NIGHTLY = Declaration(
-    "nightly-report", "0 6 * * *", "Europe/Berlin", "reports.nightly", {"format": "pdf"}, "reports", 50, 3
+    "nightly-report",
+    "0 6 * * *",
+    "Europe/Berlin",
+    "reports.nightly",
+    {"format": "pdf"},
+    "reports",
+    50,
+    3,
+    unique_key="reports:nightly:pdf",
+    unique_for=5400.0,
+    unique_while="active",
 )
 TICK = Declaration(
     "crm-sync", "*/5 * * * *", "UTC", "demo.success", {"sleep_seconds": 0}, "default", 60, 5, "all"
@@ -71,6 +81,9 @@ def test_an_operator_pauses_resumes_and_runs_a_schedule_now(
     expect(section.locator("[data-field=next-runs] li")).to_have_count(5)
     expect(section.locator("tr[data-run]")).to_have_count(5)
     expect(page.locator("#schedule-legacy-export")).to_have_attribute("data-state", "retired")
+    expect(section.locator("[data-field=unique]")).to_have_count(0)  # shown only when set
+    unique = page.locator("#schedule-nightly-report [data-field=unique]")
+    expect(unique).to_contain_text("key reports:nightly:pdf, for 1 h 30 min, while queued or running")
     section.locator("[data-action=pause]").click()
     expect(page.locator(".notice-success")).to_contain_text("Schedule crm-sync paused")
     expect(section).to_have_attribute("data-state", "paused")

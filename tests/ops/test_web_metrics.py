@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,14 +15,25 @@ from dashboard.store import workers
 from dashboard.store.flow.schedules import Declaration, fire_due, set_paused, sync
 from dashboard.store.lifecycle import utcnow
 from dashboard.store.reads import metrics as read_metrics
+from dashboard.store.reads import stats as read_stats
 from dashboard.store.reads import stats_refresh
 from dashboard.store.reads.stats import DEFAULT_POLICY
+from dashboard.store.states import WAITING_AT
 from tests.support.factories import make_job, seed_analysed_backlog
 from tests.support.secured import VIEWER_TOKEN, bearer, build
 
 from .helpers import parse, scrape_app, value
 
 METRICS_TOKEN = "metrics-token-" + "m" * 40
+PARENT = {"depends_on": [uuid.UUID(int=1)], "waiting_on": 1}  # waiting for one parent
+# 3,000 jobs waiting for their parents, beside the backlog of the plan tests.
+WAITING_ROWS_SQL = """
+    INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts, max_attempts,
+                          last_error, created_at, updated_at, depends_on, waiting_on)
+    SELECT gen_random_uuid(), 'demo.t' || (g % 7), '{}', 'queued', 0, :waiting, g % 2, 3, '',
+           :now, :now, ARRAY[gen_random_uuid()], 1
+    FROM generate_series(1, 3000) AS g
+"""
 
 
 def test_queue_gauges_count_known_rows(app):
@@ -73,7 +86,26 @@ def test_a_count_past_the_cap_is_flagged(app):
     with app.app_context():
         snap = read_metrics.read_snapshot(DEFAULT_POLICY, cap=2)
     assert snap.total("ready") == 2
-    assert snap.capped == {"queued": True, "running": False}
+    assert snap.capped == {"queued": True, "running": False, "waiting": False}
+
+
+def test_waiting_jobs_have_a_gauge_of_their_own_by_type(app):
+    now = utcnow()
+    make_job("queued", type="mail.send")
+    for job_type, attempts in (("report.build", 0), ("report.build", 1), ("mail.send", 0)):
+        make_job("queued", type=job_type, attempts=attempts, available_at=WAITING_AT, **PARENT)
+    make_job("queued", type="report.build", available_at=now + timedelta(hours=1))
+    samples = parse(scrape_app(app).get_data(as_text=True))
+    assert value(samples, "jobqueue_jobs_waiting", type="report.build") == 2
+    assert value(samples, "jobqueue_jobs_waiting", type="mail.send") == 1
+    # the figures there before are unchanged: waiting jobs stay within queued and scheduled
+    assert value(samples, "jobqueue_jobs", status="queued") == 5
+    assert value(samples, "jobqueue_jobs_scheduled", type="report.build") == 3
+    assert value(samples, "jobqueue_jobs_ready", type="mail.send") == 1
+    assert value(samples, "jobqueue_queue_capped", status="waiting") == 0
+    with app.app_context():
+        snap = read_metrics.read_snapshot(DEFAULT_POLICY, cap=2)
+    assert snap.total("waiting") == 2 and snap.capped["waiting"] is True
 
 
 def test_one_snapshot_serves_scrapes_within_the_cache_time(app):
@@ -99,12 +131,37 @@ def test_gauges_read_partial_indexes_with_a_limit(app, statement, index):
     now = utcnow()
     params = {"now": now, "cap": 100}
     with app.app_context(), db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text(WAITING_ROWS_SQL), {"now": now, "waiting": WAITING_AT})
         seed_analysed_backlog(conn, now)
         plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + statement.text), params))
         transaction.rollback()
     assert f"Index Scan using {index}" in plan, plan
     assert "Limit" in plan
     assert "Sort" not in plan.split("Limit")[1]  # the walk is in index order, no sort of all rows
+
+
+@pytest.mark.parametrize("statement", [read_metrics.WAITING_SQL, read_stats.LIVE_STATS_SQL])
+def test_the_waiting_counts_read_the_waiting_point_of_job_queued_idx_under_a_limit(app, statement):
+    """The gauge's and the large table's stats' waiting counts (the overview's form) read the
+    point at ``WAITING_AT`` of job_queued_idx's two ranges, never the table, and fetch at most
+    the cap's rows: planned and run on an analysed backlog of 20,000 jobs beside 3,000 waiting
+    ones (rolled back), with a cap of 100."""
+    now = utcnow()
+    with app.app_context(), db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text(WAITING_ROWS_SQL), {"now": now, "waiting": WAITING_AT})
+        seed_analysed_backlog(conn, now)
+        explain = text("EXPLAIN (ANALYZE, TIMING OFF, SUMMARY OFF) " + statement.text)
+        plan = "\n".join(r[0] for r in conn.execute(explain, {"now": now, "cap": 100}))
+        transaction.rollback()
+    lines = plan.splitlines()
+    point = [n for n, line in enumerate(lines) if "available_at = '9999-12-31" in line]
+    assert len(point) >= 2 and all("Cond" in lines[n] for n in point), plan
+    assert "job_queued_idx" in plan and "Seq Scan on jobs_job" not in plan, plan
+    # the nodes that read the point's rows from the table: at most the cap's rows each
+    fetches = [lines[n - 1] for n in point if "Bitmap Index Scan" not in lines[n - 1]]
+    assert fetches and all("job_queued_idx" in f or "Bitmap Heap Scan" in f for f in fetches), plan
+    fetched = [int(m) for f in fetches for m in re.findall(r"actual rows=(\d+)", f)]
+    assert fetched and max(fetched) <= 100, plan
 
 
 def test_metrics_need_a_token_when_sign_in_is_on(app, database_url):

@@ -68,6 +68,7 @@ def test_stats(app):
         "overdue_running": 0,
         "retries_pending": 0,
         "oldest_queued_at": None,
+        "waiting": 0,
     }
     oldest = make_job("queued", created_at=at(-100))
     make_job("queued", attempts=1, created_at=at(-50))
@@ -79,7 +80,7 @@ def test_stats(app):
     assert stats.total == 6
     assert stats.by_status == {"queued": 2, "running": 2, "succeeded": 1, "failed": 1}
     assert stats.overdue_running == 1
-    assert stats.retries_pending == 1
+    assert stats.retries_pending == 1 and stats.waiting == 0
     assert stats.oldest_queued_at == oldest.created_at == T0 - timedelta(seconds=100)
 
 

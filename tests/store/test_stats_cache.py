@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
+
 from dashboard.extensions import db
 from dashboard.ops import recount
 from dashboard.state import state_of
@@ -10,6 +13,7 @@ from dashboard.store.reads import lists as find_jobs
 from dashboard.store.reads import stats as read_stats
 from dashboard.store.reads import stats_refresh
 from dashboard.store.reads.stats import StatsPolicy
+from dashboard.store.states import WAITING_AT
 from tests.support.factories import make_job
 from tests.support.waiting import wait_until
 
@@ -37,6 +41,30 @@ def test_live_figures_are_exact_and_finished_ones_come_from_the_last_count(app):
     fresh = read_stats.stats(values.utcnow(), CACHED)
     assert fresh.by_status["succeeded"] == 2 and fresh.total == 5
     assert fresh.finished_counted_at > counted.finished_counted_at
+
+
+def test_waiting_jobs_are_counted_apart_within_queued_on_both_paths(app):
+    make_job("queued")
+    for attempts in (0, 1):  # a dependent waiting anew, and one retried before it waited again
+        make_job(
+            "queued", available_at=WAITING_AT, attempts=attempts, depends_on=[uuid.uuid4()], waiting_on=1
+        )
+    make_job("queued", attempts=1, available_at=values.utcnow() + timedelta(hours=1))  # a retry, due later
+    for policy in (CACHED, read_stats.DEFAULT_POLICY):  # the large table's capped walks, the exact pass
+        stats = read_stats.stats(values.utcnow(), policy)
+        assert (stats.by_status["queued"], stats.waiting, stats.retries_pending) == (4, 2, 2), policy
+        assert stats.as_dict()["waiting"] == 2
+
+
+def test_a_waiting_count_past_the_cap_is_the_planners_estimate(app, monkeypatch):
+    for _ in range(3):
+        make_job("queued", available_at=WAITING_AT, depends_on=[uuid.uuid4()], waiting_on=1)
+    monkeypatch.setattr(read_stats, "LIVE_COUNT_CAP", 2)
+    capped = read_stats.stats(values.utcnow(), CACHED)
+    assert capped.counts_capped is True and capped.waiting >= 3  # the walk's 3, or more by EXPLAIN
+    monkeypatch.setattr(read_stats, "LIVE_COUNT_CAP", 3)
+    exact = read_stats.stats(values.utcnow(), CACHED)
+    assert exact.counts_capped is False and exact.waiting == 3
 
 
 def test_an_old_count_is_refreshed_in_the_background(app):

@@ -3,6 +3,7 @@ retired; pause, resume and run now through forms (CSRF); the job page links a ru
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
@@ -41,6 +42,32 @@ def test_the_page_shows_each_schedule_in_words_with_next_and_last_runs(app, clie
     fragment = client.get("/schedules/", headers=HX).get_data(as_text=True)
     assert "<html" not in fragment
     assert 'id="schedules"' in fragment
+
+
+def test_a_schedules_unique_options_are_shown_in_words_only_when_set(app, client):
+    held = replace(
+        NIGHTLY, name="held", unique_key="nightly:<report>", unique_for=600.0, unique_while="queued"
+    )
+    open_ended = replace(TICK, name="open", unique_key="sweep", unique_while="active")
+    odd = replace(TICK, name="odd", unique_key="k", unique_for=90.0, unique_while="active")
+    sync([held, open_ended, odd, NIGHTLY], now=T0)
+    html = client.get("/schedules/").get_data(as_text=True)
+    section = {
+        name: html.split(f'id="schedule-{name}"')[1].split("</section>")[0]
+        for name in ("held", "open", "odd", "nightly")
+    }
+    assert 'data-field="unique"' not in section["nightly"] and ">unique</dt>" not in section["nightly"]
+    unique = section["held"].split('data-field="unique">')[1].split("</dd>")[0]
+    assert unique.startswith('key <span class="mono wrap">nightly:&lt;report&gt;</span>, for ')
+    assert '<span data-seconds="600.0">10 min</span>, while queued <span class="muted">' in unique
+    assert "holding the key is in those states, within that time of its creation)" in unique
+    open_words = section["open"].split('data-field="unique">')[1].split("</dd>")[0]
+    assert (
+        ", while queued or running" in open_words
+        and ", for" not in open_words
+        and "within that time" not in open_words
+    )
+    assert ">90 s</span>, while queued or running" in section["odd"]  # not rounded down to 1 min
 
 
 def test_pause_resume_and_run_now_through_the_forms(app, client):

@@ -4,6 +4,9 @@ Every figure is read through a partial index and bounded:
 
 - queued jobs: one walk of ``job_claim_idx`` (queued rows only, in claim order), at most
   :data:`COUNT_CAP` entries, grouped by type into ready now / scheduled later / oldest ready;
+- waiting jobs (queued for their parents, at ``states.WAITING_AT``): the point at that
+  instant of ``job_queued_idx``'s two ranges, at most :data:`COUNT_CAP` entries, by type
+  (``waiting_by_type``). They are also within the queued walk's *scheduled*;
 - running jobs: one walk of ``job_timeout_idx`` (running rows only, the oldest leases first),
   at most :data:`COUNT_CAP`, grouped by type into running / overdue (lease expired);
 - succeeded, failed and cancelled totals, by the stats' policy (:func:`finished_totals`):
@@ -43,6 +46,7 @@ SCHEDULES_MAX = 500  # series per schedule figure at most
 COUNT_CAP = 100_000
 
 QUEUED_SQL = query("queued_by_type_and_queue")
+WAITING_SQL = query("waiting_by_type")
 RUNNING_BY_QUEUE_SQL = query("running_by_queue")
 PAUSED_SQL = query("paused_queues")
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -51,7 +55,7 @@ FINISHED = ("succeeded", "failed", "cancelled")
 @dataclass
 class Snapshot:
     """The figures of one scrape: per type (``ready``, ``scheduled``, ``oldest_ready_age``,
-    ``running``, ``overdue``), which walks hit their cap, the finished totals and their age,
+    ``waiting``, ``running``, ``overdue``), which walks hit their cap, the finished totals and their age,
     and the live worker processes."""
 
     taken_at: datetime
@@ -84,6 +88,10 @@ def read_snapshot(policy: StatsPolicy, now: datetime | None = None, cap: int = C
                     age = max(0.0, (now - row["oldest_ready"]).total_seconds())
                     figures["oldest_ready_age"] = max(figures.get("oldest_ready_age", 0.0), age)
             queued_total += row["ready"] + row["scheduled"]
+        waiting_total = 0
+        for row in conn.execute(WAITING_SQL, {"cap": cap}).mappings():
+            snap.by_type.setdefault(row["type"], {})["waiting"] = row["waiting"]
+            waiting_total += row["waiting"]
         for row in conn.execute(RUNNING_BY_QUEUE_SQL, {"cap": cap}).mappings():
             snap.by_queue.setdefault(row["queue"], {})["running"] = row["running"]
         for name in conn.execute(PAUSED_SQL).scalars():
@@ -92,7 +100,11 @@ def read_snapshot(policy: StatsPolicy, now: datetime | None = None, cap: int = C
             figures = snap.by_type.setdefault(row["type"], {})
             figures.update(running=row["running"], overdue=row["overdue"])
             running_total += row["running"]
-        snap.capped = {"queued": queued_total >= cap, "running": running_total >= cap}
+        snap.capped = {
+            "queued": queued_total >= cap,
+            "running": running_total >= cap,
+            "waiting": waiting_total >= cap,
+        }
         snap.finished, snap.finished_counted_at = finished_totals(conn, now, policy)
         snap.schedules = [
             dict(row) for row in conn.execute(SCHEDULE_FIGURES, {"limit": SCHEDULES_MAX}).mappings()

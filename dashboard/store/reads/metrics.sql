@@ -21,3 +21,19 @@ GROUP BY queue
 -- name: paused_queues
 -- The paused queues (the small jobs_queue table), at most 1,000.
 SELECT name FROM jobs_queue WHERE paused LIMIT 1000
+
+-- name: waiting_by_type
+-- Queued jobs waiting for their parents, per type; at most :cap jobs.
+-- A waiting job is queued at {{waiting}} (states.WAITING_AT): the point at that instant of each
+-- of job_queued_idx's two ranges (least(attempts, 1) = 0 and = 1), read under one LIMIT as the
+-- overview's queued_split counts them, so the walk stops at the cap whatever the ready backlog
+-- (the queued walk in claim order reaches them last). These jobs are also within the queued
+-- walk's `scheduled` (due later).
+SELECT type, count(*) AS waiting
+FROM ((SELECT type FROM jobs_job WHERE status = 'queued'
+           AND least(attempts, 1) = 0 AND available_at = {{waiting}} LIMIT :cap)
+      UNION ALL
+      (SELECT type FROM jobs_job WHERE status = 'queued'
+           AND least(attempts, 1) = 1 AND available_at = {{waiting}} LIMIT :cap)
+      LIMIT :cap) AS w
+GROUP BY type

@@ -80,6 +80,13 @@ class ScheduleRow:
     skipped_count: int
     declared_at: datetime
     updated_at: datetime
+    # The unique options each run carries (``schedule(..., unique_key=...)``); None: none.
+    # While a run holding the key is live (``unique_while``: ``queued``, or ``active`` for
+    # queued or running; within ``unique_for`` seconds of its creation, None: no limit), a
+    # due slot enqueues nothing.
+    unique_key: str | None
+    unique_for: float | None
+    unique_while: str | None
     upcoming: list[datetime] = field(default_factory=list)
     runs: list[RunRow] = field(default_factory=list)
 

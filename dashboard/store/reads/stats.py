@@ -36,6 +36,9 @@ class Stats:
     # Of the failed jobs, those an operator cancelled (``cancelled_at``): ``by_status`` counts
     # the four stored statuses (a cancelled job is failed there); pages and metrics show the two apart.
     cancelled: int = 0
+    # Of the queued jobs, those waiting for their parents (``available_at`` at
+    # ``states.WAITING_AT``): never due until released. Still counted in ``by_status["queued"]``.
+    waiting: int = 0
 
     @property
     def failures(self) -> int:
@@ -43,13 +46,15 @@ class Stats:
         return self.by_status.get("failed", 0) - self.cancelled
 
     def as_dict(self) -> dict[str, Any]:
-        """The API's ``/api/jobs/stats/`` shape (without ``finished_counted_at``)."""
+        """The API's ``/api/jobs/stats/`` shape (without ``finished_counted_at``): the
+        reference's fields, then ``waiting``."""
         return {
             "total": self.total,
             "by_status": dict(self.by_status),
             "overdue_running": self.overdue_running,
             "retries_pending": self.retries_pending,
             "oldest_queued_at": self.oldest_queued_at,
+            "waiting": self.waiting,
         }
 
 
@@ -82,6 +87,7 @@ ESTIMATES = {
     "running": query("estimate_running"),
     "overdue_running": query("estimate_overdue_running"),
     "retries_pending": query("estimate_retries_pending"),
+    "waiting": query("estimate_waiting"),
 }
 ESTIMATED_ROWS_SQL = query("estimated_rows")
 FINISHED_EXACT_SQL = query("finished_exact")
@@ -98,8 +104,8 @@ def estimate(conn: Connection, probe: TextClause) -> int:
 
 
 def stats(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> Stats:
-    """Counts by status, overdue leases, pending retries and the oldest queued job, without
-    reading every finished row of a large table.
+    """Counts by status, overdue leases, pending retries, waiting jobs and the oldest queued
+    job, without reading every finished row of a large table.
 
     Below ``policy.exact_below_rows`` (the planner's estimate; unknown counts as small) every
     figure is exact. Above it, succeeded and failed (and so the total) come from
@@ -118,6 +124,7 @@ def stats(now: datetime, policy: StatsPolicy = DEFAULT_POLICY) -> Stats:
         retries_pending=row["retries_pending"],
         oldest_queued_at=row["oldest_queued_at"],
         cancelled=row["cancelled"],
+        waiting=row["waiting"],
     )
 
 
@@ -142,6 +149,7 @@ def large_table_stats(conn: Connection, now: datetime, policy: StatsPolicy) -> S
         counts_capped=any(row[name] > LIVE_COUNT_CAP for name in ESTIMATES),
         finished_counted_at=row["counted_at"],
         cancelled=row["cancelled"],
+        waiting=row["waiting"],
     )
 
 

@@ -12,6 +12,7 @@ SELECT
     count(*) FILTER (WHERE status = 'failed' AND cancelled_at IS NOT NULL) AS cancelled,
     count(*) FILTER (WHERE status = 'running' AND locked_until < :now) AS overdue_running,
     count(*) FILTER (WHERE status = 'queued' AND attempts > 0) AS retries_pending,
+    count(*) FILTER (WHERE status = 'queued' AND available_at = {{waiting}}) AS waiting,
     min(created_at) FILTER (WHERE status = 'queued') AS oldest_queued_at
 FROM jobs_job
 
@@ -31,7 +32,9 @@ SELECT type FROM types WHERE type IS NOT NULL
 -- A large table's stats: live figures counted up to :cap, finished totals from jobs_finished_counts.
 -- Indexes: job_claim_idx (queued), job_queued_idx (`least(attempts, 1) = 1`: retries),
 -- job_timeout_idx (running, overdue), and a skip scan of job_type_created_idx for the oldest
--- queued job (one descent per type, not per queued row). Each capped count walks its index in
+-- queued job (one descent per type, not per queued row). Waiting jobs (queued for their
+-- parents, at {{waiting}}: states.WAITING_AT) are the point at that instant of job_queued_idx's
+-- two ranges, as the overview's queued_split counts them (overview.sql); they stay in queued. Each capped count walks its index in
 -- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
 -- the range, then up to the cap's heap pages (queued rows spread through a large table: many
 -- times the cost of the walk in order, docs/benchmarks.md).
@@ -50,6 +53,13 @@ SELECT
         ORDER BY locked_until LIMIT :cap) AS o) AS overdue_running,
     (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
         AND least(attempts, 1) = 1 ORDER BY available_at LIMIT :cap) AS p) AS retries_pending,
+    (SELECT count(*) FROM (
+        (SELECT 1 FROM jobs_job WHERE status = 'queued'
+            AND least(attempts, 1) = 0 AND available_at = {{waiting}} LIMIT :cap)
+        UNION ALL
+        (SELECT 1 FROM jobs_job WHERE status = 'queued'
+            AND least(attempts, 1) = 1 AND available_at = {{waiting}} LIMIT :cap)
+        LIMIT :cap) AS w) AS waiting,
     (SELECT min(first.created_at) FROM types CROSS JOIN LATERAL (
         SELECT created_at FROM jobs_job
         WHERE jobs_job.type = types.type AND status = 'queued'
