@@ -124,7 +124,9 @@ def seed_workflows(app: Flask, url: str, members: int = 10_000, waiting: int = 0
         if waiting and read_workflows.counts(BACKLOG_WORKFLOW, cap=1).total == 0:
             made = True
             later = datetime.now(UTC) + timedelta(days=365)
-            parent = enqueue.create_job(JobSpec("bench.noop", available_at=later, workflow=BACKLOG_WORKFLOW))
+            parent = enqueue.create_job(
+                JobSpec("bench.noop", available_at=later, workflow=BACKLOG_WORKFLOW)
+            ).job
             for start in range(0, waiting, BACKLOG_CHUNK):
                 count = min(BACKLOG_CHUNK, waiting - start)
                 enqueue.create_jobs([JobSpec("bench.noop", depends_on=(parent.id,))] * count)
