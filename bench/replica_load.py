@@ -1,35 +1,19 @@
-"""What replica reads buy: the drain rate of a backlog with a dashboard under load reading the
-primary, or reading the replica.
+"""What replica reads buy: a backlog's drain rate with no dashboard load, with a reader of
+:data:`RATE` pages a second on a web process reading the primary, and on one reading a replica.
 
-``python -m bench.replica_load`` builds a primary and a synchronous streaming standby on this
-machine (``bench/replication.py``), migrates a database on the primary, seeds a backlog of queued
-``bench.noop`` jobs set-based (``bench.db.seed_queued``: 1,000,000; ``--small``: 40,000) and
-starts one ``flask worker`` of 16 threads (the default one-job mode) on the primary, and two
-gunicorn processes (one process of four threads each, as ``bench.failover`` starts them): one
-whose reads all go to the primary, one with ``DATABASE_REPLICA_URL`` naming the standby. Then,
-in rounds whose order turns (``none, primary, replica``, then ``primary, replica, none``, ...),
-it measures under each condition:
-
-- ``none``: no dashboard load;
-- ``primary``: a reader asking for :data:`RATE` pages a second (an open-loop schedule, four
-  threads) from the web process without a replica;
-- ``replica``: the same reader against the web process with the replica.
-
-The reader cycles through :data:`PAGES`, what an on-call engineer keeps open: the overview and
-its polled fragment, the job list (queued, and its fragment), the queues page, the event feed,
-and in the API the stats, the overview's charts (``/jobs/stats/detail/``), the queued list and
-the event feed. Each window (after a warm-up with the reader already running) records the
-jobs that succeeded inside it (``finished_at``, read from the primary afterwards), the pages'
-latencies, where each answer was read (``X-Read-From`` in the API, the page's
-``data-read-source`` note on a page: ``/queues/`` always reads the primary) and the CPU
-seconds of the primary's and the standby's processes by role (``application_name``: the
-worker's backends, the web's, the rest: walsender, autovacuum, checkpointer, this script's
-counts), read from ``/proc``.
-
-It prints a table, writes ``bench/results/replica-load[-small].json`` and exits 1 when a page
-answered 5xx or the backlog ran dry inside a window. Everything it started is stopped at the
-end, and it checks that no process of it is left. ``--small`` (CI): 40,000 jobs, one round of
-short windows, under a minute and a half.
+``python -m bench.replica_load`` builds a primary and a synchronous streaming standby
+(``bench/replication.py``), migrates a database on the primary, seeds queued ``bench.noop`` jobs
+set-based (1,000,000; ``--small``: 40,000), starts one ``flask worker`` of 16 threads (one-job
+mode) and two gunicorn processes (as ``bench.failover`` does), one with ``DATABASE_REPLICA_URL``
+naming the standby. Then, in rounds whose order turns (``none, primary, replica``, then
+``primary, replica, none``, ...), each condition has a warm-up and a measured window: the jobs
+that succeeded inside it (``finished_at``), the pages' latencies and reads a second, where each
+answer was read (``X-Read-From`` in the API, the ``data-read-source`` note on a page;
+``/queues/`` always reads the primary) and the CPU seconds of both servers' processes by role
+(:class:`CpuByRole`). The reader cycles through :data:`PAGES`, what an on-call engineer keeps
+open. It writes ``bench/results/replica-load[-small].json`` and exits 1 when a page answered
+5xx, the backlog ran dry inside a window, or a process it started outlived it. ``--small``
+(CI): one round of 4 s windows, about 30 s.
 """
 
 from __future__ import annotations
@@ -52,10 +36,11 @@ import psutil
 import psycopg
 
 from .db import ROOT, fresh_database, seed_queued
-from .drain import _cpu, _stat, worker
+from .drain import _cpu, _server_cpu, _stat, _wait_first_claim, worker
 from .failover import start_web
 from .replication import Pair, Server, pair
 
+DATABASE = "replica_load"
 RATE = 20.0  # page reads a second
 READERS = 4  # threads sharing the reader's schedule (a slow page must not slow the rate)
 THREADS = 16  # the worker's
@@ -162,26 +147,66 @@ def ask(conn: http.client.HTTPConnection, path: str, headers: dict[str, str]) ->
     return Read(label, at, ms, response.status, source, lag)
 
 
-def cpu_by_role(server: Server) -> dict[str, float]:
-    """CPU seconds so far of ``server``'s processes by their ``application_name`` (``worker``,
-    ``web``, else ``other``); ``other`` takes the postmaster's own and its ended children's."""
-    postmaster = server.pid()
-    if postmaster is None or not Path("/proc").exists():
-        return {}
-    names = dict(server.execute("SELECT pid, application_name FROM pg_stat_activity", DATABASE))
-    roles = {"worker": 0.0, "web": 0.0, "other": _cpu(_stat(postmaster), reaped=True)}
-    for child in psutil.Process(postmaster).children():
-        try:
-            seconds = _cpu(_stat(child.pid))
-        except OSError:  # ended meanwhile: its time is the postmaster's now
-            continue
-        role = str(names.get(child.pid, "")).removeprefix("bench-")
-        roles[role if role in roles else "other"] += seconds
-    return roles
+ROLES = ("worker", "web", "other")
+SAMPLE_SECONDS = 0.5
 
 
-def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {role: round(after[role] - before.get(role, 0.0), 2) for role in after}
+@dataclass
+class CpuByRole:
+    """CPU seconds of a server's processes over a window, by role: its backends' ``application_name``
+    (``bench-worker``, ``bench-web``), else ``other`` (walsender, autovacuum, checkpointer, WAL
+    replay, this script's own reads). Each process is read from ``/proc`` every
+    :data:`SAMPLE_SECONDS` (a backend that ends, one of the pools' overflow connections, keeps
+    the time seen last); what no sample saw (the last moments of those) is ``other``."""
+
+    server: Server
+    seen: dict[int, list] = field(default_factory=dict)  # pid -> [role, baseline, latest]
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> CpuByRole:
+        self.postmaster = self.server.pid()
+        if self.postmaster is None or not Path("/proc").exists():
+            return self
+        self.conn = psycopg.connect(self.server.url(DATABASE), autocommit=True)
+        self.total = _server_cpu(self.postmaster)
+        self._sample(first=True)
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def finish(self) -> dict[str, float]:
+        if self.postmaster is None or not Path("/proc").exists():
+            return {}
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self._sample(first=False)
+        total = _server_cpu(self.postmaster) - self.total
+        self.conn.close()
+        roles = dict.fromkeys(ROLES, 0.0)
+        for role, baseline, latest in self.seen.values():
+            roles[role] += latest - baseline
+        roles["other"] += total - sum(roles.values())
+        return {role: round(seconds, 2) for role, seconds in roles.items()}
+
+    def _loop(self) -> None:
+        while not self.stop.wait(SAMPLE_SECONDS):
+            self._sample(first=False)
+
+    def _sample(self, *, first: bool) -> None:
+        names = dict(self.conn.execute("SELECT pid, application_name FROM pg_stat_activity").fetchall())
+        for child in psutil.Process(self.postmaster).children():
+            try:
+                seconds = _cpu(_stat(child.pid))
+            except OSError:  # ended meanwhile
+                continue
+            role = str(names.get(child.pid, "")).removeprefix("bench-")
+            role = role if role in ROLES else "other"
+            if child.pid not in self.seen:  # a process started inside the window counts from 0
+                self.seen[child.pid] = [role, seconds if first else 0.0, seconds]
+            else:
+                self.seen[child.pid][1:] = [self.seen[child.pid][1], seconds]
+                if role != "other":
+                    self.seen[child.pid][0] = role
 
 
 def succeeded_between(url: str, since: float, until: float) -> tuple[int, int]:
@@ -194,16 +219,6 @@ def succeeded_between(url: str, since: float, until: float) -> tuple[int, int]:
             (since, until),
         ).fetchone()
     return int(done), int(queued)
-
-
-def wait_first_success(url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(url, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            if conn.execute("SELECT EXISTS (SELECT FROM jobs_job WHERE status = 'succeeded')").fetchone()[0]:
-                return
-            time.sleep(0.1)
-    raise TimeoutError(f"no job succeeded within {timeout} s")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -227,19 +242,27 @@ class Window:
     primary_cpu_s: dict[str, float]
     standby_cpu_s: dict[str, float]
     pages: dict[str, list[float]]  # page -> its latencies, ms
+    failures: dict[str, dict[int, int]]  # page -> status -> answers, for those other than 200
 
 
 def window(plan: Plan, url: str, servers: Pair, port: int | None) -> Window:
     """One condition's warm-up and measured window (``port``: the reader's web process)."""
     reader = Reader(port).start() if port is not None else None
     time.sleep(plan.warmup)
-    since, primary0, standby0 = time.time(), cpu_by_role(servers.primary), cpu_by_role(servers.standby)
+    since = time.time()
+    on_primary, on_standby = CpuByRole(servers.primary).start(), CpuByRole(servers.standby).start()
     time.sleep(plan.window)
-    until, primary1, standby1 = time.time(), cpu_by_role(servers.primary), cpu_by_role(servers.standby)
+    until = time.time()
+    primary_cpu, standby_cpu = on_primary.finish(), on_standby.finish()
     reads = [r for r in reader.finish() if since <= r.at < until] if reader is not None else []
     done, queued = succeeded_between(url, since, until)
     times = [r.ms for r in reads]
     lags = [r.lag for r in reads if r.lag is not None]
+    labels = [r.page for r in reads]
+    failures: dict[str, dict[int, int]] = {}
+    for r in reads:
+        if r.status != 200:
+            failures.setdefault(r.page, {})[r.status] = failures.get(r.page, {}).get(r.status, 0) + 1
     return Window(
         jobs_per_s=done / (until - since),
         queued_after=queued,
@@ -250,18 +273,14 @@ def window(plan: Plan, url: str, servers: Pair, port: int | None) -> Window:
         lag_max_s=max(lags) if lags else None,
         server_errors=sum(r.status >= 500 for r in reads),
         not_ok=sum(r.status != 200 for r in reads) + (reader.errors if reader is not None else 0),
-        primary_cpu_s=cpu_used(primary0, primary1),
-        standby_cpu_s=cpu_used(standby0, standby1),
-        pages={
-            page: [round(r.ms, 1) for r in reads if r.page == page] for page in {r.page: 0 for r in reads}
-        },
+        primary_cpu_s=primary_cpu,
+        standby_cpu_s=standby_cpu,
+        pages={page: [round(r.ms, 1) for r in reads if r.page == page] for page in dict.fromkeys(labels)},
+        failures=failures,
     )
 
 
-DATABASE = "replica_load"
-
-
-def run(plan: Plan, logs: Path) -> dict[str, list[Window]]:
+def measure(plan: Plan, logs: Path) -> dict[str, list[Window]]:
     results: dict[str, list[Window]] = {name: [] for name in CONDITIONS}
     with pair(synchronous=True) as servers:
         url = fresh_database(DATABASE, admin=servers.primary.url())
@@ -281,7 +300,7 @@ def run(plan: Plan, logs: Path) -> dict[str, list[Window]]:
             webs.append(proc)
             ports = {"none": None, "primary": on_primary, "replica": on_replica}
             with worker(named + "worker", threads=THREADS):
-                wait_first_success(url)
+                _wait_first_claim(url, 120)
                 time.sleep(plan.warmup)
                 for n in range(plan.rounds):
                     order = CONDITIONS[n % 3 :] + CONDITIONS[: n % 3]
@@ -351,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     started = time.monotonic()
-    results = run(plan, logs)
+    results = measure(plan, logs)
     left = leftovers()
     for proc in left:
         proc.kill()
@@ -378,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     name = "replica-load-small" if args.small else "replica-load"
     (ROOT / "bench" / "results" / f"{name}.json").write_text(json.dumps(out, indent=1))
+    for name, runs in results.items():
+        for n, run in enumerate(runs):
+            if run.failures:
+                print(f"{name} (window {n + 1}): answers other than 200 by page: {run.failures}")
     print(f"\n5xx answers {server_errors}, windows that ran dry {dry}, processes left behind {len(left)}")
     print(f"{'PASSED' if passed else 'FAILED'} in {elapsed:.0f} s (logs in {logs})")
     return 0 if passed else 1
