@@ -137,8 +137,9 @@ class Client:
         conn.close()
 
 
-def start_web(url: str, logs: Path) -> tuple[subprocess.Popen, int]:
-    """gunicorn (``wsgi:app``, one process of four threads) on ``url``, its health answered."""
+def start_web(url: str, logs: Path, *, name: str = "web", **extra: str) -> tuple[subprocess.Popen, int]:
+    """gunicorn (``wsgi:app``, one process of four threads) on ``url``, its health answered;
+    ``extra``: more settings (``DATABASE_REPLICA_URL``); its log is ``logs/{name}.log``."""
     port = free_port()
     env = {
         **os.environ,
@@ -153,8 +154,9 @@ def start_web(url: str, logs: Path) -> tuple[subprocess.Popen, int]:
         "ALLOWED_HOSTS": "*",
         "SECRET_KEY": "bench-only-secret-key-0123456789abcdef",
         "JOB_DEMO_HANDLERS": "true",
+        **extra,
     }
-    log = open(logs / "web.log", "w")  # noqa: SIM115 (lives with the process)
+    log = open(logs / f"{name}.log", "w")  # noqa: SIM115 (lives with the process)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--access-logfile", "/dev/null", "wsgi:app"],
         cwd=ROOT,
@@ -172,7 +174,9 @@ def start_web(url: str, logs: Path) -> tuple[subprocess.Popen, int]:
             return proc, port
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"gunicorn did not start (see {logs / 'web.log'})") from None
+                proc.kill()  # never left running behind the error
+                proc.wait()
+                raise RuntimeError(f"gunicorn did not start (see {logs / name}.log)") from None
             time.sleep(0.2)
 
 

@@ -16,6 +16,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ..config.rules import QUEUE_NAME_PATTERN, SCHEDULE_NAME_PATTERN, TYPE_PATTERN, WORKFLOW_MAX_LENGTH
 from .fields import COMPONENTS
+from .read_source import HEADER_DOCS, REPLICA_VIEWS
 from .registry import Endpoint, Registry
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -128,6 +129,8 @@ def build_document(app: Flask, routes: Registry) -> dict[str, Any]:
             schema = refs[(reply.model, "serialization")] if reply.model is not None else reply.schema
             if schema is not None:
                 response["content"] = {reply.media_type: {"schema": schema}}
+            if ep.view in REPLICA_VIEWS and 200 <= status < 300:
+                response["headers"] = {name: dict(header) for name, header in HEADER_DOCS.items()}
             operation["responses"][str(status)] = response
         paths.setdefault(path, {})[ep.method.lower()] = operation
     return {

@@ -199,3 +199,24 @@ def test_docs_prose_sets_single_and_double_backticks_as_code_and_escapes_the_res
 def test_strict_mode_publishes_the_registered_types_as_an_enum(app, client, strict_job_types):
     document = client.get("/api/schema/").get_json()
     assert document["components"]["schemas"]["CreateJob"]["properties"]["type"]["enum"] == registered_types()
+
+
+def test_the_reads_a_replica_may_serve_document_where_they_were_read(client, document):
+    replica_reads = {
+        ("/api/jobs/", "get"),
+        ("/api/jobs/stats/", "get"),
+        ("/api/jobs/stats/detail/", "get"),
+        ("/api/job-events/", "get"),
+    }
+    for path, ops in document["paths"].items():
+        for method, op in ops.items():
+            for status, response in op["responses"].items():
+                headers = response.get("headers", {})
+                if (path, method) in replica_reads and status == "200":
+                    assert set(headers) == {"X-Read-From", "X-Replica-Lag-Seconds"}, path
+                    assert not any(header["required"] for header in headers.values())
+                    assert "replica" in headers["X-Read-From"]["schema"]["enum"]
+                else:
+                    assert headers == {}, (path, method, status)
+    page = client.get("/api/docs/").get_data(as_text=True)
+    assert page.count("Header <code>X-Read-From</code>") == len(replica_reads)
