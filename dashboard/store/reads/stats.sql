@@ -63,7 +63,8 @@ SELECT
     (SELECT min(first.created_at) FROM types CROSS JOIN LATERAL (
         SELECT created_at FROM jobs_job
         WHERE jobs_job.type = types.type AND status = 'queued'
-        ORDER BY created_at LIMIT 1) AS first) AS oldest_queued_at,
+        ORDER BY created_at LIMIT 1) AS first
+     WHERE types.type IS NOT NULL) AS oldest_queued_at,
     f.succeeded, f.failed + f.cancelled AS failed, f.cancelled, f.counted_at
 FROM jobs_finished_counts AS f
 
