@@ -88,7 +88,7 @@ def workflow_context(name: str, *, draw_cap: int | None = None) -> dict[str, Any
     """The page's figures: counts, the bar, and the graph (at most ``draw_cap`` jobs, default
     :data:`DRAW_CAP`) or the summary; 404 for a workflow with no job."""
     draw_cap = DRAW_CAP if draw_cap is None else draw_cap
-    counts = read_workflows.counts(name)
+    counts = read_workflows.counts(name, cap=read_workflows.PAGE_COUNT_CAP)
     if counts.total == 0:
         abort(404, description="No workflow has that id: it has no job (or retention deleted them all).")
     found = None
@@ -108,7 +108,7 @@ def workflow_context(name: str, *, draw_cap: int | None = None) -> dict[str, Any
         "graph": layout(found.jobs) if drawn and found is not None else None,
         "summary": summary,
         "members_cap": read_workflows.MEMBERS_CAP,
-        "count_cap": read_workflows.WORKFLOW_COUNT_CAP,
+        "count_cap": read_workflows.PAGE_COUNT_CAP,
         "draw_cap": draw_cap,
         "live": live,
         "marks": STATE_MARKS,

@@ -21,11 +21,12 @@ from ..states import WAITING_AT
 from .lists import capped_count, types_matching
 
 WORKFLOW_JOBS_CAP = 500  # jobs a workflow's page and API read; more are summarised by state
-WORKFLOW_COUNT_CAP = 100_000  # index entries each of a workflow's counts reads
+WORKFLOW_COUNT_CAP = 100_000  # index entries each of a workflow's counts reads (the API)
+PAGE_COUNT_CAP = 20_000  # the same on its page, read again at every poll while it runs
 DEPENDENTS_CAP = 100  # dependents a job's page lists
 RECENT_SCAN = 5_000  # newest workflow jobs read for the recent workflows
 RECENT_MAX = 25
-MEMBERS_CAP = 20_000  # jobs a summary of a workflow too large to draw reads
+MEMBERS_CAP = 12_000  # jobs a summary of a workflow too large to draw reads (a fan-in of 10,000)
 
 JOBS, COUNTS, RECENT = query("workflow_jobs"), query("workflow_counts"), query("recent_workflows")
 PARENTS, DEPENDENTS = query("job_parents"), query("job_dependents")
