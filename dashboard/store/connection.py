@@ -239,6 +239,21 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
         raise _translated(compiled.sql, args, error) from error
 
 
+def fetch_tuples(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Run ``statement`` (one of ``sql.query``'s) on the psycopg connection under ``conn``, in
+    whatever transaction ``conn`` holds (a page's read, under its time limit), and return plain
+    tuples: for a read of thousands of rows, where SQLAlchemy's rows cost more than the query.
+    Errors come back as SQLAlchemy's exception classes, as :func:`fetch_rows`'s."""
+    compiled, raw = _compile(statement), raw_connection(conn)
+    args = _args(compiled, params)
+    try:
+        with psycopg.RawCursor(raw) as cursor:
+            cursor.execute(compiled.sql, args)
+            return cursor.fetchall() if _has_rows(cursor) else []
+    except psycopg.Error as error:
+        raise _translated(compiled.sql, args, error) from error
+
+
 def fetch_rows_while(
     conn: Connection,
     statement: TextClause,

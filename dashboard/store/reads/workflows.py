@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, func
 
+from ..connection import fetch_tuples
 from ..models import Job
 from ..reading import reading
 from ..records import WAITING_YEAR
@@ -181,8 +182,10 @@ class Member(NamedTuple):
 def members(name: str, *, cap: int = MEMBERS_CAP) -> list[Member]:
     """Up to ``cap`` jobs of the workflow ``name``, in no order (job_workflow_idx)."""
     with reading() as conn:
-        rows = conn.execute(MEMBERS, {"workflow": name, "cap": cap}).all()
-    return [Member._make(row) for row in rows]  # the columns in Member's order
+        rows = fetch_tuples(conn, MEMBERS, {"workflow": name, "cap": cap})
+    return [
+        Member(id, kind, state, parents.split(",") if parents else ()) for id, kind, state, parents in rows
+    ]
 
 
 def count_waiting(*, type: str | None = None, queue: str | None = None, cap: int) -> int:
