@@ -3,7 +3,8 @@ the benchmarks.
 
 Sections: ceiling, drain, processes (``flask worker --processes 2`` against one process with as
 many threads in all: no-op, CPU-bound and I/O-bound handlers), workflows (a fan-in to one
-callback and a chain, each against as many independent jobs), pickup, enqueue, claim, pages,
+callback and a chain, each against as many independent jobs), pickup, enqueue (with
+``POST /api/jobs/`` beside the stack's own ceiling, ``bench/enqueue_ceiling.py``), claim, pages,
 prune (retention while a worker drains; ``--prune-total``/``--prune-jobs``/``--prune-queue``
 size it). Each throughput figure is also given
 as a ratio to the pgbench ceiling measured on the same server in the same run, or to the peer
