@@ -3,7 +3,8 @@ the benchmarks.
 
 Sections: ceiling, drain, processes (``flask worker --processes 2`` against one process with as
 many threads in all: no-op, CPU-bound and I/O-bound handlers), workflows (a fan-in to one
-callback and a chain, each against as many independent jobs), pickup, enqueue, claim, pages,
+callback and a chain, each against as many independent jobs), pickup, enqueue (with
+``POST /api/jobs/`` beside the stack's own ceiling, ``bench/enqueue_ceiling.py``), claim, pages,
 prune (retention while a worker drains; ``--prune-total``/``--prune-jobs``/``--prune-queue``
 size it). Each throughput figure is also given
 as a ratio to the pgbench ceiling measured on the same server in the same run, or to the peer
@@ -35,7 +36,7 @@ from sqlalchemy.engine import make_url
 from dashboard import upgrade_database
 from dashboard.store.reads import stats_refresh
 
-from . import api_enqueue, ceiling, claim, drain, enqueue, flow, pages, workflows
+from . import api_enqueue, ceiling, claim, drain, enqueue, enqueue_ceiling, flow, pages, workflows
 from .db import (
     ROOT,
     fresh_database,
@@ -419,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         held = median_of(runs, lambda: enqueue.single(app, url, jobs=sizes.enqueue_jobs, held=True))
         bulk = median_of(runs, lambda: enqueue.bulk(app, url, jobs=sizes.enqueue_jobs * 10))
         api_single = median_of(runs, lambda: api_enqueue.single(url, jobs=sizes.enqueue_jobs))
+        # The stack's own ceiling: a minimal Flask + psycopg app, same statement, same gunicorn
+        # settings, alternating with POST /api/jobs/ run by run (bench/enqueue_ceiling.py).
+        versus_minimal = enqueue_ceiling.compare(url, jobs=sizes.enqueue_jobs, runs=runs)
         api_bulk = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10))
         api_bulk_two = median_of(runs, lambda: api_enqueue.bulk(url, jobs=sizes.enqueue_jobs * 10, clients=2))
         # The same into freshly emptied and analyzed tables, gunicorn alone: each run beside a
@@ -441,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             "api_bulk_two_clients": api_bulk_two,
             "api_bulk_cold": api_bulk_cold,
             "api_bulk_cold_ratio": api_bulk_cold_ratio,
+            "api_single_vs_minimal": versus_minimal,
         }
         try:
             from .contenders import ENQUEUE_CHUNK, pgqueuer_enqueue_rate
@@ -475,6 +480,19 @@ def main(argv: list[str] | None = None) -> int:
             f"POST /api/jobs/, one keep-alive client, gunicorn (Procfile){single_peer}",
             jobs_s(api_single),
             versus(api_single, one),
+        )
+        paired = {key: figure_of(values) for key, values in versus_minimal.items()}
+        row("  POST /api/jobs/ again, beside the minimal endpoint, alternating", jobs_s(paired["product"]))
+        row("  minimal Flask + psycopg endpoint, same statement, same gunicorn", jobs_s(paired["minimal"]))
+        row(
+            "  POST /api/jobs/ vs the minimal endpoint, target >= 0.8 (pairs' lowest-highest)",
+            f"{paired['ratios'].low:.2f}-{paired['ratios'].high:.2f}",
+            f"{paired['ratios']:.2f}",
+        )
+        row(
+            "  web server CPU per job, POST /api/jobs/ / minimal endpoint",
+            f"{paired['product_cpu']:,.0f} / {paired['minimal_cpu']:,.0f} µs",
+            f"{paired['product_cpu'] / paired['minimal_cpu']:.2f}",
         )
         row(f"enqueue.create_job, held connection{single_peer}", jobs_s(held), versus(held, one))
         row("enqueue.create_job, pooled connection", jobs_s(single), versus(single, one))

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 from .db import ROOT, truncate, truncate_analyzed
 
@@ -29,8 +30,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def gunicorn(url: str) -> Iterator[http.client.HTTPConnection]:
-    """The Procfile's web process on ``url``'s database; yields one keep-alive client."""
+def gunicorn(url: str, app: str = "wsgi:app") -> Iterator[http.client.HTTPConnection]:
+    """The Procfile's web process on ``url``'s database; yields one keep-alive client.
+    ``app``: another WSGI app served the same way (``bench.enqueue_ceiling``)."""
     port = _free_port()
     env = {
         **os.environ,
@@ -45,7 +47,7 @@ def gunicorn(url: str) -> Iterator[http.client.HTTPConnection]:
         "JOB_HANDLER_MODULES": "bench.handlers",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--access-logfile", "/dev/null", "wsgi:app"],
+        [sys.executable, "-m", "gunicorn", "--access-logfile", "/dev/null", app],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -64,6 +66,7 @@ def gunicorn(url: str) -> Iterator[http.client.HTTPConnection]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("gunicorn did not start") from None
                 time.sleep(0.2)
+        client.server_pid = proc.pid  # type: ignore[attr-defined]  # for server_cpu
         yield client
     finally:
         client.close()
@@ -75,6 +78,20 @@ def gunicorn(url: str) -> Iterator[http.client.HTTPConnection]:
             proc.wait()
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its children so far (Linux ``/proc``:
+    gunicorn's master and its workers); 0.0 where ``/proc`` cannot tell."""
+    total = 0.0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for each in [str(pid), *children]:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    except OSError:
+        return 0.0
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def _post(client: http.client.HTTPConnection, path: str, body: object) -> None:
     client.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
     response = client.getresponse()
@@ -83,16 +100,21 @@ def _post(client: http.client.HTTPConnection, path: str, body: object) -> None:
         raise RuntimeError(f"POST {path} answered {response.status}")
 
 
-def single(url: str, *, jobs: int) -> float:
-    """Jobs per second through ``POST /api/jobs/``, one request at a time."""
+def single(url: str, *, jobs: int, app: str = "wsgi:app", cpu: list[float] | None = None) -> float:
+    """Jobs per second through ``POST /api/jobs/``, one request at a time (of ``app``).
+    ``cpu``: gets the web server's CPU per job, in µs (master and workers together)."""
     truncate(url)
-    with gunicorn(url) as client:
+    with gunicorn(url, app) as client:
         for _ in range(20):  # warm both gunicorn workers' pools and prepared statements
             _post(client, "/api/jobs/", {"type": "bench.noop"})
+        used = server_cpu(client.server_pid)  # type: ignore[attr-defined]
         start = time.perf_counter()
         for i in range(jobs):
             _post(client, "/api/jobs/", {"type": "bench.noop", "payload": {"i": i}})
-        return jobs / (time.perf_counter() - start)
+        rate = jobs / (time.perf_counter() - start)
+        if cpu is not None:
+            cpu.append((server_cpu(client.server_pid) - used) / jobs * 1e6)  # type: ignore[attr-defined]
+        return rate
 
 
 def bulk(url: str, *, jobs: int, chunk: int = 1000, clients: int = 1, cold: bool = False) -> float:
