@@ -32,9 +32,11 @@ SELECT type FROM types WHERE type IS NOT NULL
 -- A large table's stats: live figures counted up to :cap, finished totals from jobs_finished_counts.
 -- Indexes: job_claim_idx (queued), job_queued_idx (`least(attempts, 1) = 1`: retries),
 -- job_timeout_idx (running, overdue), and a skip scan of job_type_created_idx for the oldest
--- queued job (one descent per type, not per queued row). Waiting jobs (queued for their
--- parents, at {{waiting}}: states.WAITING_AT) are the point at that instant of job_queued_idx's
--- two ranges, as the overview's queued_split counts them (overview.sql); they stay in queued. Each capped count walks its index in
+-- queued job (one descent per type, not per queued row; the type list's closing NULL row is
+-- left out: on the list order's index, were the planner to take it, that row would walk it
+-- all). Waiting jobs (queued for their parents, at {{waiting}}: states.WAITING_AT) are the
+-- point at that instant of job_queued_idx's two ranges, as the overview's queued_split counts
+-- them (overview.sql); they stay in queued. Each capped count walks its index in
 -- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
 -- the range, then up to the cap's heap pages (queued rows spread through a large table: many
 -- times the cost of the walk in order, docs/benchmarks.md).
