@@ -34,7 +34,8 @@ class QueueState:
     throttle: Throttle | None = None
     trusted_proxies: tuple[Any, ...] | None = None  # FORWARDED_ALLOW_IPS as networks; None: '*'
     metrics: QueueCollector | None = None
-    openapi: tuple[Settings, dict[str, Any], str] | None = None  # built for these settings
+    # built for these settings and registered job types
+    openapi: tuple[Settings, tuple[str, ...], dict[str, Any], str] | None = None
     replica: Replica | None = None  # DATABASE_REPLICA_URL's, built on first use (ops/replica.py)
 
 

@@ -15,6 +15,7 @@ from markupsafe import Markup, escape
 
 from ..config import settings_of
 from ..mount import EXTENSION, static_url
+from ..runtime.handlers import registered_types
 from .blueprint import routes
 from .openapi import build_document
 from .registry import Reply
@@ -57,15 +58,17 @@ def docs() -> str:
 
 def _built() -> tuple[dict[str, Any], str]:
     """This app's OpenAPI document and its JSON text, built on first use and again only when
-    the app's settings are replaced: it depends on nothing else (the routes' definitions and
-    the settings' bounds), so it is not rebuilt on every request. Read only."""
+    the app's settings are replaced or a job type is registered: it depends on nothing else
+    (the routes' definitions, the settings' bounds, the registered types as the examples of a
+    job's type), so it is not rebuilt on every request. Read only."""
     settings = settings_of(current_app)
+    types = tuple(registered_types())
     state = current_app.extensions[EXTENSION]
     built = state.openapi
-    if built is None or built[0] is not settings:
+    if built is None or built[0] is not settings or built[1] != types:
         document = build_document(current_app, routes)
-        built = state.openapi = (settings, document, json.dumps(document, indent=2))
-    return built[1], built[2]
+        built = state.openapi = (settings, types, document, json.dumps(document, indent=2))
+    return built[2], built[3]
 
 
 def prose(text: str | None) -> Markup:

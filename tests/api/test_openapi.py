@@ -16,6 +16,7 @@ from dashboard.api.cursor import Cursor
 from dashboard.api.docs import prose
 from dashboard.api.inputs import BULK_MAX_JOBS
 from dashboard.config import API_OFFSET_MAX
+from dashboard.runtime import handlers
 from dashboard.runtime.handlers import registered_types
 from dashboard.store.states import EVENT_TYPES, STATUSES
 from tests.support.factories import make_job
@@ -75,6 +76,16 @@ def test_document_lists_exactly_the_routes_of_the_blueprint(app, document):
         ("/api/workflows/{workflow}/", "GET"), ("/api/workflows/{workflow}/cancel/", "POST"),
         ("/api/workflows/{workflow}/retry/", "POST"),
     } == routes  # fmt: skip
+
+
+def test_document_names_a_job_type_registered_after_it_was_first_built(client, job_type):
+    """The document is built once per app; a handler registered later is among its examples."""
+    handlers._registry.pop(job_type, None)
+    first = client.get("/api/schema/").get_json()
+    assert job_type not in first["components"]["schemas"]["CreateJob"]["properties"]["type"]["examples"]
+    handlers.handler(job_type)(lambda context: None)
+    again = client.get("/api/schema/").get_json()
+    assert job_type in again["components"]["schemas"]["CreateJob"]["properties"]["type"]["examples"]
 
 
 def test_document_carries_the_rules_the_code_enforces(document):
