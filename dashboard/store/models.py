@@ -235,6 +235,9 @@ class Job(Model):
             "finished_at",
             postgresql_where=text("status = 'failed' AND cancelled_at IS NULL"),
         ),
+        # The stats' oldest queued job: its first live entry (migration 0022). Only queued rows:
+        # a claim or a settle never writes to it.
+        Index("job_oldest_queued_idx", "created_at", postgresql_where=QUEUED),
         # The cancelled list, newest first, and its count: only cancelled rows (migration 0010).
         Index(
             "job_cancelled_idx",

@@ -62,8 +62,22 @@ def test_counts_figures_and_failures_leave_cancels_out(app):
     row = next(r for r in read_overview.queue_detail(now).types if r.type == "mail.send")
     assert row.failed_24h.value == 1  # "failed, 24 h": the failure, not the cancel
     enqueue.create_job(enqueue.JobSpec("demo.fail", {}), now=now)
-    assert [f.job.id for f in read_stats.latest_failures()] == []  # no failed event: no failure
+    assert [f.job.id for f in read_stats.latest_failures()] == [failure.id]  # not the cancel
     assert failure.cancelled_at is None
+
+
+def test_latest_failures_read_a_bounded_run_of_failed_jobs_cancels_included(app, monkeypatch):
+    """Cancelled jobs are failed too: behind more cancels than the read's bound, an older
+    failure is left unread rather than found by a long walk."""
+    now = values.utcnow()
+    failure = make_job("failed", type="mail.send", finished_at=now - timedelta(minutes=5))
+    for _ in range(3):
+        job = enqueue.create_job(enqueue.JobSpec("mail.send", {}), now=now).job
+        assert actions.run_one("cancel", job.id, event_data=ACTOR).changed
+    monkeypatch.setattr(read_stats, "FAILURES_SCANNED", 4)
+    assert [f.job.id for f in read_stats.latest_failures()] == [failure.id]
+    monkeypatch.setattr(read_stats, "FAILURES_SCANNED", 3)
+    assert read_stats.latest_failures() == []
 
 
 def test_cached_totals_count_cancels_apart(app):

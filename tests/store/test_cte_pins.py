@@ -144,7 +144,6 @@ PINNED: dict[str, set[str]] = {
     "served": {"4c18dae04891", "8ce309174559"},
     "took_rate": {"758456975c3e", "6c9ea096ab7b"},
     "took_slot": {"3bbeee700e83", "444ab5253901"},
-    "types": {"4a38fd2879c5"},
     "wake": {"c77941dc351c", "d8bd9322cf69", "9f69b50a1b40", "4e0fb9bfacb8", "406be6b4b564"},
 }
 

@@ -12,6 +12,7 @@ from dashboard.store import lifecycle, values
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.reads import jobs as read_jobs
 from dashboard.store.reads import overview as read_overview
+from dashboard.store.reads import stats as read_stats
 from dashboard.store.reads.overview import Capped
 from tests.support.factories import make_job, seed_analysed_backlog
 
@@ -187,6 +188,56 @@ def test_the_live_figures_read_the_queued_and_failed_indexes(app):
     assert "job_queued_type_idx" in plan, plan
     assert "job_failure_type_idx" in plan, plan  # failures of the last 24 h, cancels left out
     assert "Seq Scan" not in plan, plan
+
+
+def test_the_latest_failures_read_their_own_index_not_the_events(app):
+    """The newest failures are the last entries of job_finished_idx's failed range: no walk
+    through the events written since the last failure (a healthy queue writes nothing but
+    claims and successes), and a bounded one through cancels."""
+    now = values.utcnow()
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text(FAILED_ROWS_SQL), {"now": now})
+        seed_analysed_backlog(conn, now)
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        params = {"limit": 10, "scan": 1000, "preview": 10}
+        explain = text("EXPLAIN " + str(read_stats.LATEST_FAILURES_SQL))
+        plan = "\n".join(conn.execute(explain, params).scalars())
+        transaction.rollback()
+    assert "Index Scan Backward using job_finished_idx" in plan, plan
+    assert "Sort" not in plan, plan
+    assert "jobs_jobevent" not in plan, plan
+
+
+# A backlog a third drained: the succeeded jobs are the oldest, the statistics (as autovacuum's
+# ANALYZE leaves them during the drain) say most of the type's rows are queued.
+HALF_DRAINED_SQL = """
+    INSERT INTO jobs_job (id, type, payload, status, priority, available_at, attempts,
+                          max_attempts, last_error, created_at, updated_at, finished_at)
+    SELECT gen_random_uuid(), 'bench.noop', '{}', CASE WHEN g <= 6000 THEN 'succeeded' ELSE 'queued' END,
+           50, at, CASE WHEN g <= 6000 THEN 1 ELSE 0 END, 3, '', at, at,
+           CASE WHEN g <= 6000 THEN at END
+    FROM generate_series(1, 20000) AS g,
+         LATERAL (SELECT CAST(:now AS timestamptz) - (20000 - g) * interval '1 ms' AS at) AS t
+"""
+
+
+def test_the_oldest_queued_job_is_the_first_entry_of_its_index_during_a_drain(app):
+    """The large table's stats take the oldest queued job from job_oldest_queued_idx, one entry,
+    never by walking the list order's (created_at, id) past the finished jobs older than it:
+    planned and run on a backlog a third drained, analysed (rolled back)."""
+    now = values.utcnow()
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text(HALF_DRAINED_SQL), {"now": now})
+        conn.exec_driver_sql("ANALYZE jobs_job")
+        explain = text("EXPLAIN (ANALYZE, TIMING OFF, SUMMARY OFF) " + str(read_stats.LIVE_STATS_SQL))
+        plan = "\n".join(conn.execute(explain, {"now": now, "cap": 100}).scalars())
+        oldest = conn.execute(read_stats.LIVE_STATS_SQL, {"now": now, "cap": 100}).mappings().one()
+        transaction.rollback()
+    assert oldest["oldest_queued_at"] == now - timedelta(milliseconds=20000 - 6001)
+    lines = plan.splitlines()
+    walk = [line for line in lines if "job_oldest_queued_idx" in line]
+    assert walk and all("actual rows=1 " in line for line in walk), plan
+    assert "jobs_job_created_at_idx" not in plan, plan
 
 
 def _claim(worker: str, at):

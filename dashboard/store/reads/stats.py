@@ -7,7 +7,6 @@ finished totals above it) comes in as an argument, :class:`StatsPolicy`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -94,6 +93,7 @@ FINISHED_EXACT_SQL = query("finished_exact")
 FINISHED_CACHED_SQL = query("finished_cached")
 DATABASE_OK_SQL = query("database_ok")
 LATEST_FAILURES_SQL = query("latest_failures")
+FAILURES_SCANNED = 1_000  # failed jobs read at most for the latest failures, cancels included
 
 
 def estimate(conn: Connection, probe: TextClause) -> int:
@@ -200,19 +200,15 @@ class Failure:
 
 
 def latest_failures(limit: int = 10) -> list[Failure]:
-    """The jobs that failed most recently and are still failed, newest failure first (payload
-    and result as :data:`~dashboard.limits.PREVIEW_CHARS` characters of their JSON text, as on
-    the job list: ``reads/columns.py``).
+    """The jobs that failed most recently and are still failed, not cancelled, newest failure
+    first (payload and result as :data:`~dashboard.limits.PREVIEW_CHARS` characters of their
+    JSON text, as on the job list: ``reads/columns.py``); a job failed when it finished.
 
-    Walks the newest ``failed`` events (a bounded scan, not every failed job) and keeps the
-    jobs still in ``failed`` and not cancelled since; a job that failed twice is listed once.
-    Index: job_event_id_idx read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
+    Reads the newest failed jobs by when they finished, however long ago the last failure
+    was, and at most :data:`FAILURES_SCANNED` of them: after a mass cancel (cancelled jobs are
+    failed too) the older failures are left unread, and the list is shorter.
     """
     with reading() as conn:
-        params = {"scan": limit * 4, "preview": PREVIEW_CHARS}
+        params = {"limit": limit, "scan": FAILURES_SCANNED, "preview": PREVIEW_CHARS}
         rows = conn.execute(LATEST_FAILURES_SQL, params).mappings().all()
-    failures: dict[uuid.UUID, Failure] = {}
-    for row in rows:
-        if row["id"] not in failures:
-            failures[row["id"]] = Failure(job=JobRecord.from_row(row), failed_at=row["failed_at"])
-    return list(failures.values())[:limit]
+    return [Failure(job=JobRecord.from_row(row), failed_at=row["failed_at"]) for row in rows]

@@ -31,21 +31,14 @@ SELECT type FROM types WHERE type IS NOT NULL
 -- name: live_stats
 -- A large table's stats: live figures counted up to :cap, finished totals from jobs_finished_counts.
 -- Indexes: job_claim_idx (queued), job_queued_idx (`least(attempts, 1) = 1`: retries),
--- job_timeout_idx (running, overdue), and a skip scan of job_type_created_idx for the oldest
--- queued job (one descent per type, not per queued row; the type list's closing NULL row is
--- left out: on the list order's index, were the planner to take it, that row would walk it
--- all). Waiting jobs (queued for their parents, at {{waiting}}: states.WAITING_AT) are the
+-- job_timeout_idx (running, overdue), and job_oldest_queued_idx's first live entry for the
+-- oldest queued job (any other index, the list order's (created_at, id) above all, would walk
+-- the finished jobs older than it). Waiting jobs (queued for their parents, at {{waiting}}: states.WAITING_AT) are the
 -- point at that instant of job_queued_idx's two ranges, as the overview's queued_split counts
 -- them (overview.sql); they stay in queued. Each capped count walks its index in
 -- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
 -- the range, then up to the cap's heap pages (queued rows spread through a large table: many
 -- times the cost of the walk in order, docs/benchmarks.md).
-WITH RECURSIVE types AS (
-    (SELECT type FROM jobs_job ORDER BY type LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.type FROM jobs_job j WHERE j.type > types.type ORDER BY j.type LIMIT 1)
-    FROM types WHERE types.type IS NOT NULL
-)
 SELECT
     (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
         ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q) AS queued,
@@ -62,11 +55,7 @@ SELECT
         (SELECT 1 FROM jobs_job WHERE status = 'queued'
             AND least(attempts, 1) = 1 AND available_at = {{waiting}} LIMIT :cap)
         LIMIT :cap) AS w) AS waiting,
-    (SELECT min(first.created_at) FROM types CROSS JOIN LATERAL (
-        SELECT created_at FROM jobs_job
-        WHERE jobs_job.type = types.type AND status = 'queued'
-        ORDER BY created_at LIMIT 1) AS first
-     WHERE types.type IS NOT NULL) AS oldest_queued_at,
+    (SELECT min(created_at) FROM jobs_job WHERE status = 'queued') AS oldest_queued_at,
     f.succeeded, f.failed + f.cancelled AS failed, f.cancelled, f.counted_at
 FROM jobs_finished_counts AS f
 
@@ -93,21 +82,23 @@ SELECT succeeded, failed, cancelled, counted_at FROM jobs_finished_counts
 SELECT 1
 
 -- name: latest_failures
--- The jobs of the newest :scan `failed` events still failed and not cancelled, newest failure first.
--- Payload and result as their first :preview characters of JSON text. Index: job_event_id_idx
--- read backwards (or jobs_jobevent_type_idx), then jobs_job's primary key.
-SELECT j.id, j.type, left(j.payload::text, :preview) AS payload, j.status, j.priority,
-       j.available_at, j.attempts, j.max_attempts, j.idempotency_key, j.locked_by,
-       j.locked_until, j.last_error, left(j.result::text, :preview) AS result, j.created_at,
-       j.updated_at, j.finished_at, e.id AS failed_event_id, e.created_at AS failed_at
+-- The :limit jobs that failed most recently and are still failed and not cancelled, newest failure first.
+-- Payload and result as their first :preview characters of JSON text; a job failed when it
+-- finished. Index: job_finished_idx's failed range read backwards, so the claims, successes
+-- and creates since the last failure are never read; at most :scan entries, so a mass cancel
+-- (cancelled jobs are failed too) buries the older failures instead of making the read long.
+SELECT id, type, left(payload::text, :preview) AS payload, status, priority, available_at,
+       attempts, max_attempts, idempotency_key, locked_by, locked_until, last_error,
+       left(result::text, :preview) AS result, created_at, updated_at, finished_at,
+       finished_at AS failed_at
 FROM (
-    SELECT id, job_id, created_at FROM jobs_jobevent
-    WHERE type = 'failed'
-    ORDER BY id DESC
+    SELECT * FROM jobs_job WHERE status = 'failed'
+    ORDER BY finished_at DESC
     LIMIT :scan
-) AS e
-JOIN jobs_job AS j ON j.id = e.job_id AND j.status = 'failed' AND j.cancelled_at IS NULL
-ORDER BY e.id DESC
+) AS failed
+WHERE cancelled_at IS NULL
+ORDER BY finished_at DESC
+LIMIT :limit
 
 -- name: estimate_queued
 -- Probe: the queued jobs.
