@@ -236,8 +236,13 @@ class Job(Model):
             postgresql_where=text("status = 'failed' AND cancelled_at IS NULL"),
         ),
         # The stats' oldest queued job: its first live entry (migration 0022). Only queued rows:
-        # a claim or a settle never writes to it.
-        Index("job_oldest_queued_idx", "created_at", postgresql_where=QUEUED),
+        # a claim or a settle never writes to it. `max_attempts >= 1` holds for every row
+        # (job_attempts_valid); only the stats' statement says it, so no other plan takes this.
+        Index(
+            "job_oldest_queued_idx",
+            "created_at",
+            postgresql_where=text("status = 'queued' AND max_attempts >= 1"),
+        ),
         # The cancelled list, newest first, and its count: only cancelled rows (migration 0010).
         Index(
             "job_cancelled_idx",

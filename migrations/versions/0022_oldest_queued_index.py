@@ -8,6 +8,12 @@ before the first queued job (1.8 s with 300,000 of a million-job backlog drained
 answered 503 past the query limit. The index holds ``created_at`` of the queued jobs only, so
 the oldest is its first live entry, whatever the statistics say.
 
+Its predicate also says ``max_attempts >= 1``, which every row meets (job_attempts_valid) and
+only that statement writes: no other statement can use the index. A list of queued jobs
+filtered by type or queue, newest first, would otherwise be planned on it with a filter and
+walk every queued job of the other types (a million during a backlog), where
+job_type_created_idx or the list order's index answer in a few rows.
+
 A job enters it when it is created or put back in the queue (a retry, a rescue, a release); a
 claim, a settle or a cancel writes the row's new version without an entry here (the predicate
 is false), so the drain's own statements never write to it.
@@ -54,6 +60,6 @@ def _build(*, concurrently: bool) -> None:
         NAME,
         "jobs_job",
         ["created_at"],
-        postgresql_where=sa.text("status = 'queued'"),
+        postgresql_where=sa.text("status = 'queued' AND max_attempts >= 1"),
         postgresql_concurrently=concurrently,
     )

@@ -33,7 +33,8 @@ SELECT type FROM types WHERE type IS NOT NULL
 -- Indexes: job_claim_idx (queued), job_queued_idx (`least(attempts, 1) = 1`: retries),
 -- job_timeout_idx (running, overdue), and job_oldest_queued_idx's first live entry for the
 -- oldest queued job (any other index, the list order's (created_at, id) above all, would walk
--- the finished jobs older than it). Waiting jobs (queued for their parents, at {{waiting}}: states.WAITING_AT) are the
+-- the finished jobs older than it; `max_attempts >= 1`, true of every row, is its predicate's
+-- mark, which no other statement writes). Waiting jobs (queued for their parents, at {{waiting}}: states.WAITING_AT) are the
 -- point at that instant of job_queued_idx's two ranges, as the overview's queued_split counts
 -- them (overview.sql); they stay in queued. Each capped count walks its index in
 -- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
@@ -55,7 +56,8 @@ SELECT
         (SELECT 1 FROM jobs_job WHERE status = 'queued'
             AND least(attempts, 1) = 1 AND available_at = {{waiting}} LIMIT :cap)
         LIMIT :cap) AS w) AS waiting,
-    (SELECT min(created_at) FROM jobs_job WHERE status = 'queued') AS oldest_queued_at,
+    (SELECT min(created_at) FROM jobs_job
+        WHERE status = 'queued' AND max_attempts >= 1) AS oldest_queued_at,
     f.succeeded, f.failed + f.cancelled AS failed, f.cancelled, f.counted_at
 FROM jobs_finished_counts AS f
 
