@@ -52,8 +52,19 @@ def layers(parents: Mapping[K, Sequence[K]]) -> dict[K, int]:
     deepest parent's. Iterative (a chain of thousands never recurses); a cycle, which the
     store cannot make, would leave its jobs at the depth reached."""
     depth: dict[K, int] = {}
-    for start in parents:
+    for start, direct in parents.items():
         if start in depth:
+            continue
+        level, known_all = 0, True  # most jobs: every parent's depth known, or not a member
+        for parent in direct:
+            known = depth.get(parent)
+            if known is not None:
+                level = max(level, known + 1)
+            elif parent in parents:
+                known_all = False
+                break
+        if known_all:
+            depth[start] = level
             continue
         stack, on_stack = [start], {start}
         while stack:
@@ -178,13 +189,13 @@ def _rows(groups: Iterable[tuple[str, Counter[str]]]) -> list[Row]:
 
 def summarise(members: Sequence[Member]) -> Summary:
     """Counts per layer and state, and per type and state, of ``members``."""
-    depth = layers({member.id: member.depends_on for member in members})
+    depth = layers({id: parents for id, _type, _state, parents in members})
     by_layer: dict[int, Counter[str]] = defaultdict(Counter)
     by_type: dict[str, Counter[str]] = defaultdict(Counter)
-    for member in members:
-        level = min(depth[member.id], LAYERS_SHOWN - 1)
-        by_layer[level][member.state] += 1
-        by_type[member.type][member.state] += 1
+    last = LAYERS_SHOWN - 1
+    for id, kind, state, _parents in members:
+        by_layer[min(depth[id], last)][state] += 1
+        by_type[kind][state] += 1
     deepest = max(depth.values(), default=0)
 
     def layer_name(level: int) -> str:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import ColumnElement, func
 
@@ -170,22 +170,18 @@ def dependents(job_id: uuid.UUID, *, cap: int = DEPENDENTS_CAP) -> list[Node]:
     return [_node(row) for row in rows]
 
 
-class Member(NamedTuple):
-    """One job of a workflow as its summary counts it: light, a summary reads thousands."""
-
-    id: str  # the job's id as text (a summary only matches ids)
-    type: str
-    state: str  # waiting and cancelled apart, as Node.state
-    depends_on: Sequence[str]
+# One job of a workflow as its summary counts it: its id as text (a summary only matches ids),
+# type, state (waiting and cancelled apart, as Node.state) and parents' ids. A plain tuple: a
+# summary reads thousands, and a named tuple's construction was a quarter of their cost.
+Member = tuple[str, str, str, Sequence[str]]
 
 
 def members(name: str, *, cap: int = MEMBERS_CAP) -> list[Member]:
-    """Up to ``cap`` jobs of the workflow ``name``, in no order (job_workflow_idx)."""
+    """Up to ``cap`` jobs of the workflow ``name``, in no order (job_workflow_idx), each as
+    ``(id, type, state, parents)``."""
     with reading() as conn:
         rows = fetch_tuples(conn, MEMBERS, {"workflow": name, "cap": cap})
-    return [
-        Member(id, kind, state, parents.split(",") if parents else ()) for id, kind, state, parents in rows
-    ]
+    return [(id, kind, state, parents.split(",") if parents else ()) for id, kind, state, parents in rows]
 
 
 def count_waiting(*, type: str | None = None, queue: str | None = None, cap: int) -> int:
