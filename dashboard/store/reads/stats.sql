@@ -34,12 +34,13 @@ SELECT type FROM types WHERE type IS NOT NULL
 -- job_timeout_idx (running, overdue), and job_oldest_queued_idx's first live entry for the
 -- oldest queued job (any other index, the list order's (created_at, id) above all, would walk
 -- the finished jobs older than it; `max_attempts >= 1`, true of every row, is its predicate's
--- mark, which no other statement writes). Waiting jobs (queued for their parents, at {{waiting}}: states.WAITING_AT) are the
--- point at that instant of job_queued_idx's two ranges, as the overview's queued_split counts
--- them (overview.sql); they stay in queued. Each capped count walks its index in
--- the index's own order, so it stops at the cap: a bitmap scan would first read every entry of
--- the range, then up to the cap's heap pages (queued rows spread through a large table: many
--- times the cost of the walk in order, docs/benchmarks.md).
+-- mark, which no other statement writes). Waiting jobs (queued for their parents, at
+-- {{waiting}}: states.WAITING_AT) are the point at that instant of job_queued_idx's two
+-- ranges, as the overview's queued_split counts them (overview.sql); they stay in queued.
+-- Each capped count walks its index in the index's own order, so it stops at the cap: a
+-- bitmap scan would first read every entry of the range, then up to the cap's heap pages
+-- (queued rows spread through a large table: many times the cost of the walk in order,
+-- docs/benchmarks.md).
 SELECT
     (SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE status = 'queued'
         ORDER BY priority DESC, available_at, created_at, id LIMIT :cap) AS q) AS queued,
