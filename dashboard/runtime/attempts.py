@@ -55,9 +55,12 @@ class RunningAttempts:
     def any_overdue(self, now: datetime | None = None) -> bool:
         """Whether an attempt of this process is running past its lease."""
         now = now or utcnow()
-        with self._lock:
-            ends = [ctx.locked_until for _thread, ctx in self._running.values()]
-        return any(end is not None and end < now for end in ends)
+        with self._lock:  # a plain loop: asked before every claim, so kept cheap
+            for _thread, ctx in self._running.values():
+                end = ctx.locked_until
+                if end is not None and end < now:
+                    return True
+        return False
 
 
 PROCESS = RunningAttempts()  # one per worker process: every runner and the dispatcher share it

@@ -231,12 +231,31 @@ def fetch_rows(conn: Connection, statement: TextClause, params: dict[str, Any]) 
     """
     compiled, raw = _compile(statement), _driver(conn)
     args = _args(compiled, params)
+    cursor = _kept_cursor(conn, raw)
     try:
-        with psycopg.RawCursor(raw, row_factory=_dict_rows) as cursor:
-            cursor.execute(compiled.sql, args)
-            return cursor.fetchall() if _has_rows(cursor) else []
+        cursor.execute(compiled.sql, args)
+        return cursor.fetchall() if _has_rows(cursor) else []
     except psycopg.Error as error:
         raise _translated(compiled.sql, args, error) from error
+
+
+_CURSOR = "jobqueue.cursor"  # the key of a connection's kept cursor in its pool record's info
+
+
+def _kept_cursor(conn: Connection, raw: psycopg.Connection[Any]) -> psycopg.RawCursor[dict[str, Any]]:
+    """The cursor :func:`fetch_rows` keeps for the psycopg connection ``raw`` under ``conn``.
+
+    A cursor's adapters find each parameter's dumper and each column's loader once and keep
+    them; a new cursor per statement looked them all up again on every job (a worker's
+    claim-and-settle statement sends and returns dozens of values). Kept in the pool record's
+    ``info``, which lives as long as the psycopg connection under it; one whose connection
+    was replaced (a reconnect after a failure) is made again. A connection is used by one
+    thread at a time, so its cursor is too.
+    """
+    cursor = conn.info.get(_CURSOR)
+    if cursor is None or cursor.closed or cursor.connection is not raw:
+        cursor = conn.info[_CURSOR] = psycopg.RawCursor(raw, row_factory=_dict_rows)
+    return cursor
 
 
 def fetch_tuples(conn: Connection, statement: TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:

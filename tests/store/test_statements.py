@@ -132,3 +132,24 @@ def test_values_written_out_in_statements_are_their_constants():
     assert lists.IN_NAMED_QUEUE.text == f"queue <> '{DEFAULT_QUEUE}'"
     assert set(planner_stats.ANALYZE) == set(planner_stats.TABLES)
     assert all(command.endswith(f" {table}") for table, command in planner_stats.ANALYZE.items())
+
+
+def test_a_connection_keeps_one_cursor_until_its_psycopg_connection_is_replaced(app):
+    """fetch_rows reuses one cursor per psycopg connection (its adapters found once); after an
+    error the same cursor still answers, and once the connection under it was invalidated the
+    next statement runs on a new cursor of the new connection."""
+    (statement,) = sql.parse("-- name: y\n-- One.\nSELECT CAST(:a AS integer) + 1 AS b\n", "t.sql")
+    (broken,) = sql.parse("-- name: z\n-- One.\nSELECT 1 / CAST(:a AS integer) AS c\n", "t.sql")
+    with connection.connect() as conn:
+        assert connection.fetch_rows(conn, statement.clause, {"a": 1}) == [{"b": 2}]
+        first = conn.info[connection._CURSOR]
+        with pytest.raises(sa_exc.DataError):
+            connection.fetch_rows(conn, broken.clause, {"a": 0})
+        assert connection.fetch_rows(conn, statement.clause, {"a": 2}) == [{"b": 3}]
+        assert conn.info[connection._CURSOR] is first
+        old = connection.raw_connection(conn)
+        conn.invalidate()  # as after a connection fault: the pool replaces what is under it
+    with connection.connect() as conn:
+        assert connection.fetch_rows(conn, statement.clause, {"a": 3}) == [{"b": 4}]
+        kept = conn.info[connection._CURSOR]
+        assert kept is not first and kept.connection is connection.raw_connection(conn) is not old
