@@ -55,7 +55,10 @@ def layers(parents: Mapping[K, Sequence[K]]) -> dict[K, int]:
     for start, direct in parents.items():
         if start in depth:
             continue
-        level, known_all = 0, True  # most jobs: every parent's depth known, or not a member
+        # Most jobs: every parent's depth known, or not a member. The stack's pass below, written
+        # inline here rather than shared through a function: a call per job cost a summary of
+        # 12,000 jobs about 7 ms.
+        level, known_all = 0, True
         for parent in direct:
             known = depth.get(parent)
             if known is not None:

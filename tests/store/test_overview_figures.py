@@ -190,7 +190,7 @@ def test_the_live_figures_read_the_queued_and_failed_indexes(app):
     assert "Seq Scan" not in plan, plan
 
 
-def test_the_latest_failures_read_their_own_index_not_the_events(app):
+def test_the_latest_failures_read_the_failed_jobs_by_finish_time_not_the_events(app):
     """The newest failures are the last entries of job_finished_idx's failed range: no walk
     through the events written since the last failure (a healthy queue writes nothing but
     claims and successes), and a bounded one through cancels."""
