@@ -88,7 +88,7 @@ def truncate(url: str) -> None:
     """Empty both tables, then :func:`checkpoint`: an enqueue run starts like a drain, just
     after one (a run of the bulk row once stalled for about 10 s right after the drains)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY")
+        conn.execute("TRUNCATE jobs_jobevent, jobs_job, jobs_job_dependency RESTART IDENTITY")
         checkpoint(conn)
 
 
@@ -96,7 +96,7 @@ def truncate_analyzed(url: str) -> None:
     """Empty both tables, then ``VACUUM ANALYZE`` them: planner statistics that say the queue
     tables are empty (a new installation, one that retention emptied), then :func:`checkpoint`."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs_jobevent, jobs_job RESTART IDENTITY")
+        conn.execute("TRUNCATE jobs_jobevent, jobs_job, jobs_job_dependency RESTART IDENTITY")
         conn.execute("VACUUM ANALYZE jobs_job, jobs_jobevent")
         checkpoint(conn)
 

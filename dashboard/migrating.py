@@ -81,6 +81,7 @@ QUEUE_TABLES = frozenset(
         "jobs_queue",
         "jobs_queue_rate",
         "jobs_queue_slot",
+        "jobs_job_dependency",
         "jobs_schedule",
         "jobs_audit",
         "auth_signin_failure",

@@ -143,16 +143,6 @@ class Job(Model):
             unique=True,
             postgresql_where=text("unique_key IS NOT NULL AND unique_retired_at IS NULL"),
         ),
-        # A parent's dependents, for the release trigger (migration 0018) and the job page.
-        # Only jobs with parents have an entry; fastupdate off, so a lookup never walks a
-        # pending list.
-        Index(
-            "job_depends_on_idx",
-            "depends_on",
-            postgresql_using="gin",
-            postgresql_with={"fastupdate": "off"},
-            postgresql_where=text("depends_on IS NOT NULL"),
-        ),
         # A workflow's jobs and its counts by status; the newest jobs of any workflow (the
         # recent workflows). Only jobs of a workflow have entries (reads/workflows.py).
         Index("job_workflow_idx", "workflow", "status", postgresql_where=text("workflow IS NOT NULL")),
@@ -318,3 +308,17 @@ class JobEvent(Model):
         # Global feed, newest first by id, cursor-paginated (``read_jobs.list_events``).
         Index("job_event_id_idx", "id"),
     )
+
+
+class JobDependency(Model):
+    """One edge of a workflow: ``child_id`` waits for ``parent_id``. Written with the dependent
+    (``create_dependent``, dependents.sql) and never updated; read by its primary key, parent
+    first: the release trigger's "dependents of this parent" (migration 0023), the job page's
+    dependents and retention's guard. It goes when its parent is deleted; one whose dependent
+    is gone names no job and every reader skips it. No foreign keys: a parent may be deleted
+    by retention while its dependent lives on, and neither end's writes should check the other."""
+
+    __tablename__ = "jobs_job_dependency"
+
+    parent_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    child_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)

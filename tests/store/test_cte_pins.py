@@ -100,7 +100,7 @@ PINNED: dict[str, set[str]] = {
         "04be3e6d36a5",
         "329b9354cbce",
         "4685d97db001",
-        "50b84305f384",
+        "b22577e139e1",
         "6ee143bbf0e2",
         "beb1a9d1f689",
         "c3ea99bf9662",

@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 
+from dashboard.extensions import db
 from dashboard.store import lifecycle
-from dashboard.store.lifecycle import actions, dependents
+from dashboard.store.lifecycle import actions, dependents, retention
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.lifecycle.create import JobSpec
 from dashboard.store.records import JobRecord
@@ -170,6 +171,51 @@ def test_parents_settling_at_once_release_their_child_exactly_once(app):
         assert (done.available_at, done.waiting_on) == (at(round_), 0)
         assert event_types(child.id).count("released") == 1
         assert claim("w1", now=at(round_)).id == child.id
+
+
+def edges(parent: uuid.UUID) -> list[uuid.UUID]:
+    """The dependents ``jobs_job_dependency`` names for ``parent``, in id order."""
+    with db.engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT child_id FROM jobs_job_dependency WHERE parent_id = %(p)s ORDER BY child_id",
+            {"p": parent},
+        )
+        return list(found.scalars())
+
+
+def test_a_deleted_parent_takes_its_edges_and_still_counts_as_succeeded(app):
+    a, b = make(), make()
+    child, other = make(a.id, b.id), make(b.id)
+    assert edges(a.id) == [child.id] and edges(b.id) == sorted([child.id, other.id])
+    run(a)
+    assert retention.prune(retention.cutoffs({"succeeded": 1})).total_jobs == 1  # a, done at T0
+    assert edges(a.id) == [] and edges(b.id) == sorted([child.id, other.id])
+    run(b, now=at(1))
+    assert (fresh(child.id).available_at, fresh(child.id).waiting_on) == (at(1), 0)
+    assert fresh(other.id).available_at == at(1)
+    assert actions.run_one("delete", b.id).changed == 1
+    assert edges(b.id) == []
+
+
+def test_a_decrement_under_contention_takes_one_parent_each(app):
+    """Parents settling at once, none the last: each takes one off, in its own statement."""
+    parents = [make() for _ in range(6)]
+    child = make(*(p.id for p in parents))
+    claimed = [claim(f"w{n}") for n in range(4)]
+    barrier = threading.Barrier(4)
+
+    def settle(job: JobRecord, worker: str) -> None:
+        with app.app_context():
+            barrier.wait()
+            lifecycle.complete_job(job.id, worker, job.attempts, None, now=T0)
+
+    threads = [threading.Thread(target=settle, args=(job, f"w{n}")) for n, job in enumerate(claimed)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert (fresh(child.id).waiting_on, fresh(child.id).available_at) == (2, WAITING_AT)
+    assert event_types(child.id) == ["created"]
 
 
 def test_a_graph_in_one_create_names_earlier_jobs_by_index(app):

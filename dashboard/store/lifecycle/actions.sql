@@ -88,12 +88,14 @@ SELECT changed.id FROM changed LEFT JOIN wake ON true
 
 -- name: delete
 -- A finished job (succeeded or failed) is deleted with its events, one `jobs_audit` row each.
--- The events go with the job (ON DELETE CASCADE); the audit row, which names the actor from
--- :event_data, stays (audit.py).
+-- The events go with the job (ON DELETE CASCADE), its edges to its dependents in this
+-- statement; the audit row, which names the actor from :event_data, stays (audit.py).
 WITH changed AS (
     DELETE FROM jobs_job
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('succeeded', 'failed')
-    RETURNING id, type, status, attempts, created_at, finished_at, cancelled_at
+    RETURNING id, type, status, attempts, created_at, finished_at, cancelled_at, has_dependents
+), deleted_edges AS (
+    DELETE FROM jobs_job_dependency WHERE parent_id IN (SELECT id FROM changed WHERE has_dependents)
 ), audit AS (
     INSERT INTO jobs_audit (created_at, action, actor, job_id, job_type, job_status, data)
     SELECT :now, 'job_deleted', COALESCE(CAST(:event_data AS jsonb) ->> 'actor', ''), id, type, status,

@@ -1,7 +1,7 @@
 -- Workflows: creating a job that waits for others, and acting on a whole workflow.
 -- A waiting job is `queued` with available_at = {{waiting}} (states.WAITING_AT), after any
 -- instant a client may give, so no claim picks it. It is released, or cancelled when a parent
--- fails under `cancel`, by the trigger `jobs_job_release` (migration 0018) in the statement
+-- fails under `cancel`, by the trigger `jobs_job_release` (migrations 0018, 0023) in the statement
 -- that settles its last parent: the settles, the rescue and the actions do not name it.
 
 -- name: lock_parents
@@ -31,7 +31,8 @@ SELECT id, status, workflow FROM parents
 -- Create one job with parents, waiting, ready or (a parent failed under `cancel`) cancelled.
 -- The caller read the parents with lock_parents in the same transaction and decided
 -- :status, :available_at, :waiting_on and, for a job cancelled at birth, :last_error; its
--- events follow in causal order from one INSERT: `created`, then `cancelled` if so.
+-- events follow in causal order from one INSERT: `created`, then `cancelled` if so. Its edges
+-- (jobs_job_dependency, one per parent) are written with it: the release trigger's lookup.
 WITH named AS (
     INSERT INTO jobs_queue (name, created_at) VALUES (:queue, :now) ON CONFLICT DO NOTHING
 ), ins AS (
@@ -47,6 +48,9 @@ WITH named AS (
             :not_before, :traceparent)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
+), parent_edges AS (
+    INSERT INTO jobs_job_dependency (parent_id, child_id)
+    SELECT p, ins.id FROM ins CROSS JOIN unnest(ins.depends_on) AS p
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT ins.id, e.type, 0, NULL, e.message, e.data, :now

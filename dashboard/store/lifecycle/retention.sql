@@ -13,14 +13,15 @@ SELECT pg_try_advisory_xact_lock(:key)
 -- The events go in the same statement (the foreign key's ON DELETE CASCADE then finds none
 -- left), so a batch is one short transaction. SKIP LOCKED: a job an operator is retrying
 -- right now is skipped, and the DELETE's own status fence drops one that was requeued meanwhile.
--- A failed job that a waiting job still names as a parent stays (job_depends_on_idx): gone,
--- it would read as done, and a retry of it could no longer release that job.
+-- A failed job that a waiting job still names as a parent stays (jobs_job_dependency): gone,
+-- it would read as done, and a retry of it could no longer release that job. A deleted job's
+-- edges to its dependents go with it (jobs_job_dependency's primary key, parent first).
 WITH doomed AS (
     SELECT id FROM jobs_job
     WHERE status = :status AND finished_at < :cutoff
       AND NOT (has_dependents AND status = 'failed' AND EXISTS (
-          SELECT 1 FROM jobs_job AS c
-          WHERE c.depends_on @> ARRAY[jobs_job.id] AND c.status = 'queued'
+          SELECT 1 FROM jobs_job_dependency AS d JOIN jobs_job AS c ON c.id = d.child_id
+          WHERE d.parent_id = jobs_job.id AND c.status = 'queued'
             AND c.available_at = {{waiting}}))
     ORDER BY status, finished_at
     LIMIT :batch
@@ -28,7 +29,10 @@ WITH doomed AS (
 ), events AS (
     DELETE FROM jobs_jobevent WHERE job_id IN (SELECT id FROM doomed) RETURNING 1
 ), jobs AS (
-    DELETE FROM jobs_job j USING doomed WHERE j.id = doomed.id AND j.status = :status RETURNING 1
+    DELETE FROM jobs_job j USING doomed WHERE j.id = doomed.id AND j.status = :status
+    RETURNING j.id, j.has_dependents
+), pruned_edges AS (
+    DELETE FROM jobs_job_dependency WHERE parent_id IN (SELECT id FROM jobs WHERE has_dependents)
 )
 SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM events) AS events
 

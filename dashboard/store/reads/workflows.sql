@@ -48,11 +48,12 @@ SELECT id, type, status, available_at, waiting_on, cancelled_at, finished_at, wo
 FROM jobs_job WHERE id = ANY(CAST(:ids AS uuid[]))
 
 -- name: job_dependents
--- Up to :cap jobs that name one job as a parent (job_depends_on_idx), oldest first.
+-- Up to :cap jobs that name one job as a parent (jobs_job_dependency's primary key, then
+-- each job by its own), oldest first.
 SELECT id, type, status, available_at, waiting_on, cancelled_at, finished_at, workflow
 FROM (
-    SELECT * FROM jobs_job
-    WHERE depends_on @> ARRAY[CAST(:id AS uuid)] AND depends_on IS NOT NULL
+    SELECT j.* FROM jobs_job_dependency AS d JOIN jobs_job AS j ON j.id = d.child_id
+    WHERE d.parent_id = CAST(:id AS uuid)
     LIMIT :cap
 ) AS picked
 ORDER BY created_at, id
