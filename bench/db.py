@@ -84,11 +84,19 @@ def make_app(url: str, **config: str) -> Flask:
     )
 
 
+def _empty(conn: psycopg.Connection) -> None:
+    """TRUNCATE the jobs, their events and, where this schema has it, the workflow edges (a
+    schema of an older commit, ``bench.versus --other-schema``, has none)."""
+    edges = conn.execute("SELECT to_regclass('jobs_job_dependency') IS NOT NULL").fetchone()
+    tables = "jobs_jobevent, jobs_job" + (", jobs_job_dependency" if edges and edges[0] else "")
+    conn.execute(f"TRUNCATE {tables} RESTART IDENTITY")
+
+
 def truncate(url: str) -> None:
     """Empty both tables, then :func:`checkpoint`: an enqueue run starts like a drain, just
     after one (a run of the bulk row once stalled for about 10 s right after the drains)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs_jobevent, jobs_job, jobs_job_dependency RESTART IDENTITY")
+        _empty(conn)
         checkpoint(conn)
 
 
@@ -96,7 +104,7 @@ def truncate_analyzed(url: str) -> None:
     """Empty both tables, then ``VACUUM ANALYZE`` them: planner statistics that say the queue
     tables are empty (a new installation, one that retention emptied), then :func:`checkpoint`."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs_jobevent, jobs_job, jobs_job_dependency RESTART IDENTITY")
+        _empty(conn)
         conn.execute("VACUUM ANALYZE jobs_job, jobs_jobevent")
         checkpoint(conn)
 
