@@ -43,93 +43,44 @@ down_revision = "0022"
 branch_labels = None
 depends_on = None
 
-WAITING_AT = "9999-12-31 00:00:00+00"
-NOTIFY_CHANNEL = "jobqueue_jobs"
 TABLE = "jobs_job_dependency"
 
-RELEASE_FUNCTION = """
-CREATE OR REPLACE FUNCTION jobs_release_dependents(parent uuid, parent_ok boolean, at timestamptz)
-RETURNS integer LANGUAGE plpgsql AS $$
-DECLARE
-    todo uuid[] := ARRAY[parent];
-    todo_ok boolean[] := ARRAY[parent_ok];
-    i integer := 1;
-    p uuid;
-    p_ok boolean;
-    found_ids uuid[];
-    child_id uuid;
-    child record;
-    remaining integer;
-    changed integer := 0;
-BEGIN
-    WHILE i <= cardinality(todo) LOOP
-        p := todo[i];
-        p_ok := todo_ok[i];
-        i := i + 1;
-        SELECT array_agg(d.child_id ORDER BY d.child_id) INTO found_ids
-        FROM jobs_job_dependency AS d WHERE d.parent_id = p;
-        CONTINUE WHEN found_ids IS NULL;
-        FOREACH child_id IN ARRAY found_ids LOOP
-            -- Not its last parent: one off, in one statement (the lock re-reads the newest
-            -- version, so waiting_on > 1 holds for the version it writes).
-            UPDATE jobs_job AS w SET waiting_on = w.waiting_on - 1, updated_at = at
-            WHERE w.id = child_id AND w.status = 'queued'
-              AND w.available_at = TIMESTAMPTZ '{waiting}' AND w.waiting_on > 1
-              AND (p_ok OR w.on_parent_failure = 'run');
-            IF FOUND THEN
-                changed := changed + 1;
-                CONTINUE;
-            END IF;
-            SELECT id, queue, attempts, depends_on, on_parent_failure, waiting_on, has_dependents,
-                   not_before
-            INTO child FROM jobs_job
-            WHERE id = child_id AND status = 'queued' AND available_at = TIMESTAMPTZ '{waiting}'
-            FOR UPDATE;
-            CONTINUE WHEN NOT FOUND;
-            changed := changed + 1;
-            IF NOT p_ok AND child.on_parent_failure = 'cancel' THEN
-                UPDATE jobs_job
-                SET status = 'failed', finished_at = at, cancelled_at = at, waiting_on = 0,
-                    last_error = 'Cancelled: parent ' || p || ' failed', updated_at = at
-                WHERE id = child.id;
-                INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-                VALUES (child.id, 'cancelled', child.attempts, NULL,
-                        'Cancelled: parent ' || p || ' failed',
-                        jsonb_build_object('parent', p, 'source', 'workflow'), at);
-                IF child.has_dependents THEN
-                    todo := todo || child.id;
-                    todo_ok := todo_ok || false;
-                END IF;
-            ELSIF p_ok OR child.on_parent_failure = 'run' THEN
-                remaining := child.waiting_on - 1;
-                IF remaining <= 0 THEN
-                    SELECT count(*) INTO remaining FROM jobs_job AS q
-                    WHERE q.id = ANY(child.depends_on) AND q.id <> p
-                      AND CASE WHEN child.on_parent_failure = 'run'
-                               THEN q.status IN ('queued', 'running')
-                               ELSE q.status <> 'succeeded' END;
-                END IF;
-                IF remaining <= 0 THEN
-                    UPDATE jobs_job
-                    SET available_at = GREATEST(at, COALESCE(child.not_before, at)), waiting_on = 0,
-                        not_before = NULL, updated_at = at
-                    WHERE id = child.id;
-                    INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
-                    VALUES (child.id, 'released', child.attempts, NULL, 'Released: its parents are done',
-                            jsonb_build_object('parent', p), at);
-                    IF COALESCE(child.not_before, at) <= at THEN
-                        PERFORM pg_notify('{channel}', child.queue);
-                    END IF;
-                ELSE
-                    UPDATE jobs_job SET waiting_on = remaining, updated_at = at WHERE id = child.id;
-                END IF;
-            END IF;
-        END LOOP;
-    END LOOP;
-    RETURN changed;
-END
-$$
-""".replace("{waiting}", WAITING_AT).replace("{channel}", NOTIFY_CHANNEL)
+# A settled parent's dependents by the edges' primary key, in id order (the lock order of
+# concurrent settles).
+LOOKUP = (
+    "SELECT array_agg(d.child_id ORDER BY d.child_id) INTO found_ids"
+    f" FROM {TABLE} AS d WHERE d.parent_id = p;"
+)
+
+# Not its last parent: one off, in one statement (the row lock re-reads the newest version, so
+# waiting_on > 1 holds for the version it writes); else 0021's lock by primary key, and the
+# rest of 0021's function (release, cancel, recount) as it was.
+DECREMENT = (
+    "UPDATE jobs_job AS w SET waiting_on = w.waiting_on - 1, updated_at = at"
+    " WHERE w.id = child_id AND w.status = 'queued'"
+    " AND w.available_at = TIMESTAMPTZ '{waiting}' AND w.waiting_on > 1"
+    " AND (p_ok OR w.on_parent_failure = 'run');\n"
+    "            IF FOUND THEN changed := changed + 1; CONTINUE; END IF;\n            "
+)
+
+
+def _release_0021():
+    """Migration 0021's module, read from its file: its function's body, pieces and lock."""
+    from importlib.util import module_from_spec, spec_from_file_location
+    from pathlib import Path
+
+    spec = spec_from_file_location("release_0021", Path(__file__).with_name("0021_release_by_key.py"))
+    assert spec is not None and spec.loader is not None
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def release_function() -> str:
+    """``jobs_release_dependents`` as this migration leaves it: 0021's, with the edge lookup and
+    the decrement before its lock."""
+    m = _release_0021()
+    return m._function(LOOKUP, DECREMENT.replace("{waiting}", m.WAITING_AT) + m.BY_KEY["lock"])
 
 
 def upgrade():
@@ -144,19 +95,12 @@ def upgrade():
         " SELECT DISTINCT p, j.id FROM jobs_job AS j CROSS JOIN LATERAL unnest(j.depends_on) AS p"
         " WHERE j.depends_on IS NOT NULL"
     )
-    op.execute(RELEASE_FUNCTION)
+    op.execute(release_function())
     op.drop_index("job_depends_on_idx", table_name="jobs_job")
 
 
 def downgrade():
-    """Back to 0021's function (read from that migration's file) and the GIN index."""
-    from importlib.util import module_from_spec, spec_from_file_location
-    from pathlib import Path
-
-    spec = spec_from_file_location("release_0021", Path(__file__).with_name("0021_release_by_key.py"))
-    assert spec is not None and spec.loader is not None
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """Back to 0021's function and the GIN index."""
     op.create_index(
         "job_depends_on_idx",
         "jobs_job",
@@ -165,5 +109,5 @@ def downgrade():
         postgresql_with={"fastupdate": "off"},
         postgresql_where=sa.text("depends_on IS NOT NULL"),
     )
-    module.upgrade()
+    _release_0021().upgrade()
     op.drop_table(TABLE)
