@@ -90,6 +90,11 @@ def test_a_child_knows_its_duties_port_and_details():
     assert second.details() == {"index": 2, "processes": 3, "supervisor_pid": 1234}
 
 
+def environ_of(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        return environ.read()
+
+
 @pytest.fixture
 def supervisor():
     started = Supervisor(SLEEPER, 2, env={"PATH": "/usr/bin:/bin"}, restart_base_seconds=0.5)
@@ -109,8 +114,10 @@ def test_a_step_starts_each_child_in_its_own_session_and_restarts_one_that_died(
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
         assert int(fields[3]) == pid  # a session of its own (its id is the pid): no terminal signal
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            assert f"{CHILD_ENV}=".encode() in environ.read()
+        # The exec may still be laying out the new image when Popen returns (its error pipe closes
+        # before the kernel has set the environment's bounds): /proc reads empty until it has.
+        wait_until(lambda: environ_of(pid), 10, "the child's environment in /proc")
+        assert f"{CHILD_ENV}=".encode() in environ_of(pid)
 
     victim = supervisor.slots[1].proc
     victim.send_signal(signal.SIGKILL)
