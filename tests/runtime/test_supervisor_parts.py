@@ -116,7 +116,7 @@ def test_a_step_starts_each_child_in_its_own_session_and_restarts_one_that_died(
         assert int(fields[3]) == pid  # a session of its own (its id is the pid): no terminal signal
         # The exec may still be laying out the new image when Popen returns (its error pipe closes
         # before the kernel has set the environment's bounds): /proc reads empty until it has.
-        wait_until(lambda: environ_of(pid), 10, "the child's environment in /proc")
+        wait_until(lambda pid=pid: environ_of(pid), 10, "the child's environment in /proc")
         assert f"{CHILD_ENV}=".encode() in environ_of(pid)
 
     victim = supervisor.slots[1].proc
