@@ -170,6 +170,19 @@ def _event_types(types: tuple[str, ...]) -> None:
     op.execute("ALTER TABLE jobs_jobevent VALIDATE CONSTRAINT job_event_type_valid")
 
 
+def create_depends_on_index() -> None:
+    """``job_depends_on_idx``: GIN over ``depends_on``, only jobs with parents, fastupdate off
+    (a lookup never walks a pending list). Migration 0023 drops it; its downgrade calls this."""
+    op.create_index(
+        "job_depends_on_idx",
+        "jobs_job",
+        ["depends_on"],
+        postgresql_using="gin",
+        postgresql_with={"fastupdate": "off"},
+        postgresql_where=sa.text("depends_on IS NOT NULL"),
+    )
+
+
 def upgrade():
     op.add_column("jobs_job", sa.Column("depends_on", postgresql.ARRAY(sa.Uuid()), nullable=True))
     op.add_column("jobs_job", sa.Column("on_parent_failure", sa.String(8), nullable=True))
@@ -186,14 +199,7 @@ def upgrade():
         "jobs_job",
         "on_parent_failure IS NULL OR on_parent_failure IN ('cancel', 'run', 'wait')",
     )
-    op.create_index(
-        "job_depends_on_idx",
-        "jobs_job",
-        ["depends_on"],
-        postgresql_using="gin",
-        postgresql_with={"fastupdate": "off"},
-        postgresql_where=sa.text("depends_on IS NOT NULL"),
-    )
+    create_depends_on_index()
     op.create_index(
         "job_workflow_idx",
         "jobs_job",

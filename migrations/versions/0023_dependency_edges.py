@@ -64,16 +64,21 @@ DECREMENT = (
 )
 
 
-def _release_0021():
-    """Migration 0021's module, read from its file: its function's body, pieces and lock."""
+def _earlier(file: str):
+    """An earlier migration's module, read from its file (its texts and helpers, not its revision)."""
     from importlib.util import module_from_spec, spec_from_file_location
     from pathlib import Path
 
-    spec = spec_from_file_location("release_0021", Path(__file__).with_name("0021_release_by_key.py"))
+    spec = spec_from_file_location(Path(file).stem, Path(__file__).with_name(file))
     assert spec is not None and spec.loader is not None
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _release_0021():
+    """Migration 0021's module: its function's body, pieces and lock."""
+    return _earlier("0021_release_by_key.py")
 
 
 def release_function() -> str:
@@ -100,14 +105,7 @@ def upgrade():
 
 
 def downgrade():
-    """Back to 0021's function and the GIN index."""
-    op.create_index(
-        "job_depends_on_idx",
-        "jobs_job",
-        ["depends_on"],
-        postgresql_using="gin",
-        postgresql_with={"fastupdate": "off"},
-        postgresql_where=sa.text("depends_on IS NOT NULL"),
-    )
+    """Back to 0021's function and 0018's GIN index."""
+    _earlier("0018_workflows.py").create_depends_on_index()
     _release_0021().upgrade()
     op.drop_table(TABLE)
