@@ -125,7 +125,7 @@ def bulk(url: str, *, jobs: int, chunk: int = 1000, clients: int = 1, cold: bool
 
     ``cold``: the tables are emptied and then ``VACUUM ANALYZE``d before gunicorn starts, and no
     worker runs (none ever does here): the planner's statistics say the tables are empty while
-    the first requests plan the events' foreign-key check, a new installation's first import."""
+    the first requests plan the events' job check, a new installation's first import."""
     (truncate_analyzed if cold else truncate)(url)
     with gunicorn(url) as client:
         _post(client, "/api/jobs/bulk/", {"jobs": [{"type": "bench.noop"}] * 10})

@@ -23,7 +23,6 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Float,
-    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -287,9 +286,9 @@ class JobEvent(Model):
     __tablename__ = "jobs_jobevent"
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
-    job_id: Mapped[uuid.UUID] = mapped_column(
-        Uuid, ForeignKey("jobs_job.id", ondelete="CASCADE", name="jobs_jobevent_job_id_fk")
-    )
+    # A job's id, kept by triggers rather than a foreign key (migration 0024): an event whose
+    # job is missing is refused (23503), a deleted job's events go with it.
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid)
     type: Mapped[str] = mapped_column(String(32))
     attempt: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     worker_id: Mapped[str | None] = mapped_column(String(255), nullable=True)

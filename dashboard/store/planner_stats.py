@@ -1,12 +1,13 @@
 """Planner statistics of the two queue tables, kept from lagging far behind a burst, and the
 plans of a bulk create into a small table.
 
-Every event's foreign-key check looks its job up in ``jobs_job``. PostgreSQL plans that lookup
-once per connection and keeps the plan until the table's statistics change (so do the worker's
-statements, planned once generically). A plan made while ``jobs_job`` was a page or two and
-had been analyzed (a new installation, a table retention emptied) is a sequential scan, and
-it stays one as a burst grows the table: every event then reads the whole table, until
-autovacuum next analyzes it (within ``autovacuum_naptime``, a minute by default).
+Every statement that inserts events looks their jobs up in ``jobs_job`` (the trigger that keeps
+an event's job reference, migration 0024; a foreign key's check did the same per event before).
+PostgreSQL plans that lookup once per connection and keeps the plan until the table's statistics
+change (so do the worker's statements, planned once generically). A plan made while
+``jobs_job`` was a page or two and had been analyzed (a new installation, a table retention
+emptied) is a sequential scan, and it stays one as a burst grows the table: every event then
+reads the whole table, until autovacuum next analyzes it (within ``autovacuum_naptime``, a minute by default).
 docs/benchmarks.md has the measurements ("The bulk API's slow runs, explained").
 
 :func:`analyze_grown` analyzes a queue table that grew more than :data:`GROWTH` times (and past

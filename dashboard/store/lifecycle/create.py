@@ -243,7 +243,7 @@ def create_jobs(
     with autocommit(conn) as conn:
         # One transaction: the server inserts a chunk while the next is built, then while the
         # records are built (they do not depend on its answer). Into a small table, every
-        # statement of it is planned afresh (planner_stats: the events' foreign-key check).
+        # statement of it is planned afresh (planner_stats: the events' job check).
         skipped, new = fetch_rows_while(
             conn, CREATE_MANY, chunks(), records, first=planner_stats.CUSTOM_PLANS_WHILE_SMALL
         )

@@ -8,8 +8,8 @@ How it stays out of the workers' way:
 
 - **small batches**: each statement deletes at most ``batch_size`` (1,000) jobs, the oldest
   first, found through the partial index ``job_finished_idx`` (status, finished_at); their
-  events go in the same statement (a data-modifying CTE; the foreign key's ``ON DELETE
-  CASCADE`` then finds nothing left), so a batch is one short transaction;
+  events go in the same statement (a data-modifying CTE; the jobs' delete trigger, which takes
+  a deleted job's events along, then finds nothing left), so a batch is one short transaction;
 - **pauses**: after each batch the pass sleeps at least as long as the batch took (and at
   least ``pause_seconds``), so it never holds the table more than half the time;
 - **one pruner at a time**: each batch's transaction first takes

@@ -10,9 +10,10 @@ SELECT pg_try_advisory_xact_lock(:key)
 -- name: prune_batch
 -- Delete up to :batch jobs of :status that finished before :cutoff, oldest first, with their events.
 -- Index: job_finished_idx (status, finished_at) WHERE status IN ('succeeded', 'failed').
--- The events go in the same statement (the foreign key's ON DELETE CASCADE then finds none
--- left), so a batch is one short transaction. SKIP LOCKED: a job an operator is retrying
--- right now is skipped, and the DELETE's own status fence drops one that was requeued meanwhile.
+-- The events go in the same statement (the jobs' delete trigger, which takes a deleted job's
+-- events along, then finds none left), so a batch is one short transaction. SKIP LOCKED: a
+-- job an operator is retrying right now is skipped, and the DELETE's own status fence drops
+-- one that was requeued meanwhile.
 -- A failed job that a waiting job still names as a parent stays (jobs_job_dependency): gone,
 -- it would read as done, and a retry of it could no longer release that job. A deleted job's
 -- edges to its dependents go with it (jobs_job_dependency's primary key, parent first).
