@@ -32,7 +32,7 @@ REPEATABLE READ transaction while another transaction, which had not written the
 event for it could leave that event behind, where the foreign key would have failed the
 delete. Nothing in this project adds an event without writing its job.
 
-The downgrade puts the foreign key back (it fails if an event names a missing job).
+The downgrade puts the foreign key back, validated (it fails if an event names a missing job).
 
 Revision ID: 0024
 Revises: 0023
@@ -145,6 +145,17 @@ def upgrade():
 
 
 def downgrade():
-    op.create_foreign_key(FOREIGN_KEY, "jobs_jobevent", "jobs_job", ["job_id"], ["id"], ondelete="CASCADE")
+    # NOT VALID, then validated: the existing events are checked under a lock that lets writers
+    # go on, not one that stops both tables for the whole scan.
+    op.create_foreign_key(
+        FOREIGN_KEY,
+        "jobs_jobevent",
+        "jobs_job",
+        ["job_id"],
+        ["id"],
+        ondelete="CASCADE",
+        postgresql_not_valid=True,
+    )
     for statement in DROPS:
         op.execute(statement)
+    op.execute(f"ALTER TABLE jobs_jobevent VALIDATE CONSTRAINT {FOREIGN_KEY}")
