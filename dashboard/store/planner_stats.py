@@ -7,8 +7,9 @@ PostgreSQL plans that lookup once per connection and keeps the plan until the ta
 change (so do the worker's statements, planned once generically). A plan made while
 ``jobs_job`` was a page or two and had been analyzed (a new installation, a table retention
 emptied) is a sequential scan, and it stays one as a burst grows the table: every event then
-reads the whole table, until autovacuum next analyzes it (within ``autovacuum_naptime``, a minute by default).
-docs/benchmarks.md has the measurements ("The bulk API's slow runs, explained").
+reads the whole table, until autovacuum next analyzes it (within ``autovacuum_naptime``, a
+minute by default). docs/benchmarks.md has the measurements ("The bulk API's slow runs,
+explained").
 
 :func:`analyze_grown` analyzes a queue table that grew more than :data:`GROWTH` times (and past
 :data:`MIN_PAGES`) since its statistics were last taken (``relpages``, which VACUUM, ANALYZE and

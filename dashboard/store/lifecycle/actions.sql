@@ -88,8 +88,9 @@ SELECT changed.id FROM changed LEFT JOIN wake ON true
 
 -- name: delete
 -- A finished job (succeeded or failed) is deleted with its events, one `jobs_audit` row each.
--- The events go with the job (the jobs' delete trigger, migration 0024), its edges to its dependents in this
--- statement; the audit row, which names the actor from :event_data, stays (audit.py).
+-- The events go with the job (the jobs' delete trigger, migration 0024), its edges to its
+-- dependents in this statement; the audit row, which names the actor from :event_data,
+-- stays (audit.py).
 WITH changed AS (
     DELETE FROM jobs_job
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status IN ('succeeded', 'failed')
