@@ -7,7 +7,7 @@ jobs ran 1,000 of them; a worker's claim-and-settle statement two. Measured on t
 bench machine, the check was about a quarter of a bulk create's time and a tenth of a
 claim-and-settle cycle's (docs/benchmarks.md).
 
-The same rule, kept in the database by four triggers:
+The same rule, kept in the database by five triggers:
 
 1. ``jobs_jobevent_job_exists``, after each statement that inserts events: an event whose job
    this transaction wrote (created it, or moved it in the event's own statement, as every
@@ -26,11 +26,15 @@ The same rule, kept in the database by four triggers:
 
 "This transaction wrote the row" is the row version's ``xmin`` being the transaction's own id.
 A row written in a subtransaction (a savepoint) carries the subtransaction's id instead, and
-takes the locking path, which is correct and only slower. As with the foreign key, the cascade
-sees what is committed when it runs (READ COMMITTED, this project's level); a job deleted in a
-REPEATABLE READ transaction while another transaction, which had not written the job, adds an
-event for it could leave that event behind, where the foreign key would have failed the
-delete. Nothing in this project adds an event without writing its job.
+takes the locking path, which is correct and only slower. A row frozen some multiple of 2^32
+transactions ago keeps its raw ``xmin`` and so could carry the same number: an event for that
+job added by a transaction that did not write it then goes unlocked, and a delete of the job at
+that very moment could leave the event behind. As with the foreign key, the cascade sees what
+is committed when it runs (READ COMMITTED, this project's level); a job deleted in a REPEATABLE
+READ transaction while another transaction, which had not written the job, adds an event for
+it could also leave that event behind, where the foreign key would have failed the delete.
+Nothing in this project adds an event without writing its job, so neither case arises from
+its own statements.
 
 The downgrade puts the foreign key back, validated (it fails if an event names a missing job).
 
