@@ -29,7 +29,7 @@ table is still small. So a bulk create into a table of fewer than :data:`CUSTOM_
 pages plans every statement of its transaction afresh (:data:`CUSTOM_PLANS_WHILE_SMALL`,
 ``plan_cache_mode = force_custom_plan``, transaction-local, so it also holds through a
 transaction pooler): each plan then sees the table as it is, and a cached plan made for a page
-or two is not used. It costs a plan per event only while the table is that small.
+or two is not used. It costs a plan per statement only while the table is that small.
 """
 
 from __future__ import annotations

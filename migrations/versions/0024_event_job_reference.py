@@ -78,7 +78,7 @@ BEGIN
         ) AS found ON true
         WHERE found.hit IS NULL
     ) THEN
-        RAISE EXCEPTION 'insert or update on table "jobs_jobevent" violates its job reference'
+        RAISE EXCEPTION 'insert on table "jobs_jobevent" violates its job reference'
             USING ERRCODE = 'foreign_key_violation',
                   DETAIL = 'An event names a job that does not exist.';
     END IF;
@@ -113,38 +113,48 @@ BEGIN
 END $$
 """
 
-TRIGGERS = (
-    "CREATE TRIGGER jobs_jobevent_job_exists AFTER INSERT ON jobs_jobevent"
-    " REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT"
-    " EXECUTE FUNCTION jobs_jobevent_job_exists()",
-    "CREATE TRIGGER jobs_job_events_go_too AFTER DELETE ON jobs_job"
-    " REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION jobs_job_events_go_too()",
-    "CREATE TRIGGER jobs_job_id_fixed BEFORE UPDATE OF id ON jobs_job FOR EACH ROW"
-    " WHEN (OLD.id IS DISTINCT FROM NEW.id)"
-    " EXECUTE FUNCTION jobs_reference_fixed('a job''s id cannot change')",
-    "CREATE TRIGGER jobs_jobevent_job_fixed BEFORE UPDATE OF job_id ON jobs_jobevent FOR EACH ROW"
-    " WHEN (OLD.job_id IS DISTINCT FROM NEW.job_id)"
-    " EXECUTE FUNCTION jobs_reference_fixed('an event''s job cannot change')",
-    "CREATE TRIGGER jobs_job_truncate_with_events AFTER TRUNCATE ON jobs_job"
-    " FOR EACH STATEMENT EXECUTE FUNCTION jobs_job_truncate_with_events()",
-)
+FUNCTIONS = {
+    "jobs_jobevent_job_exists": EXISTS_FUNCTION,
+    "jobs_job_events_go_too": CASCADE_FUNCTION,
+    "jobs_reference_fixed": FIXED_FUNCTION,
+    "jobs_job_truncate_with_events": TRUNCATE_FUNCTION,
+}
 
-DROPS = (
-    "DROP TRIGGER IF EXISTS jobs_jobevent_job_exists ON jobs_jobevent",
-    "DROP TRIGGER IF EXISTS jobs_job_events_go_too ON jobs_job",
-    "DROP TRIGGER IF EXISTS jobs_job_id_fixed ON jobs_job",
-    "DROP TRIGGER IF EXISTS jobs_jobevent_job_fixed ON jobs_jobevent",
-    "DROP TRIGGER IF EXISTS jobs_job_truncate_with_events ON jobs_job",
-    "DROP FUNCTION IF EXISTS jobs_jobevent_job_exists()",
-    "DROP FUNCTION IF EXISTS jobs_job_events_go_too()",
-    "DROP FUNCTION IF EXISTS jobs_reference_fixed()",
-    "DROP FUNCTION IF EXISTS jobs_job_truncate_with_events()",
-)
+# Each trigger by name: its table and the rest of its definition.
+TRIGGERS = {
+    "jobs_jobevent_job_exists": (
+        "jobs_jobevent",
+        "AFTER INSERT ON jobs_jobevent REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT"
+        " EXECUTE FUNCTION jobs_jobevent_job_exists()",
+    ),
+    "jobs_job_events_go_too": (
+        "jobs_job",
+        "AFTER DELETE ON jobs_job REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
+        " EXECUTE FUNCTION jobs_job_events_go_too()",
+    ),
+    "jobs_job_id_fixed": (
+        "jobs_job",
+        "BEFORE UPDATE OF id ON jobs_job FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id)"
+        " EXECUTE FUNCTION jobs_reference_fixed('a job''s id cannot change')",
+    ),
+    "jobs_jobevent_job_fixed": (
+        "jobs_jobevent",
+        "BEFORE UPDATE OF job_id ON jobs_jobevent FOR EACH ROW"
+        " WHEN (OLD.job_id IS DISTINCT FROM NEW.job_id)"
+        " EXECUTE FUNCTION jobs_reference_fixed('an event''s job cannot change')",
+    ),
+    "jobs_job_truncate_with_events": (
+        "jobs_job",
+        "AFTER TRUNCATE ON jobs_job FOR EACH STATEMENT EXECUTE FUNCTION jobs_job_truncate_with_events()",
+    ),
+}
 
 
 def upgrade():
-    for statement in (EXISTS_FUNCTION, CASCADE_FUNCTION, FIXED_FUNCTION, TRUNCATE_FUNCTION, *TRIGGERS):
-        op.execute(statement)
+    for text in FUNCTIONS.values():
+        op.execute(text)
+    for name, (_table, definition) in TRIGGERS.items():
+        op.execute(f"CREATE TRIGGER {name} {definition}")
     op.drop_constraint(FOREIGN_KEY, "jobs_jobevent", type_="foreignkey")
 
 
@@ -160,6 +170,8 @@ def downgrade():
         ondelete="CASCADE",
         postgresql_not_valid=True,
     )
-    for statement in DROPS:
-        op.execute(statement)
+    for name, (table, _definition) in TRIGGERS.items():
+        op.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+    for name in FUNCTIONS:
+        op.execute(f"DROP FUNCTION IF EXISTS {name}()")
     op.execute(f"ALTER TABLE jobs_jobevent VALIDATE CONSTRAINT {FOREIGN_KEY}")

@@ -19,11 +19,14 @@ INSERT_JOB = (
 INSERT_EVENT = "INSERT INTO jobs_jobevent (job_id, type, created_at) VALUES (%s, 'progress', now())"
 
 
-def committed_job(libpq_url: str) -> uuid.UUID:
-    """A job committed by another transaction (an event for it takes the locking path)."""
+def committed_job(libpq_url: str, events: int = 0) -> uuid.UUID:
+    """A job committed by another transaction (an event for it takes the locking path), with
+    ``events`` events."""
     job_id = uuid.uuid4()
     with psycopg.connect(libpq_url, autocommit=True) as conn:
         conn.execute(INSERT_JOB, (job_id,))
+        for _ in range(events):
+            conn.execute(INSERT_EVENT, (job_id,))
     return job_id
 
 
@@ -34,22 +37,22 @@ def events_of(libpq_url: str, job_id: uuid.UUID) -> int:
     return int(row[0])
 
 
-def test_an_event_for_a_job_of_the_same_transaction_is_accepted(app, libpq_url):
-    job_id = uuid.uuid4()
+OWN_OR_COMMITTED = pytest.mark.parametrize(
+    "own", [True, False], ids=["job of this transaction", "committed job"]
+)
+
+
+@OWN_OR_COMMITTED
+def test_an_event_for_an_existing_job_is_accepted(app, libpq_url, own):
+    job_id = uuid.uuid4() if own else committed_job(libpq_url)
     with psycopg.connect(libpq_url) as conn:
-        conn.execute(INSERT_JOB, (job_id,))
+        if own:
+            conn.execute(INSERT_JOB, (job_id,))
         conn.execute(INSERT_EVENT, (job_id,))
     assert events_of(libpq_url, job_id) == 1
 
 
-def test_an_event_for_a_job_another_transaction_committed_is_accepted(app, libpq_url):
-    job_id = committed_job(libpq_url)
-    with psycopg.connect(libpq_url) as conn:
-        conn.execute(INSERT_EVENT, (job_id,))
-    assert events_of(libpq_url, job_id) == 1
-
-
-@pytest.mark.parametrize("own", [True, False], ids=["job of this transaction", "committed job"])
+@OWN_OR_COMMITTED
 def test_a_statement_with_one_unknown_job_inserts_nothing(app, libpq_url, own):
     job_id = uuid.uuid4() if own else committed_job(libpq_url)
     missing = uuid.uuid4()
@@ -67,10 +70,8 @@ def test_a_statement_with_one_unknown_job_inserts_nothing(app, libpq_url, own):
 
 
 def test_a_deleted_job_takes_its_events(app, libpq_url):
-    kept, gone = committed_job(libpq_url), committed_job(libpq_url)
+    kept, gone = committed_job(libpq_url, events=1), committed_job(libpq_url, events=2)
     with psycopg.connect(libpq_url, autocommit=True) as conn:
-        for job_id in (kept, gone, gone):
-            conn.execute(INSERT_EVENT, (job_id,))
         conn.execute("DELETE FROM jobs_job WHERE id = %s", (gone,))
     assert (events_of(libpq_url, kept), events_of(libpq_url, gone)) == (1, 0)
 
@@ -114,20 +115,15 @@ def test_an_event_for_a_job_being_deleted_waits_and_is_refused(app, libpq_url):
     ids=["a job's id", "an event's job"],
 )
 def test_the_reference_cannot_be_changed(app, libpq_url, statement):
-    job_id = committed_job(libpq_url)
-    with psycopg.connect(libpq_url) as conn:
-        conn.execute(INSERT_EVENT, (job_id,))
-        conn.commit()
-        with pytest.raises(errors.ForeignKeyViolation):
-            conn.execute(statement, (job_id,))
+    job_id = committed_job(libpq_url, events=1)
+    with psycopg.connect(libpq_url) as conn, pytest.raises(errors.ForeignKeyViolation):
+        conn.execute(statement, (job_id,))
     assert events_of(libpq_url, job_id) == 1
 
 
 def test_the_jobs_are_truncated_only_with_their_events(app, libpq_url):
-    job_id = committed_job(libpq_url)
+    committed_job(libpq_url, events=1)
     with psycopg.connect(libpq_url) as conn:
-        conn.execute(INSERT_EVENT, (job_id,))
-        conn.commit()
         with pytest.raises(errors.FeatureNotSupported):
             conn.execute("TRUNCATE jobs_job")
         conn.rollback()
