@@ -410,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{got['ratio']:.2f}",
                 )
                 row("  (those pairs' ratios, lowest-highest)", f"{min(ratios):.2f}-{max(ratios):.2f}")
+                for side, label in (("graph", "graph"), ("plain", "independent")):
+                    cpu_of = drain.describe_cpu(got[f"{side}_cpu"])
+                    print(f"  CPU per job, medians: {label} {cpu_of}", flush=True)
         results["workflows"] = graphs
     if "pickup" in wanted:
         p50, p95 = drain.pickup_latency(app, url, samples=sizes.pickup_samples)

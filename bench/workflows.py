@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.lifecycle.create import JobSpec
@@ -48,18 +49,23 @@ def seeder(specs: list[JobSpec]) -> Callable[[str], None]:
 
 def versus_independent(
     url: str, specs: list[JobSpec], *, threads: int, runs: int, **env: str
-) -> dict[str, float | list[float]]:
+) -> dict[str, Any]:
     """Drain ``specs`` and as many independent jobs ``runs`` times each, alternating; the
-    medians (jobs/s), every run's ratio, and their median."""
+    medians (jobs/s), every run's ratio, and their median; and the medians of each side's CPU
+    per job (``graph_cpu``, ``plain_cpu``: the worker's and the server's, ``drain.throughput``),
+    which say whether the worker or the database sets a graph's pace."""
     graph: list[float] = []
     plain: list[float] = []
     ratios: list[float] = []
+    cpus: dict[str, list[dict[str, float]]] = {"graph": [], "plain": []}
     for run in range(runs):
         order = ("graph", "plain") if run % 2 == 0 else ("plain", "graph")
         got = {}
         for name in order:
             seed = seeder(specs) if name == "graph" else None
-            got[name] = drain.throughput(url, jobs=len(specs), threads=threads, seed=seed, **env)
+            cpu: dict[str, float] = {}
+            got[name] = drain.throughput(url, jobs=len(specs), threads=threads, seed=seed, cpu=cpu, **env)
+            cpus[name].append(cpu)
         graph.append(got["graph"])
         plain.append(got["plain"])
         ratios.append(got["graph"] / got["plain"])
@@ -68,4 +74,6 @@ def versus_independent(
         "plain": statistics.median(plain),
         "ratio": statistics.median(ratios),
         "ratios": ratios,
+        "graph_cpu": drain.median_cpu(cpus["graph"]),
+        "plain_cpu": drain.median_cpu(cpus["plain"]),
     }
