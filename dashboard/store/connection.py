@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import Connection, Engine, TextClause
+from sqlalchemy import Connection, Engine, TextClause, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
@@ -40,13 +40,39 @@ DEFAULT_PLANS = "RESET plan_cache_mode"
 
 _autocommit_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
 
+# The execution option that marks the store's autocommit connections (:func:`connect`). Not
+# SQLAlchemy's ``isolation_level="AUTOCOMMIT"``: that one sets the driver's mode on every
+# checkout and resets it on every check-in through SQLAlchemy's characteristics, the largest
+# single part of a pooled call's overhead (docs/benchmarks.md). The driver's flag is set here
+# instead, and put back by :func:`_autocommit_off` at check-in.
+AUTOCOMMIT_OPTION = "jobqueue_autocommit"
+
 
 def autocommit_engine() -> Engine:
+    """The current engine with :data:`AUTOCOMMIT_OPTION` set, cached per engine; the first call
+    for an engine also installs :func:`_autocommit_off` on its pool."""
     current = engine()
     autocommit = _autocommit_engines.get(current)
     if autocommit is None:
-        autocommit = _autocommit_engines[current] = current.execution_options(isolation_level="AUTOCOMMIT")
+        event.listen(current, "checkin", _autocommit_off)
+        autocommit = _autocommit_engines[current] = current.execution_options(**{AUTOCOMMIT_OPTION: True})
     return autocommit
+
+
+def _autocommit_off(dbapi_connection: Any, record: Any) -> None:
+    """A connection goes back to the pool in the driver's default mode, whoever had it: the
+    next one to check it out (a SQLAlchemy transaction, a host's session) expects it. One that
+    cannot be switched is broken, and the next checkout replaces it (``database._check``)."""
+    if dbapi_connection is not None and dbapi_connection.autocommit:
+        with suppress(psycopg.Error):
+            dbapi_connection.autocommit = False
+
+
+def autocommits(conn: Connection) -> bool:
+    """Whether ``conn`` commits each statement on its own: one of :func:`connect`'s, or one a
+    caller set to SQLAlchemy's ``AUTOCOMMIT`` isolation level."""
+    options = conn.get_execution_options()
+    return bool(options.get(AUTOCOMMIT_OPTION)) or options.get("isolation_level") == "AUTOCOMMIT"
 
 
 def connect() -> Connection:
@@ -55,9 +81,21 @@ def connect() -> Connection:
     Every transition is a single statement (``store/*.sql``), atomic on its own, so it runs in
     autocommit mode: one round trip, with no BEGIN and no COMMIT around it (a bulk create's
     chunks, several statements, open their own transaction: :func:`fetch_rows_while`). Holding
-    the connection also saves the pool checkout and its pre-ping on every call.
+    the connection also saves the pool checkout and its pre-ping on every call. A connection
+    that fails the switch (it died in the pool, or just after the checkout) is discarded and the
+    error comes back as SQLAlchemy's class, as every statement's does.
     """
-    return autocommit_engine().connect()
+    conn = autocommit_engine().connect()
+    try:
+        raw_connection(conn).autocommit = True
+    except psycopg.Error as error:
+        conn.invalidate()
+        conn.close()
+        raise _translated("SET autocommit", {}, error) from error
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def connect_worker() -> Connection:
@@ -126,7 +164,7 @@ def autocommit(conn: Connection | None) -> Iterator[Connection]:
         with connect() as fresh:
             yield fresh
         return
-    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+    if not autocommits(conn):
         raise ValueError("pass a connection from connection.connect(): statements must autocommit")
     yield conn
 
@@ -333,7 +371,7 @@ def fetch_rows_within(
     (``sql.query``). Its effects, a ``pg_notify`` included, exist only once that transaction
     commits. Refuses an autocommit connection, which would commit each statement on its own.
     """
-    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+    if autocommits(conn):
         raise ValueError("a connection in the caller's transaction, not an autocommit one, is needed here")
     return [dict(row) for row in conn.execute(statement, params).mappings()]
 

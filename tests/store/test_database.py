@@ -196,3 +196,39 @@ def test_a_worker_connection_that_dies_before_its_plan_setting_fails_as_a_connec
             assert conn.execute(text("SHOW plan_cache_mode")).scalar() == "force_generic_plan"
         finally:
             connection.release_worker(conn)
+
+
+def test_a_store_connection_goes_back_to_the_pool_in_the_drivers_default_mode(app, libpq_url):
+    """The store's autocommit connections switch the driver's own flag (no SQLAlchemy isolation
+    level per checkout) and switch it back at check-in: the next borrower of that connection, a
+    SQLAlchemy transaction here, gets a transaction, and its rollback undoes its write."""
+    import psycopg
+    from sqlalchemy import text
+
+    from dashboard.extensions import db
+    from dashboard.store import connection
+
+    with app.app_context():
+        with connection.connect() as conn:
+            raw = connection.raw_connection(conn)
+            pid = raw.info.backend_pid
+            assert raw.autocommit and connection.autocommits(conn)
+        assert raw.autocommit is False
+        held = []  # keep the others checked out until the store's connection comes back
+        try:
+            for _ in range(db.engine.pool.size() + 2):
+                borrowed = db.engine.connect()
+                if connection.raw_connection(borrowed).info.backend_pid == pid:
+                    break
+                held.append(borrowed)
+            else:
+                pytest.fail("the store's connection did not come back from the pool")
+            with pytest.raises(RuntimeError, match="undo"), borrowed.begin():
+                borrowed.execute(text("CREATE TABLE autocommit_probe (n int)"))
+                raise RuntimeError("undo")
+            borrowed.close()
+        finally:
+            for other in held:
+                other.close()
+    with psycopg.connect(libpq_url) as check:
+        assert check.execute("SELECT to_regclass('autocommit_probe')").fetchone()[0] is None

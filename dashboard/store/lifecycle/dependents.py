@@ -33,7 +33,7 @@ from ...config.rules import (
     text_kind,
     type_problem,
 )
-from ..connection import autocommit, fetch_rows, fetch_rows_within, transaction
+from ..connection import autocommit, autocommits, fetch_rows, fetch_rows_within, transaction
 from ..records import CreateResult, JobRecord
 from ..sql import query
 from ..states import WAITING_AT
@@ -93,7 +93,7 @@ def create_dependent(
 ) -> CreateResult:
     """Create ``spec`` waiting for ``parents`` (ids, in its order) in ``conn``'s open transaction
     (a caller's, or :func:`connection.transaction`'s); ``ValueError`` naming an unknown parent."""
-    within = conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT"
+    within = not autocommits(conn)
     fetch = fetch_rows_within if within else fetch_rows
     first = parents[0]
     adopt = None if spec.workflow is not None else str(first)
