@@ -85,10 +85,13 @@ def make_app(url: str, **config: str) -> Flask:
 
 
 def _empty(conn: psycopg.Connection) -> None:
-    """TRUNCATE the jobs, their events and, where this schema has it, the workflow edges (a
-    schema of an older commit, ``bench.versus --other-schema``, has none)."""
-    edges = conn.execute("SELECT to_regclass('jobs_job_dependency') IS NOT NULL").fetchone()
-    tables = "jobs_jobevent, jobs_job" + (", jobs_job_dependency" if edges and edges[0] else "")
+    """TRUNCATE the jobs, their events and, where this schema has them, the workflow edges and
+    waiting counts (a schema of an older commit, ``bench.versus --other-schema``, may not)."""
+    optional = ("jobs_job_dependency", "jobs_job_waiting")
+    (present,) = conn.execute(
+        "SELECT array_agg(t) FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (list(optional),)
+    ).fetchone()
+    tables = ", ".join(["jobs_jobevent", "jobs_job", *(present or [])])
     conn.execute(f"TRUNCATE {tables} RESTART IDENTITY")
 
 

@@ -82,6 +82,7 @@ QUEUE_TABLES = frozenset(
         "jobs_queue_rate",
         "jobs_queue_slot",
         "jobs_job_dependency",
+        "jobs_job_waiting",
         "jobs_schedule",
         "jobs_audit",
         "auth_signin_failure",

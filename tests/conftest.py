@@ -132,7 +132,7 @@ def empty_tables_before_each_test(request: pytest.FixtureRequest) -> None:
     with app.app_context(), db.engine.begin() as conn:
         tables = (
             "jobs_jobevent, jobs_job, jobs_worker, jobs_audit, jobs_schedule, auth_signin_failure, "
-            "jobs_queue_rate, jobs_queue_slot, jobs_queue, jobs_job_dependency"
+            "jobs_queue_rate, jobs_queue_slot, jobs_queue, jobs_job_dependency, jobs_job_waiting"
         )
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY"))
     claim_form.DEFAULT.forget()  # what this process knew of the queues' limits was of those rows

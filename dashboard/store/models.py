@@ -321,3 +321,18 @@ class JobDependency(Model):
 
     parent_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     child_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+
+
+class JobWaiting(Model):
+    """How many parents a waiting job still waits for, apart from its row: written with a
+    dependent created with more than one parent to wait for (``create_dependent``), taken one
+    off by each settle of a parent but the last, deleted by the release trigger's own path (which
+    folds the count back into ``jobs_job.waiting_on``) and by the cancels (migration 0025). A
+    narrow row, so that a fan-in's settles do not write the dependent's wide one. Readers take
+    its count through ``jobs_waiting_on(id, waiting_on)``. No foreign key, as for the edges."""
+
+    __tablename__ = "jobs_job_waiting"
+    __table_args__ = (CheckConstraint("waiting_on > 0", name="jobs_job_waiting_positive"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    waiting_on: Mapped[int] = mapped_column(Integer)

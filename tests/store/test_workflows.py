@@ -257,3 +257,132 @@ def test_a_workflow_reads_its_jobs_counts_and_each_jobs_parents_and_dependents(a
     assert {node.id for node in workflows.dependents(a.id)} == {b.id, c.id}
     assert workflows.workflow("nope") is None
     assert [name for name, _ in workflows.recent()] == ["wf"]
+
+
+def kept(job_id: uuid.UUID) -> int | None:
+    """The count ``jobs_job_waiting`` keeps apart for ``job_id`` (None: no row)."""
+    with db.engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT waiting_on FROM jobs_job_waiting WHERE job_id = %(j)s", {"j": job_id}
+        )
+        return found.scalar()
+
+
+def own_row(job_id: uuid.UUID) -> tuple[int, object]:
+    """The job row's own ``waiting_on`` and ``updated_at``, as stored."""
+    with db.engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT waiting_on, updated_at FROM jobs_job WHERE id = %(j)s", {"j": job_id}
+        )
+        return tuple(found.one())
+
+
+def test_a_parent_but_the_last_takes_one_off_the_count_kept_apart_and_leaves_the_row_alone(app):
+    from dashboard.store.reads import lists, workflows
+
+    a, b, c = make(workflow="wide"), make(), make()
+    child = make(a.id, b.id, c.id)
+    assert kept(child.id) == 3 and own_row(child.id) == (3, T0)
+    run(a, now=at(1))
+    assert kept(child.id) == 2 and own_row(child.id) == (3, T0)  # the wide row not written
+    assert fresh(child.id).waiting_on == 2  # every reader shows the count kept apart
+    listed = {job.id: job.waiting_on for job in lists.list_jobs(limit=10, offset=0).results}
+    assert listed[child.id] == 2
+    drawn = workflows.workflow("wide")
+    assert drawn is not None and {node.id: node.waiting_on for node in drawn.jobs}[child.id] == 2
+    assert [node.waiting_on for node in workflows.dependents(a.id)] == [2]
+    run(b, now=at(2))
+    assert kept(child.id) == 1 and fresh(child.id).waiting_on == 1
+    run(c, now=at(3))  # the last: the count folded back, then released as before
+    assert kept(child.id) is None and own_row(child.id) == (0, at(3))
+    assert (fresh(child.id).available_at, fresh(child.id).waiting_on) == (at(3), 0)
+    assert event_types(child.id) == ["created", "released"]
+
+
+def test_one_parent_leaves_no_count_apart(app):
+    a = make()
+    child = make(a.id)
+    assert kept(child.id) is None and fresh(child.id).waiting_on == 1
+    run(a)
+    assert fresh(child.id).available_at == T0
+
+
+def test_a_cancel_takes_the_count_apart_and_a_retried_job_waits_on_its_row(app):
+    a, b = make(), make()
+    child = make(a.id, b.id, workflow="wf")
+    assert kept(child.id) == 2
+    assert actions.run_one("cancel", child.id, event_data={}, now=at(1)).changed == 1
+    assert kept(child.id) is None
+    assert actions.run_one("retry", child.id, event_data={}, now=at(2)).changed == 1
+    assert kept(child.id) is None and own_row(child.id)[0] == 2  # waits again, counted in its row
+    run(a, now=at(3))
+    assert fresh(child.id).waiting_on == 1 and fresh(child.id).available_at == WAITING_AT
+    run(b, now=at(4))
+    assert fresh(child.id).available_at == at(4)
+    assert event_types(child.id).count("released") == 1
+    other = make(a.id, make().id, make().id, workflow="wf2")
+    assert kept(other.id) == 2  # a has succeeded: two to wait for
+    assert dependents.cancel_workflow("wf2", event_data={}, message="Cancelled", now=at(5)) == 1
+    assert kept(other.id) is None and fresh(other.id).cancelled
+
+
+def test_a_failed_parent_under_wait_folds_the_count_back_and_the_rest_still_release(app):
+    a, b, c = make(max_attempts=1), make(), make()
+    child = make(a.id, b.id, c.id, policy="wait")
+    run(a, ok=False, now=at(1))
+    assert kept(child.id) is None and own_row(child.id)[0] == 3  # a failure does not count
+    run(b, now=at(2))
+    run(c, now=at(3))
+    assert fresh(child.id).waiting_on == 1 and fresh(child.id).available_at == WAITING_AT
+    actions.run_one("retry", a.id, event_data={}, now=at(4))
+    run(a, now=at(5))
+    assert fresh(child.id).available_at == at(5)
+    assert event_types(child.id) == ["created", "released"]
+
+
+def test_a_cancel_waits_behind_a_settle_holding_the_count_without_a_deadlock(app, libpq_url):
+    """A transaction that took one off a dependent's count apart and then settles its last
+    parent, while a cancel of that dependent waits: the cancel waits for the count's row before
+    it locks the job's (the order of every path), so the settle goes on and both commit."""
+    import psycopg
+
+    from tests.support.waiting import wait_until
+
+    parents = [make() for _ in range(3)]
+    child = make(*(p.id for p in parents))
+    for n in range(3):
+        claim(f"w{n}")
+    done = (
+        "UPDATE jobs_job SET status = 'succeeded', finished_at = %(t)s, locked_by = NULL,"
+        " locked_until = NULL, updated_at = %(t)s WHERE id = ANY(%(ids)s)"
+    )
+    settler = psycopg.connect(libpq_url)
+    outcome: list[object] = []
+    try:
+        settler.execute(done, {"t": at(1), "ids": [parents[0].id, parents[1].id]})  # two off: 3 -> 1
+        assert settler.execute("SELECT waiting_on FROM jobs_job_waiting").fetchone() == (1,)
+
+        def cancel() -> None:
+            with app.app_context():
+                outcome.append(actions.run_one("cancel", child.id, event_data={}, now=at(2)).changed)
+
+        canceller = threading.Thread(target=cancel)
+        canceller.start()
+        with psycopg.connect(libpq_url, autocommit=True) as watcher:
+            wait_until(
+                lambda: watcher.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%DELETE FROM jobs_job_waiting%'"
+                ).fetchone(),
+                10,
+                "the cancel waiting for the count's row",
+            )
+        settler.execute(done, {"t": at(1), "ids": [parents[2].id]})  # the last: locks the job
+        settler.commit()
+        canceller.join(10)
+        assert not canceller.is_alive()
+    finally:
+        settler.close()
+    assert outcome == [1]  # released by the settle, then cancelled: nothing deadlocked
+    assert event_types(child.id) == ["created", "released", "cancelled"]
+    assert kept(child.id) is None

@@ -49,11 +49,19 @@ SELECT changed.id FROM changed LEFT JOIN wake ON true
 
 -- name: cancel
 -- queued -> failed, marked cancelled (cancelled_at), last_error :message (event `cancelled`).
-WITH changed AS (
+-- A waiting job's count kept apart (jobs_job_waiting) goes first: that row's lock, then the
+-- job's, the order every path that decides about a waiting job takes (migration 0025). The
+-- UPDATE's test of counts_apart is evaluated once, before it locks its first row, so every
+-- DELETE is done by then.
+WITH counts_apart AS (
+    DELETE FROM jobs_job_waiting WHERE job_id = ANY(CAST(:ids AS uuid[]))
+    RETURNING job_id
+), changed AS (
     UPDATE jobs_job
     SET status = 'failed', finished_at = :now, cancelled_at = :now, last_error = :message,
         updated_at = :now
     WHERE id = ANY(CAST(:ids AS uuid[])) AND status = 'queued'
+      AND (SELECT count(*) FROM counts_apart) >= 0
     RETURNING id, attempts
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)

@@ -7,7 +7,9 @@ settled here or sees the new job from its release trigger (migration 0018). Then
 - *cancelled at birth* when a parent already failed and ``on_parent_failure`` is ``cancel``;
 - *ready* when every parent is done (succeeded; under ``run``, ended);
 - otherwise *waiting*: queued, ``available_at`` = ``states.WAITING_AT``, ``waiting_on`` the
-  parents not yet done, its own ``available_at`` (if later) kept as ``not_before``.
+  parents not yet done, its own ``available_at`` (if later) kept as ``not_before``; with more
+  than one, that count is also kept apart (``jobs_job_waiting``, migration 0025), where the
+  settles of its parents but the last take one off without writing the job's row.
 
 The release itself is the trigger's, in the statement that settles the last parent: the
 worker's settles do not name it, so a job nobody waits for settles exactly as before.

@@ -1,8 +1,8 @@
 -- Workflows: creating a job that waits for others, and acting on a whole workflow.
 -- A waiting job is `queued` with available_at = {{waiting}} (states.WAITING_AT), after any
 -- instant a client may give, so no claim picks it. It is released, or cancelled when a parent
--- fails under `cancel`, by the trigger `jobs_job_release` (migrations 0018, 0023) in the statement
--- that settles its last parent: the settles, the rescue and the actions do not name it.
+-- fails under `cancel`, by the trigger `jobs_job_release` (migrations 0018, 0023, 0025) in the
+-- statement that settles its last parent: the settles, the rescue and the actions do not name it.
 
 -- name: lock_parents
 -- Lock a new job's parents (FOR SHARE), mark them as having dependents; their newest states.
@@ -32,7 +32,9 @@ SELECT id, status, workflow FROM parents
 -- The caller read the parents with lock_parents in the same transaction and decided
 -- :status, :available_at, :waiting_on and, for a job cancelled at birth, :last_error; its
 -- events follow in causal order from one INSERT: `created`, then `cancelled` if so. Its edges
--- (jobs_job_dependency, one per parent) are written with it: the release trigger's lookup.
+-- (jobs_job_dependency, one per parent) are written with it: the release trigger's lookup;
+-- and, when it waits for more than one parent, its count apart (jobs_job_waiting), which the
+-- settles of its parents but the last take one off.
 WITH named AS (
     INSERT INTO jobs_queue (name, created_at) VALUES (:queue, :now) ON CONFLICT DO NOTHING
 ), ins AS (
@@ -51,6 +53,9 @@ WITH named AS (
 ), parent_edges AS (
     INSERT INTO jobs_job_dependency (parent_id, child_id)
     SELECT p, ins.id FROM ins CROSS JOIN unnest(ins.depends_on) AS p
+), count_apart AS (
+    INSERT INTO jobs_job_waiting (job_id, waiting_on)
+    SELECT id, waiting_on FROM ins WHERE status = 'queued' AND waiting_on > 1
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT ins.id, e.type, 0, NULL, e.message, e.data, :now
@@ -69,11 +74,19 @@ SELECT ins.* FROM ins LEFT JOIN wake ON true
 -- Cancel every queued job of :workflow (waiting ones included): failed, cancelled_at, event
 -- `cancelled` with :message. Running jobs finish their attempt; the dependents of each
 -- cancelled job follow their policies (the release trigger). Returns the ids cancelled.
-WITH changed AS (
+-- Their counts kept apart go first (jobs_job_waiting: that row's lock, then the job's, the
+-- order every path that decides about a waiting job takes): the UPDATE's test of
+-- counts_apart is evaluated once, before it locks its first row.
+WITH counts_apart AS (
+    DELETE FROM jobs_job_waiting AS c USING jobs_job AS j
+    WHERE j.workflow = :workflow AND j.status = 'queued' AND c.job_id = j.id
+    RETURNING c.job_id
+), changed AS (
     UPDATE jobs_job
     SET status = 'failed', finished_at = :now, cancelled_at = :now, last_error = :message,
         waiting_on = 0, not_before = NULL, updated_at = :now
     WHERE workflow = :workflow AND status = 'queued'
+      AND (SELECT count(*) FROM counts_apart) >= 0
     RETURNING id, attempts
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)

@@ -14,13 +14,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, func
+from sqlalchemy import Integer, Text, cast, func
 
 from ..models import Job
 from ..records import JobRecord, Row
 
 jobs = Job.__table__
 PREVIEWED = ("payload", "result")
+
+# How many parents a job still waits for: its count kept apart while above one
+# (jobs_job_waiting, migration 0025), else its row's. The database's function, so that the
+# statements in .sql files read it the same way.
+WAITING_ON = func.jobs_waiting_on(jobs.c.id, jobs.c.waiting_on, type_=Integer).label("waiting_on")
 
 Keyset = tuple[datetime, uuid.UUID]  # (created_at, id) of a row of a list: where a page starts
 
@@ -33,12 +38,13 @@ class JobPage:
 
 
 def list_columns(preview_chars: int | None) -> list[Any]:
-    """Every job column in the table's order; with ``preview_chars``, payload and result are
-    the first that many characters of their JSON text (a ``str``, or ``None``), not the values."""
-    if preview_chars is None:
-        return list(jobs.c)
-    cut = {name: func.left(cast(jobs.c[name], Text), preview_chars).label(name) for name in PREVIEWED}
-    return [cut.get(column.name, column) for column in jobs.c]
+    """Every job column in the table's order, ``waiting_on`` as :data:`WAITING_ON` reads it;
+    with ``preview_chars``, payload and result are the first that many characters of their
+    JSON text (a ``str``, or ``None``), not the values."""
+    read = {"waiting_on": WAITING_ON}
+    if preview_chars is not None:
+        read |= {name: func.left(cast(jobs.c[name], Text), preview_chars).label(name) for name in PREVIEWED}
+    return [read.get(column.name, column) for column in jobs.c]
 
 
 def page_of(rows: Iterable[Row], count: int, *, exact: bool = True) -> JobPage:

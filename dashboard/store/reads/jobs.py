@@ -17,6 +17,7 @@ from sqlalchemy import ColumnElement, func, select
 from ..models import Job, JobEvent
 from ..reading import in_range_order, reading
 from ..records import EventRecord, JobRecord
+from .columns import list_columns
 
 jobs = Job.__table__
 events = JobEvent.__table__
@@ -24,7 +25,7 @@ events = JobEvent.__table__
 
 def get_job(job_id: uuid.UUID) -> JobRecord | None:
     with reading() as conn:
-        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        row = conn.execute(select(*list_columns(None)).where(jobs.c.id == job_id)).mappings().first()
     return JobRecord.from_row(row) if row is not None else None
 
 
@@ -165,7 +166,7 @@ def job_timeline(job_id: uuid.UUID, *, limit: int | None = None) -> JobTimeline 
     on one connection; None if there is no such job.
     Indexes: the primary key, job_event_job_id_idx (job_id, id), read newest first."""
     with reading() as conn:
-        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        row = conn.execute(select(*list_columns(None)).where(jobs.c.id == job_id)).mappings().first()
         if row is None:
             return None
         job = JobRecord.from_row(row)

@@ -4,7 +4,7 @@
 -- name: workflow_jobs
 -- Up to :cap jobs of one workflow, oldest first (job_workflow_idx, then a sort of at most :cap).
 SELECT id, type, status, available_at, attempts, max_attempts, depends_on, on_parent_failure,
-       waiting_on, cancelled_at, created_at, finished_at, queue
+       jobs_waiting_on(id, waiting_on) AS waiting_on, cancelled_at, created_at, finished_at, queue
 FROM (
     SELECT * FROM jobs_job WHERE workflow = :workflow LIMIT :cap
 ) AS picked
@@ -44,13 +44,13 @@ LIMIT :limit
 
 -- name: job_parents
 -- A job's parents, at most 100 (the primary key); a parent gone (retention) is absent.
-SELECT id, type, status, available_at, waiting_on, cancelled_at, finished_at, workflow
+SELECT id, type, status, available_at, jobs_waiting_on(id, waiting_on) AS waiting_on, cancelled_at, finished_at, workflow
 FROM jobs_job WHERE id = ANY(CAST(:ids AS uuid[]))
 
 -- name: job_dependents
 -- Up to :cap jobs that name one job as a parent (jobs_job_dependency's primary key, then
 -- each job by its own), oldest first.
-SELECT id, type, status, available_at, waiting_on, cancelled_at, finished_at, workflow
+SELECT id, type, status, available_at, jobs_waiting_on(id, waiting_on) AS waiting_on, cancelled_at, finished_at, workflow
 FROM (
     SELECT j.* FROM jobs_job_dependency AS d JOIN jobs_job AS j ON j.id = d.child_id
     WHERE d.parent_id = CAST(:id AS uuid)
