@@ -26,6 +26,8 @@ ordered by a row lock (the narrow row's, or the job's when there is none), the j
 only while it still waits, under its row lock, exactly once. A dependent's ``updated_at`` now
 moves when it is released or cancelled, not at each parent's settle.
 
+Both ways, writes to ``jobs_job`` wait while it runs (a table lock that readers pass), so
+that no settle running the old function takes one off a count that has already moved.
 The downgrade folds every count back into its job's row and restores 0023's function.
 
 Revision ID: 0025
@@ -90,8 +92,15 @@ def release_function() -> str:
     return m._function(edges["LOOKUP"], lock)
 
 
+# Settles wait while the counts move between the two tables and the function changes: a
+# settle running the old function meanwhile would take one off a job's row after its count was
+# copied. Readers are not stopped.
+STOP_WRITES = "LOCK TABLE jobs_job IN SHARE ROW EXCLUSIVE MODE"
+
+
 def upgrade():
     waiting_at = _edges()["_earlier"]("0021_release_by_key.py").WAITING_AT
+    op.execute(STOP_WRITES)
     op.create_table(
         TABLE,
         sa.Column("job_id", sa.Uuid(), nullable=False),
@@ -109,6 +118,7 @@ def upgrade():
 
 def downgrade():
     """Every count back in its job's row, 0023's function, the table and reader gone."""
+    op.execute(STOP_WRITES)
     op.execute(f"UPDATE jobs_job AS j SET waiting_on = c.waiting_on FROM {TABLE} AS c WHERE j.id = c.job_id")
     op.execute(_edges()["release_function"]())
     op.execute("DROP FUNCTION jobs_waiting_on(uuid, integer)")
