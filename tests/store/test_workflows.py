@@ -7,6 +7,7 @@ import itertools
 import threading
 import uuid
 
+import psycopg
 import pytest
 
 from dashboard.extensions import db
@@ -16,6 +17,7 @@ from dashboard.store.lifecycle import create as enqueue
 from dashboard.store.lifecycle.create import JobSpec
 from dashboard.store.records import JobRecord
 from dashboard.store.states import WAITING_AT
+from tests.support.waiting import wait_until
 
 from .helpers import BACKOFF, T0, at, claim, event_types, fresh
 
@@ -344,10 +346,6 @@ def test_a_cancel_waits_behind_a_settle_holding_the_count_without_a_deadlock(app
     """A transaction that took one off a dependent's count apart and then settles its last
     parent, while a cancel of that dependent waits: the cancel waits for the count's row before
     it locks the job's (the order of every path), so the settle goes on and both commit."""
-    import psycopg
-
-    from tests.support.waiting import wait_until
-
     parents = [make() for _ in range(3)]
     child = make(*(p.id for p in parents))
     for n in range(3):

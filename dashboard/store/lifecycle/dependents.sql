@@ -53,7 +53,7 @@ WITH named AS (
 ), parent_edges AS (
     INSERT INTO jobs_job_dependency (parent_id, child_id)
     SELECT p, ins.id FROM ins CROSS JOIN unnest(ins.depends_on) AS p
-), count_apart AS (
+), count_kept AS (
     INSERT INTO jobs_job_waiting (job_id, waiting_on)
     SELECT id, waiting_on FROM ins WHERE status = 'queued' AND waiting_on > 1
 ), ev AS (
