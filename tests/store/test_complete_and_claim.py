@@ -13,7 +13,7 @@ from dashboard.store import lifecycle
 from dashboard.store.lifecycle import claim_form
 from tests.support.factories import make_job
 
-from .helpers import LEASE, T0, at, claim, event_types, fresh, record_statements
+from .helpers import LEASE, T0, at, claim, cleanup, event_types, fresh, record_statements
 
 FORMS = {  # the job's queue known and the only one served: its own form; else the served queues' visit
     "only queue": lifecycle.settle.COMPLETE_AND_CLAIM_ONLY_QUEUE,
@@ -96,3 +96,16 @@ def test_the_job_just_completed_is_never_claimed_again(app):
     completed, following = settle_and_claim(running, "w-1", at(2))
     assert completed is True and following is None
     assert fresh(running.id).attempts == 1
+
+
+def test_a_job_queued_again_by_lease_recovery_is_claimed_anew_and_never_settled_by_its_old_attempt(app):
+    make_job(now=T0, max_attempts=3)
+    running = claim("w-1", now=at(1))
+    assert cleanup(at(2 + LEASE)).requeued == [running.id]
+    after_backoff = at(LEASE + 400)
+    completed, following = settle_and_claim(running, "w-1", after_backoff, result={"late": True})
+    assert completed is False
+    assert following is not None and following.id == running.id
+    again = fresh(running.id)
+    assert (again.status, again.attempts, again.locked_by, again.result) == ("running", 2, "w-1", None)
+    assert event_types(running.id) == ["claimed", "timeout_requeued", "claimed"]

@@ -100,14 +100,14 @@ SELECT * FROM done
 -- and the claimed job's columns, NULL when nothing was eligible.
 -- The job rows' own times (updated_at, locked_until) are the statement's. Index:
 -- job_queue_claim_idx, as claim_one's.
-WITH done AS (
-    UPDATE jobs_job
-    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = {{clock}},
-        updated_at = {{clock}}
-    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
-    RETURNING id, attempts, type
-), served AS (
+-- Both rows are written by one UPDATE (`settled_and_claimed`), as every form of it below does:
+-- the settled job by its id under the owner's fence, the picked one under the lock `picked`
+-- took, each row's new values chosen by which of the two it is. PostgreSQL prepares an
+-- UPDATE's target table per UPDATE of a statement (its indexes, checks, triggers), so one
+-- UPDATE for both rows costs the server less than two (docs/benchmarks.md). `done` and
+-- `claimed` are its rows by their new status; a job that lease recovery queued again before
+-- this statement can only be claimed, never settled, since its fence asks for `running`.
+WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
@@ -146,16 +146,27 @@ WITH done AS (
         FOR UPDATE SKIP LOCKED
     ) AS job
     LIMIT 1
-), claimed AS (
+), settled_and_claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1,
-        locked_by = :worker_id,
-        locked_until = {{clock}}
-                       + make_interval(secs => CAST(:lease_seconds AS float8)),
-        last_error = '', result = NULL,
+    SET status = CASE WHEN t.settle THEN 'succeeded' ELSE 'running' END,
+        result = CASE WHEN t.settle THEN CAST(:result AS jsonb) END,
+        attempts = CASE WHEN t.settle THEN j.attempts ELSE j.attempts + 1 END,
+        locked_by = CASE WHEN t.settle THEN NULL ELSE CAST(:worker_id AS text) END,
+        locked_until = CASE WHEN t.settle THEN NULL ELSE {{clock}}
+                       + make_interval(secs => CAST(:lease_seconds AS float8)) END,
+        finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
+        last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM picked WHERE j.id = picked.id
+    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+          UNION ALL
+          SELECT id, false FROM picked) AS t
+    WHERE j.id = t.id
+      AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
+), done AS (
+    SELECT id, attempts, type FROM settled_and_claimed WHERE status = 'succeeded'
+), claimed AS (
+    SELECT * FROM settled_and_claimed WHERE status = 'running'
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
     FROM claimed
@@ -200,14 +211,7 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress
 -- `complete_and_claim`, writing the attempt's pending progress reports before its success.
-WITH done AS (
-    UPDATE jobs_job
-    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = {{clock}},
-        updated_at = {{clock}}
-    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
-    RETURNING id, attempts, type
-), served AS (
+WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
@@ -246,16 +250,27 @@ WITH done AS (
         FOR UPDATE SKIP LOCKED
     ) AS job
     LIMIT 1
-), claimed AS (
+), settled_and_claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1,
-        locked_by = :worker_id,
-        locked_until = {{clock}}
-                       + make_interval(secs => CAST(:lease_seconds AS float8)),
-        last_error = '', result = NULL,
+    SET status = CASE WHEN t.settle THEN 'succeeded' ELSE 'running' END,
+        result = CASE WHEN t.settle THEN CAST(:result AS jsonb) END,
+        attempts = CASE WHEN t.settle THEN j.attempts ELSE j.attempts + 1 END,
+        locked_by = CASE WHEN t.settle THEN NULL ELSE CAST(:worker_id AS text) END,
+        locked_until = CASE WHEN t.settle THEN NULL ELSE {{clock}}
+                       + make_interval(secs => CAST(:lease_seconds AS float8)) END,
+        finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
+        last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM picked WHERE j.id = picked.id
+    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+          UNION ALL
+          SELECT id, false FROM picked) AS t
+    WHERE j.id = t.id
+      AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
+), done AS (
+    SELECT id, attempts, type FROM settled_and_claimed WHERE status = 'succeeded'
+), claimed AS (
+    SELECT * FROM settled_and_claimed WHERE status = 'running'
 ), took_slot AS (
     UPDATE jobs_queue_slot AS s SET job_id = claimed.id, attempt = claimed.attempts
     FROM claimed
@@ -481,14 +496,7 @@ SELECT * FROM failed
 
 -- name: complete_and_claim_no_limits
 -- `complete_and_claim` whose claim is `claim_one_no_limits`'s (claim.sql): no limited queue open.
-WITH done AS (
-    UPDATE jobs_job
-    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = {{clock}},
-        updated_at = {{clock}}
-    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
-    RETURNING id, attempts, type
-), served AS (
+WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
@@ -511,16 +519,27 @@ WITH done AS (
         FOR UPDATE SKIP LOCKED
     ) AS job
     LIMIT 1
-), claimed AS (
+), settled_and_claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1,
-        locked_by = :worker_id,
-        locked_until = {{clock}}
-                       + make_interval(secs => CAST(:lease_seconds AS float8)),
-        last_error = '', result = NULL,
+    SET status = CASE WHEN t.settle THEN 'succeeded' ELSE 'running' END,
+        result = CASE WHEN t.settle THEN CAST(:result AS jsonb) END,
+        attempts = CASE WHEN t.settle THEN j.attempts ELSE j.attempts + 1 END,
+        locked_by = CASE WHEN t.settle THEN NULL ELSE CAST(:worker_id AS text) END,
+        locked_until = CASE WHEN t.settle THEN NULL ELSE {{clock}}
+                       + make_interval(secs => CAST(:lease_seconds AS float8)) END,
+        finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
+        last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM picked WHERE j.id = picked.id
+    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+          UNION ALL
+          SELECT id, false FROM picked) AS t
+    WHERE j.id = t.id
+      AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
+), done AS (
+    SELECT id, attempts, type FROM settled_and_claimed WHERE status = 'succeeded'
+), claimed AS (
+    SELECT * FROM settled_and_claimed WHERE status = 'running'
 ), freed AS (
     UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
     FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
@@ -557,14 +576,7 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress_no_limits
 -- `complete_and_claim_with_progress` whose claim is `claim_one_no_limits`'s (claim.sql).
-WITH done AS (
-    UPDATE jobs_job
-    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = {{clock}},
-        updated_at = {{clock}}
-    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
-    RETURNING id, attempts, type
-), served AS (
+WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
@@ -587,16 +599,27 @@ WITH done AS (
         FOR UPDATE SKIP LOCKED
     ) AS job
     LIMIT 1
-), claimed AS (
+), settled_and_claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1,
-        locked_by = :worker_id,
-        locked_until = {{clock}}
-                       + make_interval(secs => CAST(:lease_seconds AS float8)),
-        last_error = '', result = NULL,
+    SET status = CASE WHEN t.settle THEN 'succeeded' ELSE 'running' END,
+        result = CASE WHEN t.settle THEN CAST(:result AS jsonb) END,
+        attempts = CASE WHEN t.settle THEN j.attempts ELSE j.attempts + 1 END,
+        locked_by = CASE WHEN t.settle THEN NULL ELSE CAST(:worker_id AS text) END,
+        locked_until = CASE WHEN t.settle THEN NULL ELSE {{clock}}
+                       + make_interval(secs => CAST(:lease_seconds AS float8)) END,
+        finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
+        last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM picked WHERE j.id = picked.id
+    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+          UNION ALL
+          SELECT id, false FROM picked) AS t
+    WHERE j.id = t.id
+      AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
+), done AS (
+    SELECT id, attempts, type FROM settled_and_claimed WHERE status = 'succeeded'
+), claimed AS (
+    SELECT * FROM settled_and_claimed WHERE status = 'running'
 ), freed AS (
     UPDATE jobs_queue_slot AS slot SET job_id = NULL, attempt = NULL
     FROM done WHERE slot.job_id = done.id AND slot.attempt = done.attempts
@@ -652,14 +675,6 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 WITH gate AS (
     SELECT paused, concurrency_limit IS NOT NULL AS limited, rate_count IS NOT NULL AS rated
     FROM jobs_queue WHERE name = :queue
-), done AS (
-    UPDATE jobs_job
-    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = {{clock}},
-        updated_at = {{clock}}
-    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
-      AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
-    RETURNING id, attempts, type
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE queue = :queue AND status = 'queued'
@@ -670,16 +685,29 @@ WITH gate AS (
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
-), claimed AS (
+), settled_and_claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1,
-        locked_by = :worker_id,
-        locked_until = {{clock}}
-                       + make_interval(secs => CAST(:lease_seconds AS float8)),
-        last_error = '', result = NULL,
+    SET status = CASE WHEN t.settle THEN 'succeeded' ELSE 'running' END,
+        result = CASE WHEN t.settle THEN CAST(:result AS jsonb) END,
+        attempts = CASE WHEN t.settle THEN j.attempts ELSE j.attempts + 1 END,
+        locked_by = CASE WHEN t.settle THEN NULL ELSE CAST(:worker_id AS text) END,
+        locked_until = CASE WHEN t.settle THEN NULL ELSE {{clock}}
+                       + make_interval(secs => CAST(:lease_seconds AS float8)) END,
+        finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
+        last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM picked WHERE j.id = picked.id
+    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)
+          UNION ALL
+          SELECT id, false FROM picked) AS t
+    WHERE j.id = t.id
+      AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt
+                            AND j.queue = :queue))
     RETURNING j.*
+), done AS (
+    SELECT id, attempts, type FROM settled_and_claimed WHERE status = 'succeeded'
+), claimed AS (
+    SELECT * FROM settled_and_claimed WHERE status = 'running'
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
@@ -716,14 +744,6 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 WITH gate AS (
     SELECT paused, concurrency_limit IS NOT NULL AS limited, rate_count IS NOT NULL AS rated
     FROM jobs_queue WHERE name = :queue
-), done AS (
-    UPDATE jobs_job
-    SET status = 'succeeded', result = CAST(:result AS jsonb), locked_by = NULL, locked_until = NULL,
-        finished_at = {{clock}},
-        updated_at = {{clock}}
-    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
-      AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
-    RETURNING id, attempts, type
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE queue = :queue AND status = 'queued'
@@ -734,16 +754,29 @@ WITH gate AS (
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
-), claimed AS (
+), settled_and_claimed AS (
     UPDATE jobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1,
-        locked_by = :worker_id,
-        locked_until = {{clock}}
-                       + make_interval(secs => CAST(:lease_seconds AS float8)),
-        last_error = '', result = NULL,
+    SET status = CASE WHEN t.settle THEN 'succeeded' ELSE 'running' END,
+        result = CASE WHEN t.settle THEN CAST(:result AS jsonb) END,
+        attempts = CASE WHEN t.settle THEN j.attempts ELSE j.attempts + 1 END,
+        locked_by = CASE WHEN t.settle THEN NULL ELSE CAST(:worker_id AS text) END,
+        locked_until = CASE WHEN t.settle THEN NULL ELSE {{clock}}
+                       + make_interval(secs => CAST(:lease_seconds AS float8)) END,
+        finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
+        last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM picked WHERE j.id = picked.id
+    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)
+          UNION ALL
+          SELECT id, false FROM picked) AS t
+    WHERE j.id = t.id
+      AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt
+                            AND j.queue = :queue))
     RETURNING j.*
+), done AS (
+    SELECT id, attempts, type FROM settled_and_claimed WHERE status = 'succeeded'
+), claimed AS (
+    SELECT * FROM settled_and_claimed WHERE status = 'running'
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT job_id, type, attempt, worker_id, message, data, created_at FROM (
