@@ -165,7 +165,7 @@ def test_a_client_error_mid_pipeline_writes_nothing(app, monkeypatch, where):
     monkeypatch.setattr(enqueue, "CREATE_CHUNK", 1)
     monkeypatch.setattr(enqueue.uuid, "uuid4", uuid4)
     if where == "building the records":
-        monkeypatch.setattr(enqueue, "_new_record", new_record)
+        monkeypatch.setattr(enqueue, "new_record", new_record)
     specs = [JobSpec("demo.success", idempotency_key="sent-first"), JobSpec("demo.success")]
     meanwhile = new_record if where == "the caller's meanwhile" else None
     with connection.connect() as conn:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from flask import Flask
 
+from dashboard.extensions import engine
 from dashboard.runtime import handlers
 from dashboard.store import lifecycle
 from dashboard.store.lifecycle import create as enqueue
@@ -104,3 +105,26 @@ def test_a_type_with_a_control_or_format_character_is_refused_naming_it(app, job
 def test_naive_now_is_refused(app):
     with pytest.raises(ValueError):
         lifecycle.claim_next_job("w", lease_seconds=30, now=datetime(2026, 1, 1))
+
+
+def test_the_record_a_create_returns_is_the_row_it_wrote(app):
+    """A create reads nothing back: the record is built from what was sent, so it must equal
+    the row, every column, also for a time given in another zone and a payload in any key order."""
+    elsewhere = timezone(timedelta(hours=-5))
+    spec = JobSpec(
+        "demo.success",
+        {"z": [1, 2.5, None], "a": {"nested": "é"}},
+        priority=70,
+        available_at=at(30).astimezone(elsewhere),
+        max_attempts=5,
+        idempotency_key="the-row",
+        queue="reports",
+        workflow="wf-1",
+        traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+    )
+    made = enqueue.create_job(spec, now=T0.astimezone(elsewhere)).job
+    assert made == read_jobs.get_job(made.id)
+    assert made.available_at.utcoffset() == made.created_at.utcoffset() == timedelta(0)  # as read: UTC
+    with engine().connect() as conn, conn.begin():
+        within = enqueue.create_job(spec._replace(idempotency_key="within"), now=T0, within=conn).job
+    assert within == read_jobs.get_job(within.id)

@@ -137,7 +137,7 @@ PINNED: dict[str, set[str]] = {
     "freed": {"c1155857a5ff", "d370dd19cf00", "dd8de699ed59", "18b4538b2be1", "689272ea96a8"},
     "gate": {"7034a0a02deb"},
     "input": {"a72235ec85f2", "dd81f7b76401", "679125aba3fb"},
-    "ins": {"b36f5af13735", "ca206d7dbac1", "37d775e196f8"},
+    "ins": {"b36f5af13735", "ca206d7dbac1", "ebf1c09ec01c"},
     "named": {"642188a6ae89", "4658a945db9e"},
     "next": {"6ec355f2cd94", "78ce872ff0a1"},
     "parents": {"0f0d6a35bab3", "879cf990ac8f"},

@@ -30,7 +30,7 @@ from ...config.rules import MISSED_ALL_MAX, SCHEDULE_NAME_PATTERN
 from .. import planner_stats
 from ..connection import autocommit, fetch_job, fetch_rows, transaction
 from ..lifecycle import unique
-from ..lifecycle.spec import JobSpec
+from ..lifecycle.spec import JobSpec, new_record, row_params
 from ..records import JobRecord
 from ..sql import query
 from ..values import aware
@@ -213,21 +213,28 @@ def _fire_one(conn: Connection, row: dict[str, Any], worker_id: str | None) -> F
     return Fired(name=name, runs=runs, skipped=due.skipped, next_run_at=due.next_run_at)
 
 
-def _create_params(row: dict[str, Any], key: str, clock: datetime, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": uuid.uuid4(),
-        "type": row["job_type"],
-        "payload": row["payload"],
-        "priority": row["priority"],
-        "available_at": clock,
-        "max_attempts": row["max_attempts"],
-        "idempotency_key": key,
-        "queue": row["queue"],
-        "workflow": None,
-        "traceparent": None,
-        "event_data": {"type": row["job_type"], "schedule": row["name"], **data},
-        "now": clock,
-    }
+def _run_spec(row: dict[str, Any], key: str) -> JobSpec:
+    """The job one run of the schedule ``row`` creates, under the idempotency ``key``."""
+    return JobSpec(
+        type=row["job_type"],
+        payload=row["payload"],
+        priority=row["priority"],
+        max_attempts=row["max_attempts"],
+        idempotency_key=key,
+        queue=row["queue"],
+        unique_key=row["unique_key"],
+        unique_for=row["unique_for"],
+        unique_while=row["unique_while"],
+    )
+
+
+def _create(
+    conn: Connection, spec: JobSpec, row: dict[str, Any], clock: datetime, data: dict[str, Any]
+) -> JobRecord | None:
+    """Create ``spec`` due at ``clock`` (create.sql ``create``): its record, or ``None`` when
+    another job holds its key."""
+    params = row_params(spec, {"schedule": row["name"], **data}, clock)
+    return new_record(params["id"], spec, clock) if fetch_rows(conn, CREATE, params) else None
 
 
 def _enqueue_run(
@@ -237,7 +244,7 @@ def _enqueue_run(
     data = {"source": "schedule", "slot": cron.slot_text(slot), "worker_id": worker_id}
     if row["unique_key"] is not None:  # a live run holding the key is this slot's run
         return Run(slot=slot, **_unique_run(conn, row, key, clock, data))
-    job = fetch_job(conn, CREATE, _create_params(row, key, clock, data))
+    job = _create(conn, _run_spec(row, key), row, clock, data)
     if job is not None:
         return Run(slot=slot, job_id=job.id, created=True)
     existing = fetch_job(conn, FIND_BY_KEY, {"idempotency_key": key})
@@ -251,18 +258,8 @@ def _unique_run(
 ) -> dict[str, Any]:
     """A run of a schedule with unique options, created as any keyed create (unique.create):
     the job that holds the key, if one is live in its states and window, stands for the slot."""
-    spec = JobSpec(
-        type=row["job_type"],
-        payload=row["payload"],
-        priority=row["priority"],
-        max_attempts=row["max_attempts"],
-        idempotency_key=key,
-        queue=row["queue"],
-        unique_key=row["unique_key"],
-        unique_for=row["unique_for"],
-        unique_while=row["unique_while"],
-    )
-    result = unique.create(spec, event_data={"schedule": row["name"], **data}, now=clock, conn=conn)
+    data = {"schedule": row["name"], **data}
+    result = unique.create(_run_spec(row, key), event_data=data, now=clock, conn=conn)
     return {"job_id": result.job.id, "created": result.created}
 
 
@@ -335,7 +332,7 @@ def run_now(
                 raise ScheduleRetired(name)
             clock = row["clock"]
             data = {"source": "schedule", "run_now": True, **(event_data or {})}
-            job = fetch_job(conn, CREATE, _create_params(row, run_now_key(name, clock), clock, data))
+            job = _create(conn, _run_spec(row, run_now_key(name, clock)), row, clock, data)
         planner_stats.after_insert(1, conn)
     if job is None:  # pragma: no cover - a random key taken
         raise RuntimeError("the run's key was taken")

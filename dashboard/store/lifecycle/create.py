@@ -33,12 +33,11 @@ from .. import planner_stats
 from ..connection import autocommit, fetch_job, fetch_rows, fetch_rows_while, fetch_rows_within, transaction
 from ..records import CreateResult, JobRecord
 from ..sql import query
-from ..states import Status
 from ..values import aware as _aware
 from ..values import utcnow
 from . import dependents, unique
 from .spec import JobSpec as JobSpec
-from .spec import row_params
+from .spec import new_record, row_params
 
 CREATE, CREATE_MANY = query("create"), query("create_many")
 FIND_BY_IDEMPOTENCY_KEY, FIND_BY_IDEMPOTENCY_KEYS = (
@@ -75,24 +74,22 @@ def create_job(
         return unique.create(spec, event_data=event_data or {}, now=now, conn=conn, within=within)
     params = row_params(spec, event_data, now)
     if within is not None:
-        return _create_within(within, params)
+        return _create_within(within, spec, params)
     with autocommit(conn) as conn:
-        job = fetch_job(conn, CREATE, params)
-        if job is not None:
+        if fetch_rows(conn, CREATE, params):
             planner_stats.after_insert(1, conn)
-            return CreateResult(job=job, created=True)
+            return CreateResult(job=new_record(params["id"], spec, now), created=True)
         existing = fetch_job(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": spec.idempotency_key})
     if existing is None:  # the conflicting row vanished between the two statements
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
     return CreateResult(job=existing, created=False)
 
 
-def _create_within(conn: Connection, params: dict[str, Any]) -> CreateResult:
+def _create_within(conn: Connection, spec: JobSpec, params: dict[str, Any]) -> CreateResult:
     """:func:`create_job`'s two statements in the caller's transaction."""
-    rows = fetch_rows_within(conn, CREATE, params)
-    if rows:
+    if fetch_rows_within(conn, CREATE, params):
         planner_stats.after_insert(1, None)
-        return CreateResult(job=JobRecord.from_row(rows[0]), created=True)
+        return CreateResult(job=new_record(params["id"], spec, params["now"]), created=True)
     found = fetch_rows_within(conn, FIND_BY_IDEMPOTENCY_KEY, {"idempotency_key": params["idempotency_key"]})
     if not found:
         raise RuntimeError("idempotency key conflict with a job that no longer exists")
@@ -224,7 +221,7 @@ def create_jobs(
             yield {"rows": [row(position, order[position]) for position in part], **shared}
 
     def records() -> list[JobRecord]:
-        built = [_new_record(ids[n], spec, now) for n, spec in enumerate(specs)]
+        built = [new_record(ids[n], spec, now) for n, spec in enumerate(specs)]
         if meanwhile is not None:
             meanwhile(built)
         return built
@@ -340,28 +337,3 @@ def _results(new: list[JobRecord], taken: set[int], existing: dict[str, JobRecor
         else CreateResult(job=job, created=True)
         for n, job in enumerate(new)
     ]
-
-
-def _new_record(job_id: uuid.UUID, spec: JobSpec, now: datetime) -> JobRecord:
-    """The row ``create_many`` (create.sql) writes for ``spec``, as a record."""
-    return JobRecord(
-        id=job_id,
-        type=spec.type,
-        payload={} if spec.payload is None else spec.payload,
-        status=Status.QUEUED.value,
-        priority=spec.priority,
-        available_at=now if spec.available_at is None else spec.available_at.astimezone(UTC),
-        attempts=0,
-        max_attempts=spec.max_attempts,
-        idempotency_key=spec.idempotency_key,
-        locked_by=None,
-        locked_until=None,
-        last_error="",
-        result=None,
-        created_at=now,
-        updated_at=now,
-        finished_at=None,
-        queue=spec.queue or DEFAULT_QUEUE,
-        workflow=spec.workflow,
-        traceparent=spec.traceparent,
-    )

@@ -9,6 +9,8 @@
 
 -- name: create
 -- Queue one job with its `created` event, unless another job holds its idempotency key.
+-- Returns the new job's id only (no row when the key was taken): the caller holds everything
+-- the row was written from (spec.new_record), as for create_many.
 -- Index: job_idempotency_key_unique (partial unique, WHERE idempotency_key IS NOT NULL).
 -- ON CONFLICT waits for a concurrent insert of the same key to commit or roll back, so two
 -- clients racing on one key leave one row; the loser gets no row and reads the winner's
@@ -22,14 +24,14 @@ WITH named AS (
     VALUES (:id, :type, CAST(:payload AS jsonb), 'queued', :priority, :available_at, 0,
             :max_attempts, :idempotency_key, '', :now, :now, :queue, :workflow, :traceparent)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING *
+    RETURNING id, available_at, queue
 ), ev AS (
     INSERT INTO jobs_jobevent (job_id, type, attempt, worker_id, message, data, created_at)
     SELECT id, 'created', 0, NULL, 'Job created', CAST(:event_data AS jsonb), :now FROM ins
 ), wake AS (
     SELECT pg_notify(:notify_channel, queue) FROM ins WHERE available_at <= :now
 )
-SELECT ins.* FROM ins LEFT JOIN wake ON true
+SELECT ins.id FROM ins LEFT JOIN wake ON true
 
 -- name: create_many
 -- Queue one chunk of a bulk create, read from one jsonb array; returns the rows not inserted.
