@@ -34,10 +34,6 @@ class RunningAttempts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: dict[int, tuple[str | None, JobContext]] = {}
-        # No running attempt's lease ends before this (None: none with a lease): set as each
-        # starts, and again by :meth:`any_overdue` when it has to look. A lease only moves
-        # later (renewal), and an attempt that ends only leaves it early, so it is never late.
-        self._earliest: datetime | None = None
 
     @contextmanager
     def running(self, ctx: JobContext, thread: str | None = None) -> Iterator[None]:
@@ -45,9 +41,6 @@ class RunningAttempts:
         (handler and settle)."""
         with self._lock:
             self._running[id(ctx)] = (thread, ctx)
-            end = ctx.locked_until
-            if end is not None and (self._earliest is None or end < self._earliest):
-                self._earliest = end
         try:
             yield
         finally:
@@ -60,19 +53,14 @@ class RunningAttempts:
             return list(self._running.values())
 
     def any_overdue(self, now: datetime | None = None) -> bool:
-        """Whether an attempt of this process is running past its lease. Asked before every
-        claim: until the earliest lease end known passes, the answer is no without a look at
-        the attempts; after it, one look finds the earliest end again."""
+        """Whether an attempt of this process is running past its lease."""
         now = now or utcnow()
-        earliest = self._earliest
-        if earliest is None or now <= earliest:
-            return False
-        with self._lock:
-            ends = [
-                ctx.locked_until for _thread, ctx in self._running.values() if ctx.locked_until is not None
-            ]
-            self._earliest = min(ends, default=None)
-        return any(end < now for end in ends)
+        with self._lock:  # a plain loop: asked before every claim, so kept cheap
+            for _thread, ctx in self._running.values():
+                end = ctx.locked_until
+                if end is not None and end < now:
+                    return True
+        return False
 
 
 PROCESS = RunningAttempts()  # one per worker process: every runner and the dispatcher share it
