@@ -228,12 +228,10 @@ def _run_spec(row: dict[str, Any], key: str) -> JobSpec:
     )
 
 
-def _create(
-    conn: Connection, spec: JobSpec, row: dict[str, Any], clock: datetime, data: dict[str, Any]
-) -> JobRecord | None:
-    """Create ``spec`` due at ``clock`` (create.sql ``create``): its record, or ``None`` when
-    another job holds its key."""
-    params = row_params(spec, {"schedule": row["name"], **data}, clock)
+def _create(conn: Connection, spec: JobSpec, clock: datetime, data: dict[str, Any]) -> JobRecord | None:
+    """Create ``spec`` due at ``clock`` with ``data`` in its ``created`` event (create.sql
+    ``create``): its record, or ``None`` when another job holds its key."""
+    params = row_params(spec, data, clock)
     return new_record(params["id"], spec, clock) if fetch_rows(conn, CREATE, params) else None
 
 
@@ -241,10 +239,11 @@ def _enqueue_run(
     conn: Connection, row: dict[str, Any], slot: datetime, clock: datetime, worker_id: str | None
 ) -> Run:
     key = run_key(row["name"], slot)
-    data = {"source": "schedule", "slot": cron.slot_text(slot), "worker_id": worker_id}
+    slot_text = cron.slot_text(slot)
+    data = {"schedule": row["name"], "source": "schedule", "slot": slot_text, "worker_id": worker_id}
     if row["unique_key"] is not None:  # a live run holding the key is this slot's run
         return Run(slot=slot, **_unique_run(conn, row, key, clock, data))
-    job = _create(conn, _run_spec(row, key), row, clock, data)
+    job = _create(conn, _run_spec(row, key), clock, data)
     if job is not None:
         return Run(slot=slot, job_id=job.id, created=True)
     existing = fetch_job(conn, FIND_BY_KEY, {"idempotency_key": key})
@@ -258,7 +257,6 @@ def _unique_run(
 ) -> dict[str, Any]:
     """A run of a schedule with unique options, created as any keyed create (unique.create):
     the job that holds the key, if one is live in its states and window, stands for the slot."""
-    data = {"schedule": row["name"], **data}
     result = unique.create(_run_spec(row, key), event_data=data, now=clock, conn=conn)
     return {"job_id": result.job.id, "created": result.created}
 
@@ -331,8 +329,8 @@ def run_now(
             if row["retired_at"] is not None:
                 raise ScheduleRetired(name)
             clock = row["clock"]
-            data = {"source": "schedule", "run_now": True, **(event_data or {})}
-            job = _create(conn, _run_spec(row, run_now_key(name, clock)), row, clock, data)
+            data = {"schedule": name, "source": "schedule", "run_now": True, **(event_data or {})}
+            job = _create(conn, _run_spec(row, run_now_key(name, clock)), clock, data)
         planner_stats.after_insert(1, conn)
     if job is None:  # pragma: no cover - a random key taken
         raise RuntimeError("the run's key was taken")
