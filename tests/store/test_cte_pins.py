@@ -143,7 +143,7 @@ PINNED: dict[str, set[str]] = {
     "parents": {"0f0d6a35bab3", "879cf990ac8f"},
     "picked": {"79be44c478c7", "c79770867711", "49293559bb38", "bfc4f741689e", "b9115c0003e8"},
     "served": {"4c18dae04891", "8ce309174559"},
-    "settled_and_claimed": {"5cfd9b38d44d", "9b39127a0d16"},
+    "settled_and_claimed": {"bfdb244bae00", "f8f5ee8eee1d"},
     "took_rate": {"758456975c3e", "6c9ea096ab7b"},
     "took_slot": {"3bbeee700e83", "444ab5253901"},
     "wake": {"c77941dc351c", "d8bd9322cf69", "9f69b50a1b40", "4e0fb9bfacb8", "406be6b4b564"},

@@ -107,6 +107,13 @@ SELECT * FROM done
 -- UPDATE for both rows costs the server less than two (docs/benchmarks.md). `done` and
 -- `claimed` are its rows by their new status; a job that lease recovery queued again before
 -- this statement can only be claimed, never settled, since its fence asks for `running`.
+-- The claim comes first in that UPDATE's rows, as early after the statement's snapshot as the
+-- statement allows. A job another worker claimed after that snapshot still looks queued to
+-- `picked`: locking it, PostgreSQL locks its newest (running) version, finds it no longer
+-- queued and moves on, but keeps that lock until this statement commits, and the job's owner,
+-- settling it, waits for that commit. Each job claimed in the time between the snapshot and
+-- the lock can be caught so; with the settle's own writes first in that time, 16 one-job
+-- threads spent a third of their time in such waits (docs/benchmarks.md).
 WITH served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
@@ -157,9 +164,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+    FROM (SELECT id, false AS settle FROM picked
           UNION ALL
-          SELECT id, false FROM picked) AS t
+          SELECT CAST(:id AS uuid), true) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -261,9 +268,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+    FROM (SELECT id, false AS settle FROM picked
           UNION ALL
-          SELECT id, false FROM picked) AS t
+          SELECT CAST(:id AS uuid), true) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -530,9 +537,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+    FROM (SELECT id, false AS settle FROM picked
           UNION ALL
-          SELECT id, false FROM picked) AS t
+          SELECT CAST(:id AS uuid), true) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -610,9 +617,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
+    FROM (SELECT id, false AS settle FROM picked
           UNION ALL
-          SELECT id, false FROM picked) AS t
+          SELECT CAST(:id AS uuid), true) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -696,10 +703,10 @@ WITH gate AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
-          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)
+    FROM (SELECT id, false AS settle FROM picked
           UNION ALL
-          SELECT id, false FROM picked) AS t
+          SELECT CAST(:id AS uuid), true
+          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt
                             AND j.queue = :queue))
@@ -765,10 +772,10 @@ WITH gate AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT CAST(:id AS uuid) AS id, true AS settle
-          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)
+    FROM (SELECT id, false AS settle FROM picked
           UNION ALL
-          SELECT id, false FROM picked) AS t
+          SELECT CAST(:id AS uuid), true
+          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt
                             AND j.queue = :queue))
