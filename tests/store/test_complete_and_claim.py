@@ -7,11 +7,16 @@ with its own event, and neither depending on the other.
 
 from __future__ import annotations
 
-import pytest
+import threading
 
+import pytest
+from sqlalchemy import text
+
+from dashboard.extensions import db
 from dashboard.store import lifecycle
 from dashboard.store.lifecycle import claim_form
 from tests.support.factories import make_job
+from tests.support.waiting import wait_until
 
 from .helpers import LEASE, T0, at, claim, cleanup, event_types, fresh, record_statements
 
@@ -109,3 +114,42 @@ def test_a_job_queued_again_by_lease_recovery_is_claimed_anew_and_never_settled_
     again = fresh(running.id)
     assert (again.status, again.attempts, again.locked_by, again.result) == ("running", 2, "w-1", None)
     assert event_types(running.id) == ["claimed", "timeout_requeued", "claimed"]
+
+
+def test_it_waits_for_the_settled_job_before_it_holds_the_next_one(app):
+    """A transaction holding the job being settled, then locking the job the settle would
+    claim next (a create's ``lock_parents`` naming both as parents, a workflow's cancel),
+    must not deadlock with the settle-and-claim: the statement locks the job it settles
+    before it claims, so while it waits it holds nothing; the other transaction gets the next
+    job, commits, and only then is the job settled and the next one claimed. Whatever plan
+    the statement gets (on a table this small, a hash join that reads the claim first)."""
+    make_job(now=T0)
+    running = claim("w-1", now=at(1))
+    following = make_job(now=at(2))
+    outcome: dict[str, object] = {}
+
+    def settle() -> None:
+        with app.app_context():
+            try:
+                outcome["settled"] = settle_and_claim(running, "w-1", at(3))
+            except Exception as error:  # a deadlock, were the statement to claim first
+                outcome["error"] = error
+
+    def settle_waits() -> bool:
+        with db.engine.connect() as conn:
+            return bool(conn.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted")).scalar())
+
+    with db.engine.connect() as holder:
+        transaction = holder.begin()
+        holder.execute(text("SELECT 1 FROM jobs_job WHERE id = :id FOR SHARE"), {"id": running.id})
+        thread = threading.Thread(target=settle)
+        thread.start()
+        wait_until(settle_waits, 10, "the settle to wait for the held job")
+        holder.execute(text("SET LOCAL lock_timeout = '5s'"))
+        holder.execute(text("SELECT 1 FROM jobs_job WHERE id = :id FOR SHARE"), {"id": following.id})
+        transaction.commit()
+    thread.join(10)
+    assert not thread.is_alive() and "error" not in outcome, outcome
+    completed, claimed = outcome["settled"]  # type: ignore[misc]
+    assert completed is True and claimed is not None and claimed.id == following.id
+    assert fresh(running.id).status == "succeeded"

@@ -94,7 +94,8 @@ def complete_and_claim(
     the queue of the job completed, if the caller knows it; a job of the only served queue
     without a limit (``ClaimForms.only_queue``) is then settled by the statement that reads
     that queue alone and frees no slot, and settled again by one that does if its queue has
-    a concurrency limit by then.
+    a concurrency limit by then. The statement locks the job it settles before it claims, so
+    it never waits for a lock while it holds a claim (settle.sql says why).
     """
     params = {
         **owner(job_id, worker_id, attempt),

@@ -107,21 +107,29 @@ SELECT * FROM done
 -- UPDATE for both rows costs the server less than two (docs/benchmarks.md). `done` and
 -- `claimed` are its rows by their new status; a job that lease recovery queued again before
 -- this statement can only be claimed, never settled, since its fence asks for `running`.
--- The claim comes first in that UPDATE's rows, as early after the statement's snapshot as the
--- statement allows. A job another worker claimed after that snapshot still looks queued to
--- `picked`: locking it, PostgreSQL locks its newest (running) version, finds it no longer
--- queued and moves on, but keeps that lock until this statement commits, and the job's owner,
--- settling it, waits for that commit. Each job claimed in the time between the snapshot and
--- the lock can be caught so; with the settle's own writes first in that time, 16 one-job
--- threads spent a third of their time in such waits (docs/benchmarks.md).
-WITH served AS (
+-- The job to settle is locked first (`mine`, under the owner's fence), before the claim reads
+-- a queue: the claim's test of `mine` is evaluated once, before its first row is locked. So
+-- while the statement waits for that lock it holds no claim, and a transaction that holds the
+-- job being settled and then asks for the job this statement would claim (a create's
+-- lock_parents naming both as parents, a workflow's cancel) gets it, whatever join the plan
+-- chose; had the claim come first, the two would deadlock (test_complete_and_claim.py).
+-- What a settle most often waits for is another worker's claim that read the job as still
+-- queued in its snapshot: PostgreSQL locks the job's newest version before it re-checks it,
+-- and keeps that lock to its commit (docs/benchmarks.md).
+WITH mine AS MATERIALIZED (
+    SELECT id FROM jobs_job
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    FOR UPDATE
+), served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id, served.name AS queue, room.slot, room.ring
     FROM (SELECT * FROM served ORDER BY random()) AS served
@@ -164,9 +172,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT id, false AS settle FROM picked
+    FROM (SELECT id, true AS settle FROM mine
           UNION ALL
-          SELECT CAST(:id AS uuid), true) AS t
+          SELECT id, false FROM picked) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -218,14 +226,20 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress
 -- `complete_and_claim`, writing the attempt's pending progress reports before its success.
-WITH served AS (
+WITH mine AS MATERIALIZED (
+    SELECT id FROM jobs_job
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    FOR UPDATE
+), served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id, served.name AS queue, room.slot, room.ring
     FROM (SELECT * FROM served ORDER BY random()) AS served
@@ -268,9 +282,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT id, false AS settle FROM picked
+    FROM (SELECT id, true AS settle FROM mine
           UNION ALL
-          SELECT CAST(:id AS uuid), true) AS t
+          SELECT id, false FROM picked) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -503,14 +517,20 @@ SELECT * FROM failed
 
 -- name: complete_and_claim_no_limits
 -- `complete_and_claim` whose claim is `claim_one_no_limits`'s (claim.sql): no limited queue open.
-WITH served AS (
+WITH mine AS MATERIALIZED (
+    SELECT id FROM jobs_job
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    FOR UPDATE
+), served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id
     FROM (SELECT name FROM served
@@ -537,9 +557,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT id, false AS settle FROM picked
+    FROM (SELECT id, true AS settle FROM mine
           UNION ALL
-          SELECT CAST(:id AS uuid), true) AS t
+          SELECT id, false FROM picked) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -583,14 +603,20 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 
 -- name: complete_and_claim_with_progress_no_limits
 -- `complete_and_claim_with_progress` whose claim is `claim_one_no_limits`'s (claim.sql).
-WITH served AS (
+WITH mine AS MATERIALIZED (
+    SELECT id FROM jobs_job
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+    FOR UPDATE
+), served AS (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
+      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
+      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id
     FROM (SELECT name FROM served
@@ -617,9 +643,9 @@ WITH served AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT id, false AS settle FROM picked
+    FROM (SELECT id, true AS settle FROM mine
           UNION ALL
-          SELECT CAST(:id AS uuid), true) AS t
+          SELECT id, false FROM picked) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt))
     RETURNING j.*
@@ -682,6 +708,11 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 WITH gate AS (
     SELECT paused, concurrency_limit IS NOT NULL AS limited, rate_count IS NOT NULL AS rated
     FROM jobs_queue WHERE name = :queue
+), mine AS MATERIALIZED (
+    SELECT id FROM jobs_job
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+      AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
+    FOR UPDATE
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE queue = :queue AND status = 'queued'
@@ -689,6 +720,7 @@ WITH gate AS (
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
       AND NOT EXISTS (SELECT 1 FROM gate WHERE paused OR limited OR rated)
+      AND (SELECT count(*) FROM mine) >= 0
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -703,10 +735,9 @@ WITH gate AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT id, false AS settle FROM picked
+    FROM (SELECT id, true AS settle FROM mine
           UNION ALL
-          SELECT CAST(:id AS uuid), true
-          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)) AS t
+          SELECT id, false FROM picked) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt
                             AND j.queue = :queue))
@@ -751,6 +782,11 @@ FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
 WITH gate AS (
     SELECT paused, concurrency_limit IS NOT NULL AS limited, rate_count IS NOT NULL AS rated
     FROM jobs_queue WHERE name = :queue
+), mine AS MATERIALIZED (
+    SELECT id FROM jobs_job
+    WHERE id = :id AND status = 'running' AND locked_by = :worker_id AND attempts = :attempt
+      AND queue = :queue AND NOT EXISTS (SELECT 1 FROM gate WHERE limited)
+    FOR UPDATE
 ), picked AS (
     SELECT id FROM jobs_job
     WHERE queue = :queue AND status = 'queued'
@@ -758,6 +794,7 @@ WITH gate AS (
       AND attempts < max_attempts
       AND NOT (CAST(:avoid_expired AS boolean) AND starts_with(last_error, :lease_expired_prefix))
       AND NOT EXISTS (SELECT 1 FROM gate WHERE paused OR limited OR rated)
+      AND (SELECT count(*) FROM mine) >= 0
     ORDER BY priority DESC, available_at, created_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -772,10 +809,9 @@ WITH gate AS (
         finished_at = CASE WHEN t.settle THEN {{clock}} ELSE j.finished_at END,
         last_error = CASE WHEN t.settle THEN j.last_error ELSE '' END,
         updated_at = {{clock}}
-    FROM (SELECT id, false AS settle FROM picked
+    FROM (SELECT id, true AS settle FROM mine
           UNION ALL
-          SELECT CAST(:id AS uuid), true
-          WHERE NOT EXISTS (SELECT 1 FROM gate WHERE limited)) AS t
+          SELECT id, false FROM picked) AS t
     WHERE j.id = t.id
       AND (NOT t.settle OR (j.status = 'running' AND j.locked_by = :worker_id AND j.attempts = :attempt
                             AND j.queue = :queue))
