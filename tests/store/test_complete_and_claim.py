@@ -122,7 +122,7 @@ def test_it_waits_for_the_settled_job_before_it_holds_the_next_one(app):
     must not deadlock with the settle-and-claim: the statement locks the job it settles
     before it claims, so while it waits it holds nothing; the other transaction gets the next
     job, commits, and only then is the job settled and the next one claimed. Whatever plan
-    the statement gets (on a table this small, a hash join that reads the claim first)."""
+    the statement gets (on a table this small, one that reads the claim first)."""
     make_job(now=T0)
     running = claim("w-1", now=at(1))
     following = make_job(now=at(2))
