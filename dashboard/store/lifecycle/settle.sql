@@ -124,12 +124,10 @@ WITH mine AS MATERIALIZED (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
-      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
-      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id, served.name AS queue, room.slot, room.ring
     FROM (SELECT * FROM served ORDER BY random()) AS served
@@ -160,6 +158,7 @@ WITH mine AS MATERIALIZED (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) AS job
+    WHERE (SELECT count(*) FROM mine) >= 0
     LIMIT 1
 ), settled_and_claimed AS (
     UPDATE jobs_job AS j
@@ -234,12 +233,10 @@ WITH mine AS MATERIALIZED (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
-      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
-      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id, served.name AS queue, room.slot, room.ring
     FROM (SELECT * FROM served ORDER BY random()) AS served
@@ -270,6 +267,7 @@ WITH mine AS MATERIALIZED (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) AS job
+    WHERE (SELECT count(*) FROM mine) >= 0
     LIMIT 1
 ), settled_and_claimed AS (
     UPDATE jobs_job AS j
@@ -525,12 +523,10 @@ WITH mine AS MATERIALIZED (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
-      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
-      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id
     FROM (SELECT name FROM served
@@ -545,6 +541,7 @@ WITH mine AS MATERIALIZED (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) AS job
+    WHERE (SELECT count(*) FROM mine) >= 0
     LIMIT 1
 ), settled_and_claimed AS (
     UPDATE jobs_job AS j
@@ -611,12 +608,10 @@ WITH mine AS MATERIALIZED (
     SELECT q.name, q.concurrency_limit, q.rate_count, q.rate_period_seconds
     FROM jobs_queue AS q
     WHERE NOT q.paused AND (CAST(:queues AS text[]) IS NULL OR q.name = ANY(CAST(:queues AS text[])))
-      AND (SELECT count(*) FROM mine) >= 0
     UNION ALL
     SELECT 'default', NULL, NULL, NULL
     WHERE (CAST(:queues AS text[]) IS NULL OR 'default' = ANY(CAST(:queues AS text[])))
       AND NOT EXISTS (SELECT 1 FROM jobs_queue WHERE name = 'default')
-      AND (SELECT count(*) FROM mine) >= 0
 ), picked AS (
     SELECT job.id
     FROM (SELECT name FROM served
@@ -631,6 +626,7 @@ WITH mine AS MATERIALIZED (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) AS job
+    WHERE (SELECT count(*) FROM mine) >= 0
     LIMIT 1
 ), settled_and_claimed AS (
     UPDATE jobs_job AS j
